@@ -1,0 +1,37 @@
+# Two commands a newcomer needs: `make demo` and `make test`. Each sets up .venv on its own.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit bench e2e schema docs clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/lightmem2 demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check lightmem_plugin tests benchmarks
+	$(BIN)/ruff format --check lightmem_plugin tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+schema: $(STAMP)
+	$(BIN)/python -c "from lightmem_plugin.config import schema_text; open('config.schema.json','w').write(schema_text())"
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,26 @@
+"""config path|show|validate: where the config file is, the config in force, or whether it is valid.
+
+``show`` prints the full config with defaults filled in (API keys masked); ``validate`` exits 2 with
+one line naming the file, key path, bad value and allowed values when the file is invalid.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..config import config_path, load_config
+
+
+def run(action: str) -> str:
+    """The text ``lightmem2 config ACTION`` prints."""
+    path = config_path()
+    if action == "path":
+        return str(path)
+    config = load_config(path)
+    if action == "validate":
+        where = str(path) if path.exists() else f"{path} (absent: defaults in force)"
+        return f"ok: {where} is valid (mode {config.mode})"
+    data = config.model_dump(by_alias=True)
+    if data["estimator"].get("proxyApiKey"):
+        data["estimator"]["proxyApiKey"] = "***"
+    return json.dumps(data, indent=2)

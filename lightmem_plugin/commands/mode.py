@@ -1,0 +1,66 @@
+"""mode [conservative|normal|aggressive]: show the current mode, or switch it.
+
+Without an argument: the current mode and what it enables. With one: validates it, writes it to the
+config file (the user's other keys and their order stay as they were) and it takes effect on the next
+model call. What is already in the history keeps the form it was given.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+from ..config import MODES, Config, config_path, load_config, parse_config
+from ..errors import ConfigError, UsageError
+
+
+def describe(config: Config) -> str:
+    """One short paragraph: the mode and what it turns on."""
+    table = config.mode_table()
+    eviction = "on" if table.eviction else "off"
+    return (
+        f"mode: {config.mode}\n"
+        f"  stabilizer: {'on' if config.stabilizer.enabled else 'off'}\n"
+        f"  reduction: outputs over {table.triggerChars:,} chars -> ~{table.capChars:,}; "
+        f"passes: {', '.join(table.passes)}\n"
+        f"  eviction: {eviction}"
+        + (f" (every {config.eviction.batchTurns} calls, when it pays)" if table.eviction else "")
+    )
+
+
+def check_mode(value: str) -> str:
+    """``value`` if it is a mode, else a UsageError with the allowed values and a suggestion."""
+    if value in MODES:
+        return value
+    close = difflib.get_close_matches(value, MODES, n=1)
+    hint = f'; did you mean "{close[0]}"?' if close else ""
+    raise UsageError(f'unknown mode "{value}"; allowed: {", ".join(MODES)}{hint}')
+
+
+def set_mode(value: str, path: Path | None = None) -> Config:
+    """Persist ``value`` as the mode in the config file, keeping every other key as it was."""
+    mode = check_mode(value)
+    path = path or config_path()
+    data: dict[str, Any] = {}
+    if path.exists():
+        load_config(path)  # refuse to rewrite a file that is already invalid
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: top level must be a JSON object; fix the file")
+    data["mode"] = mode
+    config = parse_config(data, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return config
+
+
+def run(value: str | None) -> str:
+    """The text ``lightmem2 mode [VALUE]`` prints."""
+    if value is None:
+        return describe(load_config())
+    config = set_mode(value)
+    return f"mode set to {config.mode} (takes effect on the next model call)\n" + describe(config)

@@ -1,0 +1,288 @@
+"""Configuration: one pydantic model, camelCase JSON keys, loaded from ``$LIGHTMEM2_HOME/config.json``.
+
+Why pydantic: the same model validates user files, generates ``config.schema.json`` (kept in sync by a
+test) and documents every key through its field descriptions. Unknown keys are rejected
+(``extra="forbid"``) so a typo never silently does nothing. A bad file raises :class:`ConfigError` with
+one line naming the file, the key path, the bad value and what is allowed; :func:`load_config_or_last_good`
+keeps the last good config in force.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from .errors import ConfigError
+
+Mode = Literal["conservative", "normal", "aggressive"]
+MODES: tuple[Mode, ...] = ("conservative", "normal", "aggressive")
+PassName = Literal["whitespace", "dedup", "html", "images", "json", "log", "diff", "truncate"]
+ALL_PASSES: tuple[PassName, ...] = ("whitespace", "dedup", "html", "images", "json", "log", "diff", "truncate")
+LOSSLESS_PASSES: tuple[PassName, ...] = ("whitespace", "dedup", "html", "images")
+PLACEHOLDERS = (
+    "WORKDIR",
+    "HOME",
+    "TIMESTAMP",
+    "CURRENT_DATE",
+    "UUID",
+    "AGENT_ID",
+    "SESSION_ID",
+    "LONG_NUMBER",
+)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, validate_assignment=True
+    )
+
+
+class StabilizerConfig(_Model):
+    """Keeps the prompt head byte-stable (always on; the switches exist for diagnosis)."""
+
+    enabled: bool = Field(True, description="Replace volatile values in the head with placeholders.")
+    placeholders: list[str] = Field(
+        default_factory=lambda: list(PLACEHOLDERS), description="Placeholders to apply, by name."
+    )
+    canonicalToolOrder: bool = Field(True, description="Serialise tool definitions sorted by name.")
+    headMessages: int = Field(
+        2, ge=0, description="Leading messages (system/developer plus the first user turn) to stabilise."
+    )
+
+
+class ModeTable(_Model):
+    """What reduction does in one mode (DESIGN section 4)."""
+
+    triggerChars: int = Field(..., ge=0, description="Tool outputs longer than this are reduced.")
+    capChars: int = Field(..., ge=200, description="Target size of a reduced tool output.")
+    headChars: int = Field(..., ge=0, description="Characters kept verbatim before a truncation stub.")
+    tailChars: int = Field(..., ge=0, description="Characters kept verbatim after a truncation stub.")
+    passes: list[PassName] = Field(..., description="Reduction passes enabled in this mode.")
+    eviction: bool = Field(False, description="Page out finished tasks in batches.")
+
+
+class ConservativeTable(ModeTable):
+    """Conservative: lossless-ish passes only, a high trigger, no eviction."""
+
+    triggerChars: int = Field(4000, ge=0, description="Tool outputs longer than this are reduced.")
+    capChars: int = Field(1800, ge=200, description="Target size of a reduced tool output.")
+    headChars: int = Field(1000, ge=0, description="Characters kept verbatim before a truncation stub.")
+    tailChars: int = Field(600, ge=0, description="Characters kept verbatim after a truncation stub.")
+    passes: list[PassName] = Field(default_factory=lambda: list(LOSSLESS_PASSES), description="Passes on.")
+    eviction: bool = Field(False, description="Page out finished tasks in batches.")
+
+
+class NormalTable(ModeTable):
+    """Normal: every reduction pass, no eviction."""
+
+    triggerChars: int = Field(2200, ge=0, description="Tool outputs longer than this are reduced.")
+    capChars: int = Field(1200, ge=200, description="Target size of a reduced tool output.")
+    headChars: int = Field(600, ge=0, description="Characters kept verbatim before a truncation stub.")
+    tailChars: int = Field(400, ge=0, description="Characters kept verbatim after a truncation stub.")
+    passes: list[PassName] = Field(default_factory=lambda: list(ALL_PASSES), description="Passes on.")
+    eviction: bool = Field(False, description="Page out finished tasks in batches.")
+
+
+class AggressiveTable(ModeTable):
+    """Aggressive: every reduction pass, tighter caps, cost-aware eviction."""
+
+    triggerChars: int = Field(1400, ge=0, description="Tool outputs longer than this are reduced.")
+    capChars: int = Field(900, ge=200, description="Target size of a reduced tool output.")
+    headChars: int = Field(450, ge=0, description="Characters kept verbatim before a truncation stub.")
+    tailChars: int = Field(300, ge=0, description="Characters kept verbatim after a truncation stub.")
+    passes: list[PassName] = Field(default_factory=lambda: list(ALL_PASSES), description="Passes on.")
+    eviction: bool = Field(True, description="Page out finished tasks in batches.")
+
+
+class ReductionConfig(_Model):
+    """Tool-output reduction at ingestion; each mode has its own table, every figure a key."""
+
+    conservative: ConservativeTable = Field(default_factory=ConservativeTable)
+    normal: NormalTable = Field(default_factory=NormalTable)
+    aggressive: AggressiveTable = Field(default_factory=AggressiveTable)
+    hardCapChars: int = Field(50_000, ge=1000, description="No tool output enters the context above this.")
+    imageBitmapMaxBytes: int = Field(100 * 1024, ge=1024, description="Downsample bitmaps above this size.")
+    imageSvgMaxBytes: int = Field(50 * 1024, ge=1024, description="Rasterise or stub SVGs above this size.")
+    imageMaxSidePx: int = Field(1024, ge=16, description="Longest side of a downsampled image.")
+    dedupMaxRepeats: int = Field(5, ge=1, description="Identical outputs after the first become references.")
+
+    def table(self, mode: Mode) -> ModeTable:
+        """The table for ``mode``."""
+        result: ModeTable = getattr(self, mode)
+        return result
+
+
+class EvictionConfig(_Model):
+    """Cost-aware paging out of finished tasks (aggressive mode)."""
+
+    batchTurns: int = Field(3, ge=1, description="Evict at most once every this many model calls.")
+    keepRecentTurns: int = Field(6, ge=0, description="Never evict anything within the last N calls.")
+    expectedRemainingCalls: int = Field(
+        20, ge=1, description="Calls assumed still to come when weighing an eviction's saving."
+    )
+    minSavingRatio: float = Field(1.0, ge=0, description="Evict only if saving >= ratio x re-miss cost.")
+    recordLevel: Literal["critical", "standard", "full"] = Field(
+        "standard", description="Session record budget rendered in the eviction block."
+    )
+
+
+class EstimatorConfig(_Model):
+    """Which estimator proposes task updates; the LLM one is opt-in."""
+
+    kind: Literal["heuristic", "llm"] = Field("heuristic", description="Estimator to use.")
+    proxyBaseUrl: str | None = Field(None, description="OpenAI-compatible base URL (…/v1).")
+    proxyApiKey: str | None = Field(None, description="API key for proxyBaseUrl; never logged.")
+    model: str | None = Field(None, description="Model name sent to the estimator endpoint.")
+    timeoutS: float = Field(20.0, gt=0, description="Per-request timeout in seconds.")
+    retries: int = Field(2, ge=0, description="Retries on transport errors and 5xx.")
+
+
+class RegistryConfig(_Model):
+    """Where archived originals live and how big the store may grow."""
+
+    dir: str | None = Field(None, description="Artifact directory (default: <data dir>/artifacts).")
+    maxBytes: int = Field(1 << 30, ge=1 << 20, description="Garbage-collect least recently used above this.")
+
+
+class ServerConfig(_Model):
+    """``lightmem2 serve``: the loopback proxy and sidecar."""
+
+    host: str = Field("127.0.0.1", description="Bind address; non-loopback needs --allow-remote.")
+    port: int = Field(8787, ge=1, le=65535, description="TCP port.")
+    upstreamAnthropic: str = Field("https://api.anthropic.com", description="Upstream for /v1/messages.")
+    upstreamOpenAI: str = Field("https://api.openai.com", description="Upstream for /v1/responses, chat.")
+
+
+class RedactionConfig(_Model):
+    """Credential patterns redacted from everything persisted."""
+
+    enabled: bool = Field(True, description="Redact known credential patterns in archived text.")
+    extraPatterns: list[str] = Field(default_factory=list, description="More regexes to redact.")
+
+
+class Config(_Model):
+    """The whole lightmem2 configuration."""
+
+    mode: Mode = Field("normal", description="conservative | normal | aggressive")
+    stabilizer: StabilizerConfig = Field(default_factory=StabilizerConfig)
+    reduction: ReductionConfig = Field(default_factory=ReductionConfig)
+    eviction: EvictionConfig = Field(default_factory=EvictionConfig)
+    estimator: EstimatorConfig = Field(default_factory=EstimatorConfig)
+    registry: RegistryConfig = Field(default_factory=RegistryConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    redaction: RedactionConfig = Field(default_factory=RedactionConfig)
+
+    def mode_table(self) -> ModeTable:
+        """Reduction table of the current mode."""
+        return self.reduction.table(self.mode)
+
+
+def home_dir() -> Path:
+    """``$LIGHTMEM2_HOME`` if set, else the platformdirs user config dir."""
+    env = os.environ.get("LIGHTMEM2_HOME")
+    return Path(env) if env else Path(platformdirs.user_config_dir("lightmem2"))
+
+
+def data_dir() -> Path:
+    """``$LIGHTMEM2_HOME`` if set, else the platformdirs user data dir (registry, ledger)."""
+    env = os.environ.get("LIGHTMEM2_HOME")
+    return Path(env) if env else Path(platformdirs.user_data_dir("lightmem2"))
+
+
+def config_path() -> Path:
+    """Where the config file lives."""
+    return home_dir() / "config.json"
+
+
+def _describe(err: ValidationError, path: Path) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(root)"
+    bad = json.dumps(first.get("input"), default=str)
+    if len(bad) > 80:
+        bad = bad[:77] + "..."
+    allowed = ""
+    ctx = first.get("ctx") or {}
+    if "expected" in ctx:
+        allowed = f"; allowed: {ctx['expected']}"
+    msg = first["msg"]
+    return f"{path}: {loc} = {bad} is invalid: {msg}{allowed}; fix the value or remove the key"
+
+
+def parse_config(data: Any, path: Path) -> Config:
+    """Validate ``data`` as a config, raising one-line :class:`ConfigError` naming ``path``."""
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_describe(err, path)) from None
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Load the config file (defaults when it does not exist)."""
+    path = path or config_path()
+    if not path.exists():
+        return Config()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot read config: {err}; check the file's permissions") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(
+            f"{path}: not valid JSON at line {err.lineno} column {err.colno}: {err.msg}; fix the syntax"
+        ) from None
+    return parse_config(data, path)
+
+
+class ConfigHolder:
+    """Keeps the last good config in force when the file on disk turns bad."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or config_path()
+        self.current = Config()
+        self.last_error: str | None = None
+        self._mtime: float | None = None
+        self.reload()
+
+    def reload(self) -> Config:
+        """Re-read the file if it changed; on error keep the previous config and remember why."""
+        try:
+            mtime = self.path.stat().st_mtime if self.path.exists() else None
+        except OSError:
+            mtime = None
+        if mtime == self._mtime and self._mtime is not None:
+            return self.current
+        try:
+            self.current = load_config(self.path)
+            self.last_error = None
+        except ConfigError as err:
+            self.last_error = str(err)
+        self._mtime = mtime
+        return self.current
+
+
+def save_config(config: Config, path: Path | None = None) -> Path:
+    """Write ``config`` (only non-default keys are kept by callers that merge; here: all)."""
+    path = path or config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(config.model_dump(by_alias=True), indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of the config file, as written to ``config.schema.json``."""
+    schema = Config.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "lightmem2 config"
+    return schema
+
+
+def schema_text() -> str:
+    """Canonical text of ``config.schema.json``."""
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,74 @@
+"""The whole lightmem2 exception tree.
+
+Every error we raise on purpose derives from :class:`LightMemError`, so callers (the CLI, the host
+adapters, the fail-open runner) can catch ours apart from bugs. Messages say what was wrong, the bad
+value, and the fix, on one line::
+
+    LightMemError
+    ├── UsageError              bad CLI arguments or API use            (CLI exit code 2)
+    │   └── ConfigError         a config file or value that fails validation
+    ├── PayloadError            a host/provider payload a codec cannot read
+    ├── RegistryError           artifact store problems
+    │   ├── ArtifactNotFound    unknown key                              (CLI exit code 2)
+    │   └── ArtifactCorrupt     stored bytes no longer match their key
+    ├── TokenizerError          the shipped ranks file is missing or altered
+    ├── TraceError              a recorded session that cannot be read  (CLI exit code 2)
+    ├── EstimatorError          an eviction estimator reply that fails validation or transport
+    └── PassError               a reduction pass failed; the pipeline passes the original through
+"""
+
+from __future__ import annotations
+
+
+class LightMemError(Exception):
+    """Base of every error lightmem2 raises on purpose."""
+
+    exit_code: int = 1
+
+
+class UsageError(LightMemError):
+    """Bad arguments or API use; the message names the value and the allowed ones."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """A config file or value that fails validation (file, key path, bad value, allowed values)."""
+
+
+class PayloadError(LightMemError):
+    """A host or provider payload that a codec cannot read; the pipeline passes it through."""
+
+    exit_code = 2
+
+
+class RegistryError(LightMemError):
+    """Artifact registry problem (I/O, permissions)."""
+
+
+class ArtifactNotFound(RegistryError):
+    """No artifact stored under the given key."""
+
+    exit_code = 2
+
+
+class ArtifactCorrupt(RegistryError):
+    """Stored bytes no longer hash to their key."""
+
+
+class TokenizerError(LightMemError):
+    """The shipped tokenizer ranks file is missing or does not match its checksum."""
+
+
+class TraceError(LightMemError):
+    """A recorded session file that cannot be read as any supported trace format."""
+
+    exit_code = 2
+
+
+class EstimatorError(LightMemError):
+    """An eviction estimator failed (transport, timeout, or a reply that fails validation)."""
+
+
+class PassError(LightMemError):
+    """A reduction pass failed; the pipeline counts it and keeps the original."""

@@ -1,0 +1,52 @@
+"""What every reduction pass shares: its context, the archive callback and the stub format.
+
+Why a callback instead of the registry object: passes stay pure functions of (content, settings)
+plus "store these bytes and give me their key". The key is the xxh3-128 of the bytes, so the same
+input always yields the same stub (DESIGN I1, I3) whether or not the store already had it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..config import ModeTable, ReductionConfig
+
+Archiver = Callable[[bytes], str]
+"""Stores bytes in the artifact registry and returns their content key (32 hex chars)."""
+
+STUB_PREFIX = "[lightmem2: "
+STUB_RE = re.compile(r"\[lightmem2: [^\]\n]*?archived as ([0-9a-f]{32})[^\]\n]*\]")
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """Settings of the current mode plus the archive callback."""
+
+    table: ModeTable
+    reduction: ReductionConfig
+    archive: Archiver
+
+
+def stub(key: str, chars: int, lines: tuple[int, int] | None = None, what: str = "chars") -> str:
+    """The byte-stable stub left where content was removed.
+
+    ``lines`` names the 1-based inclusive line range of the original that was cut, so the agent can
+    ask for exactly that part. No clock, no path: only the size, the key and how to recover.
+    """
+    hint = f'lines="{lines[0]}:{lines[1]}"' if lines else 'lines="a:b"'
+    return (
+        f"{STUB_PREFIX}{chars:,} {what} archived as {key}; "
+        f'recover with lightmem2_recover("{key}", {hint})]'
+    )
+
+
+def stub_keys(text: str) -> list[str]:
+    """Artifact keys named by stubs inside ``text``, in order of appearance."""
+    return STUB_RE.findall(text)
+
+
+def already_reduced(text: str) -> bool:
+    """True when ``text`` already carries a lightmem2 stub (reduced by a hook or an earlier pass)."""
+    return STUB_PREFIX in text

@@ -1,0 +1,52 @@
+"""Repeated tool outputs: the second and later copies become a one-line reference to the first.
+
+Why session-level and keyed by position: whether an output is a repeat depends on what came before it
+in the history, so the decision is a function of the history order, not of a clock or of the order in
+which hooks happened to run. The reference names the artifact key too, so it is recoverable on its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import xxhash
+
+MIN_CHARS = 300
+
+
+def reference(first_call_id: str, key: str, chars: int) -> str:
+    """The byte-stable text that replaces a repeated output."""
+    return (
+        f"[lightmem2: identical to the output of tool call {first_call_id} ({chars:,} chars), "
+        f'archived as {key}; recover with lightmem2_recover("{key}", lines="a:b")]'
+    )
+
+
+@dataclass
+class DedupIndex:
+    """Remembers the first tool call that produced each output (by xxh3-128 of its text)."""
+
+    max_repeats: int = 5
+    first: dict[str, str] = field(default_factory=dict)
+    repeats: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def check(self, call_id: str, text: str) -> str | None:
+        """The first call id that produced ``text`` when this is a repeat worth replacing, else None.
+
+        The first ``max_repeats`` repeats are replaced; after that the output is common enough that a
+        reference no longer helps the agent and the full text is kept.
+        """
+        if len(text) < MIN_CHARS:
+            return None
+        digest = xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
+        first = self.first.setdefault(digest, call_id)
+        if first == call_id:
+            return None
+        slot = f"{digest}:{call_id}"
+        seen = self.repeats.get(slot)
+        if seen is None:
+            seen = self.counts.get(digest, 0) + 1
+            self.counts[digest] = seen
+            self.repeats[slot] = seen
+        return first if seen <= self.max_repeats else None

@@ -1,0 +1,155 @@
+"""Content-addressed artifact store: the originals of everything lightmem2 removed from a context.
+
+Why content addressing: the key is the xxh3-128 of the stored bytes, so the same output always gets the
+same key (stubs stay byte-stable across calls and restarts, DESIGN I1/I3) and a read can verify that the
+bytes are intact. Writes are atomic (temp file + rename) so a crash never leaves half an artifact.
+Files are 0600 in 0700 directories (I6). Above ``maxBytes`` the least recently used artifacts are
+collected, never those a live session still references.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import xxhash
+
+from .errors import ArtifactCorrupt, ArtifactNotFound, RegistryError, UsageError
+from .redaction import Redactor
+
+KEY_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+def content_key(data: bytes) -> str:
+    """The registry key of ``data``: xxh3-128 as 32 lowercase hex chars."""
+    return str(xxhash.xxh3_128_hexdigest(data))
+
+
+def parse_line_range(spec: str) -> tuple[int, int]:
+    """Parse ``"A:B"`` (1-based, inclusive; either side may be empty) into a (start, end) pair."""
+    m = re.fullmatch(r"\s*(\d*)\s*:\s*(\d*)\s*", spec)
+    if not m:
+        raise UsageError(f'bad line range "{spec}"; use A:B with 1-based line numbers, e.g. 10:40 or 100:')
+    start = int(m.group(1)) if m.group(1) else 1
+    end = int(m.group(2)) if m.group(2) else 1 << 62
+    if start < 1 or end < start:
+        raise UsageError(f'bad line range "{spec}"; need 1 <= A <= B')
+    return start, end
+
+
+class Registry:
+    """The artifact store under one directory."""
+
+    def __init__(self, root: Path, max_bytes: int = 1 << 30, redactor: Redactor | None = None) -> None:
+        self.root = Path(root)
+        self.max_bytes = max_bytes
+        self.redactor = redactor or Redactor()
+        self._size: int | None = None
+
+    def _ensure_root(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(self.root, 0o700)
+        except OSError as err:
+            raise RegistryError(f"cannot create registry dir {self.root}: {err}; set registry.dir") from None
+
+    def path_of(self, key: str) -> Path:
+        """Where the artifact ``key`` lives (it may not exist)."""
+        if not KEY_RE.match(key):
+            raise ArtifactNotFound(f'"{key[:60]}" is not an artifact key; keys are 32 hex chars from a stub')
+        return self.root / key[:2] / key
+
+    def put(self, data: bytes) -> str:
+        """Store ``data`` (credentials redacted) and return its key; storing twice is free."""
+        data = self.redactor.redact_bytes(data)
+        key = content_key(data)
+        path = self.path_of(key)
+        if path.exists():
+            return key
+        self._ensure_root()
+        try:
+            path.parent.mkdir(exist_ok=True, mode=0o700)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                os.chmod(tmp, 0o600)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as err:
+            raise RegistryError(f"cannot write artifact {key} under {self.root}: {err}") from None
+        if self._size is not None:
+            self._size += len(data)
+        return key
+
+    def get(self, key: str) -> bytes:
+        """The stored bytes of ``key``, verified against the key."""
+        path = self.path_of(key)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ArtifactNotFound(
+                f"no artifact {key} in {self.root}; check the key in the stub or registry.dir"
+            ) from None
+        if content_key(data) != key:
+            raise ArtifactCorrupt(f"artifact {key} in {self.root} is corrupt (hash mismatch); it cannot be recovered")
+        try:
+            os.utime(path)
+        except OSError:
+            pass
+        return data
+
+    def exists(self, key: str) -> bool:
+        """True when ``key`` is stored."""
+        try:
+            return self.path_of(key).exists()
+        except ArtifactNotFound:
+            return False
+
+    def recover(self, key: str, lines: str | tuple[int, int] | None = None) -> str:
+        """The archived text of ``key``, optionally only lines ``A:B`` (1-based, inclusive)."""
+        text = self.get(key).decode("utf-8", "surrogateescape")
+        if lines is None:
+            return text
+        start, end = parse_line_range(lines) if isinstance(lines, str) else lines
+        return "".join(text.splitlines(keepends=True)[start - 1 : end])
+
+    def _files(self) -> list[Path]:
+        if not self.root.exists():
+            return []
+        return [p for p in self.root.glob("??/*") if KEY_RE.match(p.name)]
+
+    def size_bytes(self) -> int:
+        """Total bytes stored (computed once, then kept up to date by put/gc)."""
+        if self._size is None:
+            self._size = sum(p.stat().st_size for p in self._files())
+        return self._size
+
+    def count(self) -> int:
+        """Number of stored artifacts."""
+        return len(self._files())
+
+    def gc(self, live_keys: Iterable[str] = ()) -> list[str]:
+        """Delete least recently used artifacts until under ``max_bytes``; never ``live_keys``."""
+        live = set(live_keys)
+        total = self.size_bytes()
+        if total <= self.max_bytes:
+            return []
+        entries = sorted(((p.stat().st_mtime, p.name, p) for p in self._files()), key=lambda e: (e[0], e[1]))
+        removed: list[str] = []
+        for _mtime, name, path in entries:
+            if total <= self.max_bytes:
+                break
+            if name in live:
+                continue
+            size = path.stat().st_size
+            path.unlink(missing_ok=True)
+            total -= size
+            removed.append(name)
+        self._size = total
+        return removed
