@@ -1,0 +1,155 @@
+"""doctor's view of the outside world: the host agents on this machine and whether lightmem2 is wired in.
+
+Why a :class:`Probe`: every outside fact doctor needs (an executable on PATH, a command's output, an
+HTTP status, the user's home) goes through one small object, so tests swap in a fake machine and the
+real one is only touched through time-bounded calls (5 s per subprocess, 2 s per HTTP request).
+Supported versions are the ones DESIGN section 6 was verified on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import httpx
+
+Status = Literal["pass", "warn", "fail"]
+SUBPROCESS_TIMEOUT_S = 5.0
+HTTP_TIMEOUT_S = 2.0
+_VERSION_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One doctor line: ``[status] name: detail`` and, when something is wrong, how to fix it."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str | None = None
+
+
+def run_command(cmd: list[str]) -> tuple[int, str]:
+    """(exit code, stdout + stderr) of ``cmd``, killed after 5 s (code 124) or 127 if it cannot start."""
+    try:
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, stdin=subprocess.DEVNULL
+        )
+    except subprocess.TimeoutExpired:
+        return 124, f"timed out after {SUBPROCESS_TIMEOUT_S:g} s"
+    except OSError as err:
+        return 127, str(err)
+    return done.returncode, (done.stdout or "") + (done.stderr or "")
+
+
+def http_get(url: str, headers: dict[str, str]) -> tuple[int | None, str]:
+    """(HTTP status, "") or (None, why it could not connect), with a short timeout."""
+    try:
+        resp = httpx.get(url, headers=headers, timeout=HTTP_TIMEOUT_S, follow_redirects=False)
+    except httpx.HTTPError as err:
+        return None, f"{type(err).__name__}: {err}"[:160]
+    return resp.status_code, ""
+
+
+@dataclass
+class Probe:
+    """How doctor looks at the machine; tests pass a fake."""
+
+    which: Callable[[str], str | None] = shutil.which
+    run: Callable[[list[str]], tuple[int, str]] = run_command
+    get: Callable[[str, dict[str, str]], tuple[int | None, str]] = http_get
+    home: Path = field(default_factory=Path.home)
+
+
+@dataclass(frozen=True)
+class Host:
+    """A host agent: its executable, the versions we support, and how to tell lightmem2 is wired in."""
+
+    name: str
+    exe: str
+    supported: Callable[[tuple[int, int, int]], bool]
+    supported_text: str
+    install_fix: str
+
+
+HOSTS = (
+    Host("openclaw", "openclaw", lambda v: v[:2] == (2026, 9), "2026.9.x", "lightmem2 install openclaw"),
+    Host("claude-code", "claude", lambda v: v[:2] == (2, 1), "2.1.x", "lightmem2 install claude-code"),
+    Host("codex", "codex", lambda v: v[0] == 0 and 160 <= v[1] <= 169, "0.16x", "lightmem2 install codex"),
+)
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """The first ``A.B.C`` in a ``--version`` output."""
+    m = _VERSION_RE.search(text)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def _wired(host: Host, exe: str, probe: Probe) -> tuple[bool | None, str]:
+    """(lightmem2 wired in?, where we looked); None when the host's own config cannot be read."""
+    if host.name == "openclaw":
+        code, out = probe.run([exe, "plugins", "list"])
+        if code != 0:
+            return None, f"`openclaw plugins list` failed (exit {code}): {out.strip()[:120]}"
+        return "lightmem2" in out, "openclaw plugins list"
+    if host.name == "claude-code":
+        path = probe.home / ".claude" / "settings.json"
+        if not path.exists():
+            return False, str(path)
+        try:
+            hooks = json.loads(path.read_text(encoding="utf-8")).get("hooks") or {}
+        except (OSError, ValueError, AttributeError) as err:
+            return None, f"{path} unreadable: {err}"
+        return "lightmem2" in json.dumps(hooks), f"hooks in {path}"
+    path = probe.home / ".codex" / "config.toml"
+    if not path.exists():
+        return False, str(path)
+    try:
+        providers = tomllib.loads(path.read_text(encoding="utf-8")).get("model_providers") or {}
+    except (OSError, ValueError) as err:
+        return None, f"{path} unreadable: {err}"
+    return isinstance(providers, dict) and "lightmem2" in providers, f"[model_providers.lightmem2] in {path}"
+
+
+def check_host(host: Host, probe: Probe) -> Check:
+    """One line for one host: installed?, version supported?, lightmem2 wired in?"""
+    exe = probe.which(host.exe)
+    if exe is None:
+        return Check(
+            host.name, "warn", f"not installed (`{host.exe}` is not on PATH); skip unless you use it"
+        )
+    code, out = probe.run([exe, "--version"])
+    version = parse_version(out) if code == 0 else None
+    if version is None:
+        why = f"exit {code}" if code else f"no version in {out.strip()[:60]!r}"
+        return Check(
+            host.name, "fail", f"`{host.exe} --version` failed ({why})", f"reinstall {host.name} or fix PATH"
+        )
+    shown = ".".join(map(str, version))
+    ok_version = host.supported(version)
+    wired, where = _wired(host, exe, probe)
+    if wired is None:
+        return Check(host.name, "fail", f"{shown}: {where}", f"fix the file or rerun `{host.install_fix}`")
+    support = "supported" if ok_version else f"untested; supported: {host.supported_text}"
+    if wired and ok_version:
+        return Check(host.name, "pass", f"{shown} (supported), lightmem2 wired in ({where})")
+    if wired:
+        return Check(
+            host.name,
+            "fail",
+            f"{shown} ({support}) with lightmem2 wired in ({where})",
+            f"install {host.name} {host.supported_text}, or run `{host.install_fix} --uninstall`",
+        )
+    return Check(
+        host.name,
+        "warn",
+        f"{shown} ({support}); lightmem2 not wired in ({where})",
+        f"run `{host.install_fix}`",
+    )

@@ -1,0 +1,178 @@
+"""doctor [--json]: check the installation, one ``[pass]``, ``[warn]`` or ``[fail]`` line per check.
+
+Checks: the config file against the schema; the artifact registry directory (writable, private 0700);
+the shipped tokenizer file (present, sha256 verified); the ``lightmem2 serve`` proxy (not running is
+only a warning); each host agent (OpenClaw, Claude Code, Codex: installed, version supported,
+lightmem2 wired in); the LLM estimator endpoint when ``estimator.kind`` is ``llm``; pass errors in
+recent calls. Every failure comes with a fix. Exit code 1 when any check fails.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from ..config import Config, config_path, data_dir, load_config
+from ..errors import ConfigError, TokenizerError
+from ..ledger import LEDGER_FILE, Ledger
+from ..tokens import RANKS_SHA256, ranks_bytes
+from ._format import to_json
+from ._hosts import HOSTS, Check, Probe, check_host
+
+RECENT_CALLS = 200
+
+
+def check_config(path: Path) -> tuple[Check, Config]:
+    """The config file validates (the defaults stand in for the other checks when it does not)."""
+    try:
+        config = load_config(path)
+    except ConfigError as err:
+        return Check(
+            "config", "fail", str(err), f"edit {path}, then run `lightmem2 config validate`"
+        ), Config()
+    where = f"{path} is valid" if path.exists() else f"{path} absent, defaults in force"
+    return Check("config", "pass", f"{where} (mode {config.mode})"), config
+
+
+def check_registry(config: Config) -> Check:
+    """The registry dir is (or can be made) writable and is private."""
+    root = Path(config.registry.dir) if config.registry.dir else data_dir() / "artifacts"
+    if not root.exists():
+        parent = next((p for p in root.parents if p.exists()), None)
+        if parent is not None and os.access(parent, os.W_OK | os.X_OK):
+            return Check("registry", "pass", f"{root} absent, created 0700 on first use")
+        return Check(
+            "registry", "fail", f"{root} cannot be created ({parent} not writable)", "set registry.dir"
+        )
+    if not root.is_dir():
+        return Check("registry", "fail", f"{root} is not a directory", "remove it or set registry.dir")
+    try:
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as err:
+        return Check("registry", "fail", f"{root} not writable: {err.strerror}", f"chown/chmod u+rwx {root}")
+    mode = stat.S_IMODE(root.stat().st_mode)
+    if mode & 0o077:
+        return Check(
+            "registry", "fail", f"{root} is {mode:04o}, readable by others", f"chmod 700 {root} (DESIGN I6)"
+        )
+    return Check("registry", "pass", f"{root} writable, {mode:04o}")
+
+
+def check_tokenizer() -> Check:
+    """The shipped o200k_base ranks file is present and matches its pinned sha256."""
+    try:
+        ranks_bytes()
+    except TokenizerError as err:
+        return Check("tokenizer", "fail", str(err), "pip install --force-reinstall lightmem2")
+    return Check("tokenizer", "pass", f"o200k_base ranks verified (sha256 {RANKS_SHA256[:12]}...)")
+
+
+def check_server(config: Config, probe: Probe) -> Check:
+    """``GET /healthz`` on the configured proxy; not running is a warning (only proxy hosts need it)."""
+    host = config.server.host
+    host = "127.0.0.1" if host in ("0.0.0.0", "") else f"[{host}]" if ":" in host else host
+    url = f"http://{host}:{config.server.port}/healthz"
+    code, _why = probe.get(url, {})
+    if code is None:
+        return Check(
+            "server", "warn", f"not running at {url}", "start it with `lightmem2 serve` if a host uses it"
+        )
+    if code != 200:
+        return Check(
+            "server",
+            "fail",
+            f"{url} answered HTTP {code}",
+            "stop whatever holds the port, or change server.port",
+        )
+    return Check("server", "pass", f"running at {url}")
+
+
+def check_estimator(config: Config, probe: Probe) -> Check:
+    """The LLM estimator endpoint answers (the heuristic one needs nothing)."""
+    est = config.estimator
+    if est.kind != "llm":
+        return Check("estimator", "pass", "heuristic (no endpoint needed)")
+    if not est.proxyBaseUrl:
+        return Check(
+            "estimator",
+            "fail",
+            "kind is llm but estimator.proxyBaseUrl is not set",
+            "set it or kind=heuristic",
+        )
+    url = est.proxyBaseUrl.rstrip("/") + "/models"
+    headers = {"Authorization": f"Bearer {est.proxyApiKey}"} if est.proxyApiKey else {}
+    code, why = probe.get(url, headers)
+    if code is None:
+        return Check("estimator", "fail", f"{url} unreachable ({why})", "check estimator.proxyBaseUrl")
+    if code in (401, 403):
+        return Check(
+            "estimator", "fail", f"{url} rejected the API key (HTTP {code})", "check estimator.proxyApiKey"
+        )
+    if code >= 500:
+        return Check("estimator", "fail", f"{url} answered HTTP {code}", "check the endpoint's server")
+    if code != 200:
+        return Check(
+            "estimator", "warn", f"{url} reachable but answered HTTP {code}", "check the base URL ends in /v1"
+        )
+    return Check("estimator", "pass", f"{url} reachable (model {est.model or 'unset'})")
+
+
+def check_pass_errors(ledger: Ledger | None) -> Check:
+    """Pass failures in the most recent calls (fail-open kept the originals, but something is wrong)."""
+    if ledger is None:
+        return Check("pass errors", "pass", "no calls recorded yet")
+    calls = ledger.recent_calls(RECENT_CALLS)
+    totals: dict[str, int] = {}
+    last = None
+    for c in calls:
+        for name, n in c.errors.items():
+            totals[name] = totals.get(name, 0) + n
+        if c.errors:
+            last = c
+    if last is None:
+        return Check("pass errors", "pass", f"none in the last {len(calls)} calls")
+    counts = ", ".join(f"{n} x{v}" for n, v in sorted(totals.items()))
+    detail = (
+        f"{counts} in the last {len(calls)} calls (last: session {last.session_id} call {last.call_index}"
+    )
+    detail += f": {last.last_error})" if last.last_error else ")"
+    return Check(
+        "pass errors",
+        "warn",
+        detail,
+        "originals were passed through; see `lightmem2 report` and file the error",
+    )
+
+
+def run(
+    ledger: Ledger | None = None,
+    as_json: bool = False,
+    probe: Probe | None = None,
+    config_file: Path | None = None,
+) -> tuple[str, bool]:
+    """(text or JSON, ok): ok is False when any check failed (the CLI then exits 1)."""
+    probe = probe or Probe()
+    config_check, config = check_config(config_file or config_path())
+    checks = [config_check, check_registry(config), check_tokenizer(), check_server(config, probe)]
+    checks += [check_host(host, probe) for host in HOSTS]
+    checks.append(check_estimator(config, probe))
+    if ledger is None and (data_dir() / LEDGER_FILE).exists():
+        with Ledger.default() as own:
+            checks.append(check_pass_errors(own))
+    else:
+        checks.append(check_pass_errors(ledger))
+    ok = all(c.status != "fail" for c in checks)
+    if as_json:
+        data = [{"check": c.name, "status": c.status, "detail": c.detail, "fix": c.fix} for c in checks]
+        return to_json({"ok": ok, "checks": data}), ok
+    lines: list[str] = []
+    for c in checks:
+        lines.append(f"[{c.status}] {c.name}: {c.detail}")
+        if c.fix and c.status != "pass":
+            lines.append(f"       fix: {c.fix}")
+    counts = {s: sum(1 for c in checks if c.status == s) for s in ("pass", "warn", "fail")}
+    lines.append(f"doctor: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail")
+    return "\n".join(lines), ok

@@ -1,0 +1,114 @@
+"""report [--session ID | --all] [--json]: per-call accounting of a session, and what broke the cache.
+
+One table row per model call: input tokens sent, what the host alone would have sent, the cache hit
+rate (the provider's figure when reported, else simulated, marked ``*``), K and its vanilla estimate,
+tokens evicted and where the prefix broke. Below it: which reduction passes saved most, the eviction
+batches, and the "cache killers": every call whose request did not extend the previous one, with the
+first differing message and character and why (a placeholder value, an eviction batch, a pass that
+changed an old message). Without options: the session recorded last.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import UsageError
+from ..ledger import CallRecord, Ledger, summarize
+from ._format import call_dict, pct, to_json, tokens, totals_dict, where
+
+_HEADER = f"{'call':>5} {'mode':<12} {'input':>9} {'vanilla':>9} {'hit%':>7} {'K':>9} {'K vanilla':>10} "
+_HEADER += f"{'evicted':>8}  break"
+
+
+def _row(c: CallRecord) -> str:
+    rate, real = c.hit_rate()
+    hit = f"{100 * rate:.1f}" + ("" if real else "*")
+    brk = f"m{c.prefix_break_at[0]}:{c.prefix_break_at[1]}" if c.prefix_break_at else "-"
+    evicted = tokens(c.evicted_tokens) if c.evicted_tokens else "-"
+    return (
+        f"{c.call_index:>5} {c.mode:<12} {tokens(c.input_tokens):>9} {tokens(c.baseline_tokens):>9} "
+        f"{hit:>7} {tokens(c.k):>9} {tokens(c.k_baseline):>10} {evicted:>8}  {brk}"
+    )
+
+
+def _top_reductions(saved: dict[str, int]) -> list[tuple[str, int]]:
+    return sorted(((name, n) for name, n in saved.items() if n > 0), key=lambda item: (-item[1], item[0]))
+
+
+def _killers(calls: list[CallRecord]) -> list[CallRecord]:
+    return [c for c in calls if c.prefix_break_at is not None]
+
+
+def session_data(session_id: str, calls: list[CallRecord]) -> dict[str, Any]:
+    """One session's report as JSON data."""
+    totals = summarize(session_id, calls)
+    return {
+        "summary": totals_dict(totals),
+        "calls": [call_dict(c) for c in calls],
+        "topReductions": [{"pass": n, "tokens": v} for n, v in _top_reductions(totals.saved_by_pass)],
+        "evictions": [{"call": c.call_index, "tokens": c.evicted_tokens} for c in calls if c.evicted_tokens],
+        "cacheKillers": [
+            {
+                "call": c.call_index,
+                "message": c.prefix_break_at[0] if c.prefix_break_at else None,
+                "char": c.prefix_break_at[1] if c.prefix_break_at else None,
+                "reason": c.break_reason or "unknown",
+            }
+            for c in _killers(calls)
+        ],
+    }
+
+
+def session_text(session_id: str, calls: list[CallRecord]) -> str:
+    """One session's report as text."""
+    t = summarize(session_id, calls)
+    rate, real = t.hit_rate()
+    lines = [
+        f"session {session_id} · mode {t.mode} · {t.calls} calls · hit rate {pct(rate)} "
+        f"({'real' if real else 'simulated'})",
+        f"K {tokens(t.k)} vs {tokens(t.k_baseline)} vanilla estimate: saved {tokens(t.k_saved)} "
+        f"({t.k_saved_pct:.1f}%); input {tokens(t.input_tokens)} vs {tokens(t.baseline_tokens)} tokens",
+        "",
+        _HEADER,
+        *(_row(c) for c in calls),
+    ]
+    if any(not c.hit_rate()[1] for c in calls):
+        lines.append("* simulated: the provider reported no cache usage for that call")
+    lines.append("")
+    top = _top_reductions(t.saved_by_pass)
+    lines.append("top reductions (tokens not sent, summed over calls):" if top else "top reductions: none")
+    lines += [f"  {name:<12} {tokens(n):>12}" for name, n in top]
+    evict_calls = [c for c in calls if c.evicted_tokens]
+    if evict_calls:
+        at = ", ".join(str(c.call_index) for c in evict_calls)
+        lines.append(f"evictions: {len(evict_calls)} batches, {tokens(t.evicted_tokens)} tokens (calls {at})")
+    else:
+        lines.append("evictions: none")
+    killers = _killers(calls)
+    lines.append(
+        f"cache killers ({len(killers)}):"
+        if killers
+        else "cache killers: none (every call extended the last)"
+    )
+    lines += [f"  call {c.call_index} at {where(c)}: {c.break_reason or 'unknown'}" for c in killers]
+    if t.errors:
+        lines.append("pass errors: " + ", ".join(f"{n} x{v}" for n, v in t.errors.items()))
+    return "\n".join(lines)
+
+
+def run(
+    ledger: Ledger, session_id: str | None = None, all_sessions: bool = False, as_json: bool = False
+) -> str:
+    """The text (or JSON) ``lightmem2 report`` prints."""
+    if all_sessions and session_id is not None:
+        raise UsageError(f'--session "{session_id}" and --all exclude each other; pass one of them')
+    if all_sessions:
+        ids = ledger.sessions()
+    else:
+        sid = ledger.resolve(session_id)
+        ids = [sid] if sid is not None else []
+    if as_json:
+        return to_json({"sessions": [session_data(s, ledger.calls(s)) for s in ids]})
+    if not ids:
+        return f"no sessions recorded yet (ledger: {ledger.path})"
+    return "\n\n".join(session_text(s, ledger.calls(s)) for s in ids)

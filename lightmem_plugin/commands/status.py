@@ -1,0 +1,75 @@
+"""status [--json]: the mode, what is on, and how the current session is doing, in a few lines.
+
+The current session is the one whose call was recorded last (or ``--session ID``). It shows the
+context size now against what the host alone would send, the cache hit rate (the provider's figure
+when it reports one, else simulated), the cost K saved so far against the vanilla estimate, the
+archived originals, and the last pass error if any. Short enough for a chat bubble.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import Config
+from ..ledger import Ledger, SessionTotals
+from ..registry import Registry
+from ._format import pct, size, to_json, tokens, totals_dict
+
+
+def _modules(config: Config) -> dict[str, Any]:
+    table = config.mode_table()
+    return {
+        "stabilizer": config.stabilizer.enabled,
+        "passes": list(table.passes),
+        "eviction": table.eviction,
+    }
+
+
+def _session_lines(t: SessionTotals) -> list[str]:
+    rate, real = t.hit_rate()
+    source = f"real, {t.real_calls} of {t.calls} calls reported" if real else "simulated"
+    change = t.last_input_tokens / t.last_baseline_tokens - 1 if t.last_baseline_tokens else 0.0
+    return [
+        f"session: {t.session_id} ({t.calls} calls)",
+        f"context now: {tokens(t.last_input_tokens)} tokens "
+        f"(without lightmem2: {tokens(t.last_baseline_tokens)}, {100 * change:+.1f}%)",
+        f"hit rate: {pct(rate)} ({source})",
+        f"K so far: {tokens(t.k)} vs {tokens(t.k_baseline)} vanilla "
+        f"(saved {tokens(t.k_saved)}, {t.k_saved_pct:.1f}%)",
+        f"evictions: {t.evictions} ({tokens(t.evicted_tokens)} tokens); prefix breaks: {t.prefix_breaks}",
+    ]
+
+
+def run(
+    ledger: Ledger,
+    registry: Registry,
+    config: Config,
+    session_id: str | None = None,
+    as_json: bool = False,
+) -> str:
+    """The text (or JSON) ``lightmem2 status`` prints."""
+    sid = ledger.resolve(session_id)
+    totals = ledger.totals(sid) if sid is not None else None
+    modules = _modules(config)
+    artifacts, stored = registry.count(), registry.size_bytes()
+    if as_json:
+        return to_json(
+            {
+                "mode": config.mode,
+                "modules": modules,
+                "session": totals_dict(totals) if totals else None,
+                "artifacts": artifacts,
+                "registryBytes": stored,
+                "registryDir": str(registry.root),
+                "lastError": totals.last_error if totals else None,
+            }
+        )
+    on = "on" if modules["stabilizer"] else "off"
+    lines = [
+        f"lightmem2 mode: {config.mode} (stabilizer {on}, {len(modules['passes'])} reduction passes, "
+        f"eviction {'on' if modules['eviction'] else 'off'})"
+    ]
+    lines += _session_lines(totals) if totals else ["session: none recorded yet"]
+    lines.append(f"archived originals: {artifacts} ({size(stored)})")
+    lines.append(f"last error: {totals.last_error if totals and totals.last_error else 'none'}")
+    return "\n".join(lines)

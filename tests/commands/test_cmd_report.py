@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lightmem_plugin.commands import report
+from lightmem_plugin.errors import UsageError
+from lightmem_plugin.ledger import Ledger
+
+
+def test_table_has_one_row_per_call(ledger: Ledger) -> None:
+    text = report.run(ledger, session_id="cc-7f3a2b")
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("call mode"))
+    rows = lines[header + 1 : header + 28]
+    assert [int(r.split()[0]) for r in rows] == list(range(1, 28))
+    assert all(r.split()[1] == "aggressive" for r in rows)
+    # call 10: an eviction batch of 1,500 tokens broke the prefix at message 7
+    row10 = rows[9].split()
+    assert row10[-2:] == ["1,500", "m7:0"]
+    assert "*" not in text  # Anthropic reported usage on every call
+
+
+def test_cache_killers_name_where_and_why(ledger: Ledger) -> None:
+    text = report.run(ledger, session_id="cc-7f3a2b")
+    assert "cache killers (3):" in text
+    assert "  call 10 at message 7, char 0: eviction batch" in text
+    assert "  call 23 at message 31, char 512: pass html changed message 31" in text
+    assert "evictions: 2 batches, 3,600 tokens (calls 10, 19)" in text
+    swe = report.run(ledger, session_id="swe-astropy-12907")
+    assert "  call 12 at message 0, char 184: placeholder TIMESTAMP changed" in swe
+    assert "pass errors: html x1" in swe
+
+
+def test_top_reductions_are_sorted_by_tokens(ledger: Ledger) -> None:
+    text = report.run(ledger, session_id="swe-astropy-12907")
+    start = text.splitlines().index("top reductions (tokens not sent, summed over calls):")
+    block = []
+    for line in text.splitlines()[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        block.append(line.split())
+    values = [int(v.replace(",", "")) for _, v in block]
+    assert values == sorted(values, reverse=True) and len(values) == 4
+    assert (
+        dict((n, int(v.replace(",", ""))) for n, v in block)
+        == ledger.totals("swe-astropy-12907").saved_by_pass
+    )
+
+
+def test_simulated_hit_rates_are_marked(ledger: Ledger) -> None:
+    text = report.run(ledger)  # last session: OpenClaw, no provider usage
+    assert text.startswith("session openclaw-main · mode conservative · 14 calls")
+    assert "* simulated: the provider reported no cache usage" in text
+    assert "cache killers: none" in text and "evictions: none" in text
+
+
+def test_all_sessions(ledger: Ledger) -> None:
+    text = report.run(ledger, all_sessions=True)
+    starts = [line.split()[1] for line in text.splitlines() if line.startswith("session ")]
+    assert starts == ["swe-astropy-12907", "cc-7f3a2b", "openclaw-main"]
+
+
+def test_json(ledger: Ledger) -> None:
+    out = report.run(ledger, session_id="cc-7f3a2b", as_json=True)
+    data = json.loads(out)
+    assert out == json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False)
+    (session,) = data["sessions"]
+    assert session["summary"]["session"] == "cc-7f3a2b" and len(session["calls"]) == 27
+    assert session["cacheKillers"][2] == {
+        "call": 23,
+        "message": 31,
+        "char": 512,
+        "reason": "pass html changed message 31",
+    }
+    assert session["evictions"] == [{"call": 10, "tokens": 1500}, {"call": 19, "tokens": 2100}]
+    assert session["calls"][9]["prefixBreakAt"] == [7, 0]
+    tops = [t["tokens"] for t in session["topReductions"]]
+    assert tops == sorted(tops, reverse=True)
+    every = json.loads(report.run(ledger, all_sessions=True, as_json=True))
+    assert [s["summary"]["session"] for s in every["sessions"]] == ledger.sessions()
+
+
+def test_same_ledger_same_bytes(ledger: Ledger) -> None:
+    assert report.run(ledger, all_sessions=True) == report.run(ledger, all_sessions=True)
+
+
+def test_empty_ledger(empty_ledger: Ledger) -> None:
+    assert report.run(empty_ledger).startswith("no sessions recorded yet")
+    assert json.loads(report.run(empty_ledger, all_sessions=True, as_json=True)) == {"sessions": []}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"session_id": "swe-astropy"}, 'unknown session "swe-astropy"; known sessions: swe-astropy-12907'),
+        ({"session_id": "cc-7f3a2b", "all_sessions": True}, "exclude each other"),
+    ],
+)
+def test_bad_arguments(ledger: Ledger, kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(UsageError, match=message) as err:
+        report.run(ledger, **kwargs)  # type: ignore[arg-type]
+    assert err.value.exit_code == 2 and "\n" not in str(err.value)

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lightmem_plugin.commands import status
+from lightmem_plugin.config import Config
+from lightmem_plugin.errors import UsageError
+from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.registry import Registry
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Registry:
+    reg = Registry(tmp_path / "artifacts")
+    reg.put(b"x" * 3000)
+    reg.put(b"Traceback (most recent call last):\n" * 40)
+    return reg
+
+
+def test_defaults_to_the_last_session(ledger: Ledger, registry: Registry) -> None:
+    text = status.run(ledger, registry, Config())
+    lines = text.splitlines()
+    assert len(lines) <= 12 and max(len(line) for line in lines) <= 110
+    assert lines[0] == "lightmem2 mode: normal (stabilizer on, 8 reduction passes, eviction off)"
+    assert lines[1] == "session: openclaw-main (14 calls)"
+    assert "hit rate:" in text and "(simulated)" in text  # OpenClaw session reported no usage
+    assert "archived originals: 2 (" in text
+    assert lines[-1] == "last error: none"
+
+
+def test_named_session_shows_real_figures_and_last_error(ledger: Ledger, registry: Registry) -> None:
+    text = status.run(ledger, registry, Config(mode="aggressive"), session_id="swe-astropy-12907")
+    t = ledger.totals("swe-astropy-12907")
+    rate, real = t.hit_rate()
+    assert real
+    assert "eviction on" in text.splitlines()[0]
+    assert f"hit rate: {100 * rate:.1f}% (real, 36 of 36 calls reported)" in text
+    assert (
+        f"context now: {t.last_input_tokens:,} tokens (without lightmem2: {t.last_baseline_tokens:,}," in text
+    )
+    assert f"K so far: {round(t.k):,} vs {round(t.k_baseline):,} vanilla" in text
+    assert f"{t.k_saved_pct:.1f}%)" in text and t.k_saved_pct > 0
+    assert "prefix breaks: 1" in text
+    assert "last error: call 20: html x1 (PassError: lxml could not parse the document)" in text
+
+
+def test_json(ledger: Ledger, registry: Registry) -> None:
+    out = status.run(ledger, registry, Config(), session_id="cc-7f3a2b", as_json=True)
+    data = json.loads(out)
+    assert out == json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False)
+    assert data["mode"] == "normal" and data["modules"]["eviction"] is False
+    assert data["modules"]["passes"] == list(Config().mode_table().passes)
+    assert data["artifacts"] == 2 and data["registryBytes"] == registry.size_bytes()
+    session = data["session"]
+    assert session["session"] == "cc-7f3a2b" and session["calls"] == 27
+    assert session["hitRateSource"] == "real" and session["evictions"] == 2 and session["prefixBreaks"] == 3
+    assert session["contextTokens"] < session["contextTokensWithout"]
+
+
+def test_empty_ledger(empty_ledger: Ledger, tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "none")
+    text = status.run(empty_ledger, reg, Config(mode="conservative"))
+    assert "session: none recorded yet" in text and "archived originals: 0 (0 B)" in text
+    assert "4 reduction passes" in text
+    assert json.loads(status.run(empty_ledger, reg, Config(), as_json=True))["session"] is None
+
+
+def test_unknown_session_lists_known_ones(ledger: Ledger, registry: Registry) -> None:
+    with pytest.raises(UsageError) as err:
+        status.run(ledger, registry, Config(), session_id="cc-7f3a2")
+    assert err.value.exit_code == 2
+    assert "swe-astropy-12907, cc-7f3a2b, openclaw-main" in str(err.value)
+
+
+def test_docstring_is_help() -> None:
+    assert status.__doc__ and status.__doc__.startswith("status [--json]:")
