@@ -1,0 +1,92 @@
+"""``lightmem2 serve``: the loopback proxy (Anthropic, OpenAI Responses, Chat Completions) and sidecar.
+
+Why loopback by default (I6): the proxy sees the host's API keys on every request. Binding anything
+but a loopback address needs an explicit ``allow_remote=True`` (``--allow-remote``). The socket is
+bound here, before the server starts, so a busy port is a one-line UsageError rather than a log dump.
+Nothing is imported or started at import time beyond this module's own names.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+__all__ = ["bind_socket", "check_bind", "serve"]
+
+
+def check_bind(host: str, allow_remote: bool) -> None:
+    """UsageError unless ``host`` is a loopback address (or ``allow_remote`` is set)."""
+    if allow_remote or host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        raise UsageError(
+            f"--host {host!r} is not an IP address; use 127.0.0.1 (or ::1), or pass --allow-remote"
+        ) from None
+    if not loopback:
+        raise UsageError(
+            f"refusing to listen on {host}: not a loopback address, and the proxy carries your API keys; "
+            "use 127.0.0.1, or pass --allow-remote to expose it on the network"
+        )
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0 picks a free one); UsageError if it is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto must say TCP: asyncio sets TCP_NODELAY on accepted sockets only when it does, and without
+    # it Nagle's algorithm adds ~40 ms to every response written in two parts (headers, then body)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as err:
+        sock.close()
+        raise UsageError(
+            f"cannot listen on {host}:{port} ({err.strerror or err}); "
+            "pick another --port or stop what uses it"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(
+    config: Config | None = None, host: str | None = None, port: int | None = None, allow_remote: bool = False
+) -> None:
+    """Run the proxy until interrupted.
+
+    ``config`` None follows the user's config file (a ``lightmem2 mode`` switch applies to the next
+    call); a given config is used as is. ``host``/``port`` default to ``server.host``/``server.port``.
+    """
+    import uvicorn
+
+    from ..config import load_config
+    from ..pipeline import LightMem
+    from .app import create_app
+
+    server_cfg = (config or load_config()).server
+    host = host or server_cfg.host
+    port = server_cfg.port if port is None else port
+    check_bind(host, allow_remote)
+    sock = bind_socket(host, port)
+    plugin = LightMem(config) if config is not None else LightMem.from_config()
+    app = create_app(plugin)
+    uv = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        server_header=False,  # the provider's own server and date headers are relayed
+        date_header=False,
+    )
+    try:
+        uvicorn.Server(uv).run(sockets=[sock])
+    finally:
+        sock.close()

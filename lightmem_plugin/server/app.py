@@ -1,0 +1,142 @@
+"""The ASGI app of ``lightmem2 serve``: provider routes, a health route and the OpenClaw sidecar.
+
+Routes (hosts point their SDK base URL here; upstreams come from ``server.upstreams``):
+
+====================================  =====================================================
+``POST /v1/messages``                  Anthropic Messages (``?beta=true`` kept) -> ``{anthropic}/v1/messages``
+``POST /v1/messages/count_tokens``     passed through unchanged -> ``{anthropic}/v1/messages/count_tokens``
+``POST /v1/responses``                 OpenAI Responses -> ``{openai}/responses``
+``POST /v1/chat/completions``          OpenAI Chat Completions -> ``{openai}/chat/completions``
+``POST /u/<name>/v1/...``              the same two OpenAI routes, to ``server.upstreams.named[<name>]``
+``* /v1/<anything else>``              passed through (Anthropic when ``anthropic-version`` is sent)
+``GET /healthz``                       ``{"status": "ok", ...}``
+``/sidecar/...``                       the OpenClaw plugin's routes (see :mod:`.sidecar`)
+====================================  =====================================================
+
+Why a size limit: the proxy buffers a request to transform it, so a runaway client must not exhaust
+memory; a body over ``server.maxRequestBytes`` gets a 413 in the provider's error shape, naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .. import __version__
+from ..pipeline import LightMem
+from .proxy import Outgoing, Proxy, TooLarge, error_response, read_body
+from .sidecar import sidecar_routes
+
+_OPENAI_PATHS = {"responses": "/responses", "chat": "/chat/completions"}
+
+
+def create_app(
+    plugin: LightMem | None = None, transport: httpx.AsyncBaseTransport | None = None
+) -> Starlette:
+    """The proxy app for ``plugin`` (default: one that follows the user's config file).
+
+    ``transport`` replaces the upstream HTTP transport (tests); the client is created at startup.
+    """
+    lm = plugin or LightMem.from_config()
+    holder: dict[str, Proxy] = {}
+
+    def proxy() -> Proxy:
+        if "p" not in holder:
+            holder["p"] = Proxy(lm, transport)
+        return holder["p"]
+
+    async def handle(request: Request, api: str, url: str, transform: bool) -> Response:
+        limit = lm.config.server.maxRequestBytes
+        try:
+            body = await read_body(request, limit)
+        except TooLarge as err:
+            return error_response(
+                api,
+                413,
+                f"request body is {err.size} bytes, over server.maxRequestBytes={limit}; "
+                "raise server.maxRequestBytes in the lightmem2 config or send a smaller request",
+            )
+        p = proxy()
+        out = await p.prepare(api, body, request.headers) if transform else Outgoing(body)
+        return await p.forward(request, api, url, out)
+
+    def openai_base(request: Request) -> str | None:
+        name = request.path_params.get("name")
+        ups = lm.config.server.upstreams
+        base = ups.openai if name is None else ups.named.get(str(name))
+        return base.rstrip("/") if base else None
+
+    async def messages(request: Request) -> Response:
+        base = lm.config.server.upstreams.anthropic.rstrip("/")
+        return await handle(request, "anthropic", base + "/v1/messages", True)
+
+    async def count_tokens(request: Request) -> Response:
+        base = lm.config.server.upstreams.anthropic.rstrip("/")
+        return await handle(request, "anthropic", base + "/v1/messages/count_tokens", False)
+
+    def openai_route(api: str) -> Callable[[Request], Awaitable[Response]]:
+        async def route(request: Request) -> Response:
+            base = openai_base(request)
+            if base is None:
+                return unknown_upstream(request, api)
+            return await handle(request, api, base + _OPENAI_PATHS[api], True)
+
+        return route
+
+    async def other(request: Request) -> Response:
+        rest = request.path_params["rest"]
+        if "name" in request.path_params or "anthropic-version" not in request.headers:
+            base = openai_base(request)
+            if base is None:
+                return unknown_upstream(request, "chat")
+            return await handle(request, "chat", f"{base}/{rest}", False)
+        base = lm.config.server.upstreams.anthropic.rstrip("/")
+        return await handle(request, "anthropic", f"{base}/v1/{rest}", False)
+
+    def unknown_upstream(request: Request, api: str) -> Response:
+        name = request.path_params.get("name")
+        known = ", ".join(sorted(lm.config.server.upstreams.named)) or "none configured"
+        return error_response(
+            api, 404, f"unknown upstream {name!r}; known: {known}; add it to server.upstreams.named"
+        )
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "version": __version__, "sessions": len(lm.sessions)})
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        proxy()
+        try:
+            yield
+        finally:
+            if "p" in holder:
+                await holder.pop("p").aclose()
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/v1/messages", messages, methods=["POST"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        Route("/v1/responses", openai_route("responses"), methods=["POST"]),
+        Route("/v1/chat/completions", openai_route("chat"), methods=["POST"]),
+        Route("/u/{name}/v1/responses", openai_route("responses"), methods=["POST"]),
+        Route("/u/{name}/v1/chat/completions", openai_route("chat"), methods=["POST"]),
+        Route("/u/{name}/v1/{rest:path}", other, methods=methods),
+        *sidecar_routes(lambda: proxy()),
+        Route("/v1/{rest:path}", other, methods=methods),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.proxy = proxy
+    return app
+
+
+def proxy_of(app: Starlette) -> Proxy:
+    """The running app's :class:`Proxy` (its plugin, session locks and usage book)."""
+    get: Callable[[], Proxy] = app.state.proxy
+    return get()

@@ -1,0 +1,212 @@
+"""Sidecar routes for the OpenClaw JS plugin: JSON over loopback HTTP, one route per plugin hook.
+
+Why a sidecar: OpenClaw plugins are JS only, so the thin JS plugin forwards each hook to this Python
+process, which owns the sessions, the registry and the ledger. Every route answers JSON; a bad body is a
+400 ``{"error": "..."}`` naming the field; a pipeline failure never fails the call (I5): the route
+answers with what it was given.
+
+``POST /sidecar/assemble``
+    ``{"sessionId", "messages", "tools"?, "format"?: "openai" | "anthropic", "system"?}`` ->
+    ``{"messages", "system"?}``. The message list the model should see (reduced tool outputs, stable
+    head, tail block). ``format`` names the message form: OpenAI chat (default) or Anthropic
+    (``system`` then is the top-level system prompt, echoed back transformed).
+``POST /sidecar/ingest`` and ``POST /sidecar/toolResult``
+    ``{"sessionId", "toolCallId", "output"}`` -> ``{"output"}``. A tool output as the model will see it,
+    reduced once (memoised, I3). ``output`` is a string or a list of ``{"type": "text", "text"}`` parts.
+``POST /sidecar/afterTurn``
+    ``{"sessionId", "response"?, "usage"?, "api"?: "openai" | "anthropic" | "responses"}`` ->
+    ``{"response", "recorded"}``. Placeholders restored in the model's reply (a string or a chat-form
+    message); ``usage`` (the provider's object, read as ``api``) is recorded.
+``POST /sidecar/command``
+    ``{"text": "/lightmem2 mode aggressive"}`` -> ``{"text"}``: the slash command's answer, no LLM call.
+``POST /sidecar/recover``
+    ``{"key", "lines"?: "A:B"}`` -> ``{"text"}``: an archived original (404 for an unknown key).
+``GET /sidecar/health``
+    ``{"status": "ok", "version", "mode", "sessions"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .. import __version__
+from ..errors import ArtifactNotFound, LightMemError
+from ..pipeline import LightMem, Session
+from .proxy import Proxy, TooLarge, read_body
+from .usage import record_usage
+
+JSON = dict[str, Any]
+_USAGE_API = {"openai": "chat", "chat": "chat", "anthropic": "anthropic", "responses": "responses"}
+
+
+class BadRequest(Exception):
+    """A sidecar body that does not fit the route (the message names the field)."""
+
+
+def _field(body: JSON, name: str, kind: type, required: bool = True) -> Any:
+    value = body.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, kind):
+        raise BadRequest(f"{name}: got {json.dumps(value)[:60]}, expected a {kind.__name__}")
+    return value
+
+
+def run_command(plugin: LightMem, text: str) -> str:
+    """The answer to a ``/lightmem2 ...`` command line (the plugin's dispatcher when it has one)."""
+    dispatch = getattr(plugin, "command", None)
+    if callable(dispatch):
+        return str(dispatch(text))
+    words = shlex.split(text)
+    if words and words[0].lstrip("/") == "lightmem2":
+        words = words[1:]
+    name, args = (words[0], words[1:]) if words else ("status", [])
+    try:
+        if name == "mode":
+            from ..commands import mode
+
+            return mode.run(args[0] if args else None)
+        if name == "recover" and args:
+            from ..commands import recover
+
+            lines = args[args.index("--lines") + 1] if "--lines" in args[:-1] else None
+            return recover.run(plugin.registry, args[0], lines)
+    except LightMemError as err:
+        return f"lightmem2: {err}"
+    return f"lightmem2: '{name}' is not available through the sidecar in this build; try: mode, recover KEY"
+
+
+def _assemble(session: Session, body: JSON) -> JSON:
+    messages = _field(body, "messages", list)
+    tools = _field(body, "tools", list, required=False)
+    if body.get("format", "openai") == "openai":
+        return {"messages": session.before_model_call(messages, tools=tools)}
+    if body.get("format") != "anthropic":
+        raise BadRequest(
+            f'format: got {json.dumps(body.get("format"))[:60]}, expected "openai" or "anthropic"'
+        )
+    from ..codecs import anthropic
+
+    payload: JSON = {"messages": messages}
+    for key in ("system", "tools"):
+        if body.get(key) is not None:
+            payload[key] = body[key]
+    try:
+        req = anthropic.decode_request(payload)
+        encoded = anthropic.encode_request(session.process(req))
+    except Exception as err:  # fail-open (I5): the host gets its own messages back
+        session.fail.errors["codec"] += 1
+        return {"messages": messages, "system": body.get("system"), "error": str(err)[:300]}
+    out: JSON = {"messages": encoded.get("messages", messages)}
+    if "system" in body:
+        out["system"] = encoded.get("system")
+    return out
+
+
+def _ingest(session: Session, body: JSON) -> JSON:
+    call_id = _field(body, "toolCallId", str)
+    output = body.get("output")
+    if isinstance(output, str):
+        return {"output": session.ingest_tool_result(call_id, output)}
+    if isinstance(output, list):
+        parts = []
+        for i, part in enumerate(output):
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                part = {
+                    **part,
+                    "text": session.ingest_tool_result(f"{call_id}#{i}" if i else call_id, part["text"]),
+                }
+            parts.append(part)
+        return {"output": parts}
+    raise BadRequest(f"output: got {json.dumps(output)[:60]}, expected a string or a list of text parts")
+
+
+def sidecar_routes(get_proxy: Callable[[], Proxy]) -> list[Route]:
+    """The sidecar routes, bound to the app's proxy (its plugin, session locks and usage book)."""
+
+    def session_route(
+        work: Callable[[Proxy, Session, JSON], JSON],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def route(request: Request) -> Response:
+            proxy = get_proxy()
+            try:
+                body = await _body(request, proxy)
+                sid = _field(body, "sessionId", str)
+                session = proxy.plugin.session(sid)
+                async with proxy.locks[sid]:
+                    return JSONResponse(work(proxy, session, body))
+            except BadRequest as err:
+                return JSONResponse({"error": str(err)}, status_code=400)
+
+        return route
+
+    def after_turn(proxy: Proxy, session: Session, body: JSON) -> JSON:
+        usage = body.get("usage")
+        usage = usage if isinstance(usage, dict) else None
+        response = session.after_model_call(body.get("response"), usage=usage)  # restores, writes the ledger
+        if usage is not None:
+            api = _USAGE_API.get(str(body.get("api", "openai")), "chat")
+            record_usage(proxy.usage, session, api, usage, to_ledger=False)
+        return {"response": response, "recorded": usage is not None}
+
+    async def command(request: Request) -> Response:
+        try:
+            text = _field(await _body(request, get_proxy()), "text", str)
+        except BadRequest as err:
+            return JSONResponse({"error": str(err)}, status_code=400)
+        return JSONResponse({"text": run_command(get_proxy().plugin, text)})
+
+    async def recover(request: Request) -> Response:
+        try:
+            body = await _body(request, get_proxy())
+            key = _field(body, "key", str)
+            lines = _field(body, "lines", str, required=False)
+            return JSONResponse({"text": get_proxy().plugin.registry.recover(key, lines)})
+        except BadRequest as err:
+            return JSONResponse({"error": str(err)}, status_code=400)
+        except ArtifactNotFound as err:
+            return JSONResponse({"error": str(err)}, status_code=404)
+        except LightMemError as err:
+            return JSONResponse({"error": str(err)}, status_code=400 if err.exit_code == 2 else 500)
+
+    async def health(request: Request) -> Response:
+        plugin = get_proxy().plugin
+        return JSONResponse(
+            {
+                "status": "ok",
+                "version": __version__,
+                "mode": plugin.config.mode,
+                "sessions": len(plugin.sessions),
+            }
+        )
+
+    ingest = session_route(lambda p, s, b: _ingest(s, b))
+    return [
+        Route("/sidecar/assemble", session_route(lambda p, s, b: _assemble(s, b)), methods=["POST"]),
+        Route("/sidecar/ingest", ingest, methods=["POST"]),
+        Route("/sidecar/toolResult", ingest, methods=["POST"]),
+        Route("/sidecar/afterTurn", session_route(after_turn), methods=["POST"]),
+        Route("/sidecar/command", command, methods=["POST"]),
+        Route("/sidecar/recover", recover, methods=["POST"]),
+        Route("/sidecar/health", health, methods=["GET"]),
+    ]
+
+
+async def _body(request: Request, proxy: Proxy) -> JSON:
+    try:
+        raw = await read_body(request, proxy.plugin.config.server.maxRequestBytes)
+        body = json.loads(raw)
+    except TooLarge as err:
+        raise BadRequest(f"body is {err.size} bytes, over server.maxRequestBytes; send less") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise BadRequest(f"body is not JSON ({err}); send a JSON object") from None
+    if not isinstance(body, dict):
+        raise BadRequest("body: expected a JSON object")
+    return body

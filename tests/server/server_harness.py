@@ -1,0 +1,97 @@
+"""Run an ASGI app with uvicorn on a free loopback port in a thread, bounded and stopped by handle."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+from fake_upstream import FakeUpstream
+
+from lightmem_plugin.config import Config
+from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.server.app import create_app
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerThread:
+    """``with ServerThread(app) as srv: httpx.get(srv.url + "/healthz")``."""
+
+    def __init__(self, app: Any, start_timeout: float = 10.0) -> None:
+        self.sock = socket.socket(
+            socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP
+        )  # so TCP_NODELAY is set
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(2048)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.start_timeout = start_timeout
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + self.start_timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("server thread did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()
+        if self.thread.is_alive():
+            self.server.force_exit = True
+            self.thread.join(timeout=5)
+
+
+@dataclass
+class Stack:
+    """A fake provider, the proxy in front of it, and the proxy's plugin."""
+
+    fake: FakeUpstream
+    upstream: str
+    proxy: str
+    plugin: LightMem
+    app: Any
+
+    def url(self, api: str, direct: bool = False) -> str:
+        base = self.upstream if direct else self.proxy
+        return (
+            base
+            + {"anthropic": "/v1/messages", "chat": "/v1/chat/completions", "responses": "/v1/responses"}[api]
+        )
+
+
+@contextmanager
+def stack(config: Config | None = None) -> Iterator[Stack]:
+    """Fake provider + proxy, each on its own free loopback port; both stopped on exit."""
+    fake = FakeUpstream()
+    with ServerThread(fake.app) as up:
+        cfg = config or Config()
+        cfg.server.upstreams.anthropic = up.url
+        cfg.server.upstreams.openai = up.url + "/v1"
+        plugin = LightMem(cfg)
+        app = create_app(plugin)
+        with ServerThread(app) as px:
+            yield Stack(fake, up.url, px.url, plugin, app)

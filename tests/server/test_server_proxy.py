@@ -1,0 +1,307 @@
+"""The proxy over real loopback HTTP, against the fake provider: each API, streamed and not."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+from client_view import body_view, stream_view
+from fake_wire import Reply
+from server_harness import ServerThread, free_port, stack
+
+from lightmem_plugin.config import Config
+from lightmem_plugin.pipeline import LightMem, Session
+from lightmem_plugin.server.app import create_app, proxy_of
+
+SYSTEM = (
+    "You are a careful coding agent.\nWorking directory: /home/alice/proj\nCurrent time: 2026-03-01T10:00:00Z"
+)
+REPLY = dict(
+    text="cd <WORKDIR>/src (at <TIMESTAMP>)",
+    tool_calls=[("bash", json.dumps({"cmd": "ls <WORKDIR>/src"}))],
+    chunk=3,
+)
+WANT_TEXT = "cd /home/alice/proj/src (at 2026-03-01T10:00:00Z)"
+WANT_ARGS = [{"cmd": "ls /home/alice/proj/src"}]
+AUTH = {
+    "anthropic": {
+        "x-api-key": "sk-ant-secret",
+        "anthropic-version": "2023-06-01",
+        "anthropic-beta": "x-2025",
+    },
+    "chat": {"authorization": "Bearer sk-secret", "openai-organization": "org-1"},
+    "responses": {"authorization": "Bearer sk-secret", "openai-project": "proj-1"},
+}
+APIS = ["anthropic", "chat", "responses"]
+
+
+def payload(api: str, stream: bool, user: str = "list the files") -> dict[str, Any]:
+    if api == "anthropic":
+        return {
+            "model": "m",
+            "max_tokens": 100,
+            "stream": stream,
+            "system": SYSTEM,
+            "metadata": {"user_id": "user_ab12_account_cd34_session_5f0c7a1e-0000-4000-8000-000000000001"},
+            "messages": [{"role": "user", "content": user}],
+        }
+    if api == "chat":
+        return {
+            "model": "m",
+            "stream": stream,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+        }
+    return {
+        "model": "m",
+        "stream": stream,
+        "instructions": SYSTEM,
+        "prompt_cache_key": "codex-thread-1",
+        "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": user}]}],
+    }
+
+
+def view(api: str, resp: httpx.Response, stream: bool):  # type: ignore[no-untyped-def]
+    return stream_view(api, resp.content) if stream else body_view(api, resp.json())
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize("api", APIS)
+def test_each_api_transformed_out_and_restored_back(api: str, stream: bool) -> None:
+    with stack() as s:
+        s.fake.queue(Reply(**REPLY))  # type: ignore[arg-type]
+        query = "?beta=true" if api == "anthropic" else ""
+        r = httpx.post(s.url(api) + query, json=payload(api, stream), headers=AUTH[api], timeout=10)
+        assert r.status_code == 200, r.text
+        got = s.fake.received[-1]
+        sent = got.raw.decode()
+        assert "<WORKDIR>" in sent and "<TIMESTAMP>" in sent  # the head was stabilised
+        assert "[lightmem2 now: <TIMESTAMP>=2026-03-01T10:00:00Z]" in sent  # the tail block
+        for k, v in AUTH[api].items():
+            assert got.headers[k] == v  # auth passed through untouched
+        if api == "anthropic":
+            assert got.query == "beta=true"
+        if api == "responses":
+            assert got.body["prompt_cache_key"] == "codex-thread-1"
+        v = view(api, r, stream)
+        assert v.done and v.text == WANT_TEXT
+        assert [json.loads(a) for a in v.args] == WANT_ARGS
+        assert v.usage  # the provider's cache figures reach the host
+        assert s.plugin.sessions, "a session was created"
+        book = _book(s)
+        assert sum(row["calls"] for row in book.values()) == 1
+
+
+def _book(s: Any) -> dict[str, dict[str, int]]:
+    r = httpx.get(s.proxy + "/healthz", timeout=5)
+    assert r.json()["status"] == "ok"
+    return proxy_of(s.app).usage.totals
+
+
+@pytest.mark.parametrize(
+    ("api", "body"),
+    [
+        ("chat", b'{"model":"m","messages":[]}'),
+        ("chat", b"this is { not json"),
+        ("anthropic", b'{"model": "m",  "max_tokens": 5}'),
+        ("chat", b'{"model":"m","messages":[{"role":"wizard","content":"x"}]}'),  # codec refuses it
+    ],
+)
+def test_unusable_requests_pass_through_byte_for_byte(api: str, body: bytes) -> None:
+    with stack() as s:
+        r = httpx.post(s.url(api), content=body, headers={"content-type": "application/json"}, timeout=10)
+        assert s.fake.received[-1].raw == body
+        assert r.status_code in (200, 400)
+
+
+def test_pipeline_crash_forwards_the_original(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(self: Session, req: object) -> object:
+        raise RuntimeError("pass exploded")
+
+    monkeypatch.setattr(Session, "process", boom)
+    with stack() as s:
+        raw = json.dumps(payload("chat", False)).encode()
+        r = httpx.post(s.url("chat"), content=raw, headers={"content-type": "application/json"}, timeout=10)
+        assert r.status_code == 200
+        assert s.fake.received[-1].raw == raw
+        (session,) = s.plugin.sessions.values()
+        assert session.fail.errors["proxy"] == 1
+
+
+def test_count_tokens_and_other_routes_pass_through() -> None:
+    with stack() as s:
+        raw = json.dumps(payload("anthropic", False)).encode()
+        r = httpx.post(
+            s.proxy + "/v1/messages/count_tokens?beta=true", content=raw, headers=AUTH["anthropic"]
+        )
+        assert r.status_code == 200 and r.json()["input_tokens"] > 0
+        assert s.fake.received[-1].raw == raw and s.fake.received[-1].query == "beta=true"
+        r = httpx.get(s.proxy + "/v1/models", headers=AUTH["chat"])
+        assert r.json()["data"][0]["id"] == "fake-model"
+
+
+def test_session_header_wins_and_is_not_forwarded() -> None:
+    with stack() as s:
+        headers = {**AUTH["chat"], "x-lightmem2-session": "my-run-7"}
+        httpx.post(s.url("chat"), json=payload("chat", False), headers=headers, timeout=10)
+        assert list(s.plugin.sessions) == ["my-run-7"]
+        assert "x-lightmem2-session" not in s.fake.received[-1].headers
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    ("api", "status", "error"),
+    [
+        ("anthropic", 429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}),
+        (
+            "chat",
+            401,
+            {"error": {"message": "bad key", "type": "invalid_request_error", "code": "invalid_api_key"}},
+        ),
+        ("responses", 500, {"error": {"message": "boom", "type": "server_error"}}),
+    ],
+)
+def test_upstream_errors_reach_the_host_as_sent(
+    api: str, status: int, error: dict[str, Any], stream: bool
+) -> None:
+    with stack() as s:
+        s.fake.queue(Reply(status=status, error=error))
+        r = httpx.post(s.url(api), json=payload(api, stream), headers=AUTH[api], timeout=10)
+        assert r.status_code == status
+        assert r.json() == error
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_mid_stream_disconnect_reaches_the_host(api: str) -> None:
+    with stack() as s:
+        s.fake.queue(Reply(**REPLY, cut_after=4))  # type: ignore[arg-type]
+        with (
+            pytest.raises(httpx.HTTPError),
+            httpx.stream("POST", s.url(api), json=payload(api, True), headers=AUTH[api], timeout=10) as r,
+        ):
+            assert r.status_code == 200
+            for _ in r.iter_bytes():
+                pass
+
+
+def test_client_disconnect_cancels_upstream() -> None:
+    with stack() as s:
+        s.fake.queue(Reply(text="x" * 400, chunk=1, delay_s=0.02))
+        with httpx.stream(
+            "POST", s.url("chat"), json=payload("chat", True), headers=AUTH["chat"], timeout=10
+        ) as r:
+            first = next(r.iter_bytes())
+            assert first
+        deadline = time.monotonic() + 5
+        while s.fake.streams_aborted == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert s.fake.streams_aborted == 1 and s.fake.streams_completed == 0
+
+
+def test_request_over_limit_gets_413_in_provider_shape() -> None:
+    cfg = Config()
+    cfg.server.maxRequestBytes = 1 << 16
+    with stack(cfg) as s:
+        big = payload("anthropic", False, user="x" * 70_000)
+        r = httpx.post(s.url("anthropic"), json=big, headers=AUTH["anthropic"], timeout=10)
+        assert r.status_code == 413
+        err = r.json()
+        assert err["type"] == "error" and "server.maxRequestBytes=65536" in err["error"]["message"]
+        assert s.fake.received == []
+
+
+def test_large_request_is_transformed_off_the_event_loop() -> None:
+    with stack() as s:
+        big = payload("chat", False, user="y" * 400_000)
+        r = httpx.post(s.url("chat"), json=big, headers=AUTH["chat"], timeout=20)
+        assert r.status_code == 200
+        assert "<WORKDIR>" in s.fake.received[-1].raw.decode()
+
+
+@pytest.mark.parametrize("api", ["anthropic", "chat"])
+def test_unreachable_upstream_is_a_502_in_provider_shape(api: str) -> None:
+    cfg = Config()
+    with ServerThread(create_app(LightMem(cfg))) as px:
+        dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+        cfg.server.upstreams.anthropic = dead
+        cfg.server.upstreams.openai = dead + "/v1"
+        r = httpx.post(
+            px.url + {"anthropic": "/v1/messages", "chat": "/v1/chat/completions"}[api],
+            json=payload(api, False),
+            timeout=20,
+        )
+        assert r.status_code == 502
+        msg = r.json()["error"]["message"]
+        assert "cannot reach upstream" in msg
+
+
+def test_named_upstream_route() -> None:
+    cfg = Config()
+    with stack(cfg) as s:
+        cfg.server.upstreams.named = {"local": s.upstream + "/v1"}
+        r = httpx.post(s.proxy + "/u/local/v1/chat/completions", json=payload("chat", False), timeout=10)
+        assert r.status_code == 200 and s.fake.received[-1].path == "/v1/chat/completions"
+        r = httpx.post(s.proxy + "/u/nope/v1/chat/completions", json=payload("chat", False), timeout=10)
+        assert r.status_code == 404 and "unknown upstream 'nope'" in r.json()["error"]["message"]
+
+
+def test_concurrent_requests_of_one_session_are_serialised() -> None:
+    with stack() as s:
+        errors: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                r = httpx.post(s.url("chat"), json=payload("chat", True), headers=AUTH["chat"], timeout=20)
+                assert stream_view("chat", r.content).text == "ok"
+            except BaseException as err:  # collected, asserted below
+                errors.append(err)
+
+        threads = [threading.Thread(target=call) for _ in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert errors == [] and len(s.fake.received) == 20
+        assert len(s.plugin.sessions) == 1
+
+
+def test_claude_code_shaped_request_keeps_breakpoints_and_system_messages() -> None:
+    mark = {"type": "ephemeral"}
+    body = {
+        "model": "claude-x",
+        "max_tokens": 100,
+        "stream": True,
+        "system": [
+            {"type": "text", "text": "You are Claude Code."},
+            {"type": "text", "text": SYSTEM, "cache_control": mark},
+        ],
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}, "cache_control": mark}],
+        "metadata": {"user_id": '{"session_id":"5f0c7a1e-0000-4000-8000-000000000002"}'},
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": mark}]},
+            {"role": "system", "content": "Reminder: be brief."},
+        ],
+    }
+    with stack() as s:
+        r = httpx.post(s.proxy + "/v1/messages?beta=true", json=body, headers=AUTH["anthropic"], timeout=10)
+        assert r.status_code == 200 and stream_view("anthropic", r.content).done
+        sent = s.fake.received[-1].body
+        assert json.dumps(sent).count('"cache_control"') == 3
+        assert sent["messages"][1] == {"role": "system", "content": "Reminder: be brief."}
+        assert "<WORKDIR>" in json.dumps(sent["system"])
+        assert list(s.plugin.sessions) == ["5f0c7a1e-0000-4000-8000-000000000002"]
+
+
+def test_lone_surrogate_escapes_stay_valid_utf8() -> None:
+    with stack() as s:
+        raw = json.dumps(payload("chat", False, user="broken \ud800 text")).encode()  # json escapes it
+        assert b"\\ud800" in raw
+        r = httpx.post(s.url("chat"), content=raw, headers={"content-type": "application/json"}, timeout=10)
+        assert r.status_code == 200
+        sent = s.fake.received[-1].raw
+        sent.decode("utf-8")  # strict: no invalid bytes reached the provider
+        assert b"\\ud800" in sent and b"<WORKDIR>" in sent

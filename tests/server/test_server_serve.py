@@ -1,0 +1,85 @@
+"""``serve``: loopback-only binding, a clear error for a busy port, and a real start/stop."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from server_harness import free_port
+
+from lightmem_plugin.config import Config
+from lightmem_plugin.errors import UsageError
+from lightmem_plugin.server import bind_socket, check_bind, serve
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+def test_loopback_hosts_are_allowed(host: str) -> None:
+    check_bind(host, allow_remote=False)
+
+
+@pytest.mark.parametrize(
+    ("host", "needle"),
+    [
+        ("0.0.0.0", "--allow-remote"),
+        ("192.168.1.5", "not a loopback"),
+        ("::", "not a loopback"),
+        ("example.com", "not an IP address"),
+    ],
+)
+def test_other_hosts_need_allow_remote(host: str, needle: str) -> None:
+    with pytest.raises(UsageError, match=needle):
+        check_bind(host, allow_remote=False)
+    check_bind(host, allow_remote=True)
+
+
+def test_serve_refuses_before_binding() -> None:
+    with pytest.raises(UsageError, match="loopback"):
+        serve(Config(), host="0.0.0.0", port=free_port())
+
+
+def test_busy_port_is_a_usage_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        with pytest.raises(UsageError, match=f"cannot listen on 127.0.0.1:{port}"):
+            bind_socket("127.0.0.1", port)
+
+
+def test_bound_socket_is_tcp_so_nodelay_applies() -> None:
+    sock = bind_socket("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+    finally:
+        sock.close()
+
+
+def test_serve_runs_and_stops(tmp_path: Path) -> None:
+    port = free_port()
+    code = "import sys\nfrom lightmem_plugin.server import serve\nserve(port=int(sys.argv[1]))\n"
+    env = {**os.environ, "LIGHTMEM2_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", code, str(port)], env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except httpx.HTTPError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "serve did not come up"
+                time.sleep(0.1)
+        assert r.json()["status"] == "ok"
+        assert "server" not in r.headers  # uvicorn's own server header is off; providers' are relayed
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+    assert proc.returncode is not None

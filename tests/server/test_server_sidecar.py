@@ -1,0 +1,137 @@
+"""Sidecar routes for the OpenClaw plugin, over real loopback HTTP."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import pytest
+from server_harness import ServerThread
+
+from lightmem_plugin.config import Config
+from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.server.app import create_app, proxy_of
+
+SYSTEM = "You are an agent.\nWorking directory: /home/alice/proj\nCurrent time: 2026-03-01T10:00:00Z"
+BIG = "".join(
+    f"2026-03-01 10:00:{i % 60:02d} INFO worker {i}: processed batch {i * 7} ok\n" for i in range(200)
+)
+
+
+@pytest.fixture
+def sidecar() -> Any:
+    plugin = LightMem(Config())
+    app = create_app(plugin)
+    with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=10) as client:
+        yield client, plugin, app
+
+
+def test_health(sidecar: Any) -> None:
+    client, _, _ = sidecar
+    body = client.get("/sidecar/health").json()
+    assert body["status"] == "ok" and body["mode"] == "normal" and body["sessions"] == 0
+
+
+def test_assemble_openai_form_stabilises_the_head(sidecar: Any) -> None:
+    client, plugin, _ = sidecar
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "go"}]
+    out = client.post("/sidecar/assemble", json={"sessionId": "oc-1", "messages": msgs, "tools": []}).json()
+    assert "<WORKDIR>" in out["messages"][0]["content"] and "/home/alice" not in out["messages"][0]["content"]
+    assert out["messages"][-1]["content"].endswith("[lightmem2 now: <TIMESTAMP>=2026-03-01T10:00:00Z]")
+    assert list(plugin.sessions) == ["oc-1"]
+
+
+def test_assemble_anthropic_form_returns_system_too(sidecar: Any) -> None:
+    client, _, _ = sidecar
+    body = {
+        "sessionId": "oc-2",
+        "format": "anthropic",
+        "system": SYSTEM,
+        "messages": [{"role": "user", "content": "go"}],
+    }
+    out = client.post("/sidecar/assemble", json=body).json()
+    assert "<WORKDIR>" in str(out["system"])
+    assert "lightmem2 now" in str(out["messages"][-1]["content"])
+
+
+def test_ingest_reduces_once_and_recover_returns_the_original(sidecar: Any) -> None:
+    client, _, _ = sidecar
+    body = {"sessionId": "oc-3", "toolCallId": "call_1", "output": BIG}
+    first = client.post("/sidecar/ingest", json=body).json()["output"]
+    again = client.post("/sidecar/toolResult", json=body).json()["output"]
+    assert first == again and len(first) < len(BIG)
+    key = re.search(r"\b[0-9a-f]{32}\b", first)
+    assert key, first
+    text = client.post("/sidecar/recover", json={"key": key.group(0)}).json()["text"]
+    assert text == BIG
+    two = client.post("/sidecar/recover", json={"key": key.group(0), "lines": "2:3"}).json()["text"]
+    assert two == "".join(BIG.splitlines(keepends=True)[1:3])
+
+
+def test_ingest_list_output(sidecar: Any) -> None:
+    client, _, _ = sidecar
+    body = {
+        "sessionId": "oc-3",
+        "toolCallId": "c2",
+        "output": [{"type": "text", "text": BIG}, {"type": "image"}],
+    }
+    out = client.post("/sidecar/ingest", json=body).json()["output"]
+    assert len(out[0]["text"]) < len(BIG) and out[1] == {"type": "image"}
+
+
+def test_after_turn_restores_and_records_usage(sidecar: Any) -> None:
+    client, _, app = sidecar
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "go"}]
+    client.post("/sidecar/assemble", json={"sessionId": "oc-4", "messages": msgs})
+    usage = {"prompt_tokens": 1000, "prompt_tokens_details": {"cached_tokens": 900}}
+    reply = {
+        "role": "assistant",
+        "content": "in <WORKDIR>",
+        "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "ls", "arguments": '{"p": "<WORKDIR>/x"}'}}
+        ],
+    }
+    out = client.post(
+        "/sidecar/afterTurn", json={"sessionId": "oc-4", "response": reply, "usage": usage}
+    ).json()
+    assert out["recorded"] is True
+    assert out["response"]["content"] == "in /home/alice/proj"
+    assert out["response"]["tool_calls"][0]["function"]["arguments"] == '{"p": "/home/alice/proj/x"}'
+    assert proxy_of(app).usage.totals["oc-4"] == {"calls": 1, "input": 1000, "cached": 900, "written": 0}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/lightmem2 mode", "mode: normal"),
+        ("/lightmem2 frobnicate", "not available"),
+        ("/lightmem2 recover 0123456789abcdef0123456789abcdef", "lightmem2:"),
+    ],
+)
+def test_command(sidecar: Any, text: str, expected: str) -> None:
+    client, _, _ = sidecar
+    assert expected in client.post("/sidecar/command", json={"text": text}).json()["text"]
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "status", "needle"),
+    [
+        ("/sidecar/assemble", {"messages": []}, 400, "sessionId"),
+        ("/sidecar/assemble", {"sessionId": "x", "messages": "no"}, 400, "messages"),
+        ("/sidecar/assemble", {"sessionId": "x", "messages": [], "format": "xml"}, 400, "format"),
+        ("/sidecar/ingest", {"sessionId": "x", "toolCallId": "c", "output": 5}, 400, "output"),
+        ("/sidecar/command", {}, 400, "text"),
+        ("/sidecar/recover", {"key": "0123456789abcdef0123456789abcdef"}, 404, ""),
+    ],
+)
+def test_bad_bodies(sidecar: Any, route: str, body: dict[str, Any], status: int, needle: str) -> None:
+    client, _, _ = sidecar
+    r = client.post(route, json=body)
+    assert r.status_code == status and needle in r.json()["error"]
+
+
+def test_not_json_is_a_400(sidecar: Any) -> None:
+    client, _, _ = sidecar
+    r = client.post("/sidecar/ingest", content=b"{nope")
+    assert r.status_code == 400 and "not JSON" in r.json()["error"]

@@ -1,0 +1,127 @@
+"""SSE parsing and placeholder restoring across deltas (lightmem_plugin.server.sse)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lightmem_plugin.placeholders import restore_json, restore_text
+from lightmem_plugin.server.sse import SSEParser, StreamRestorer, encode_event
+
+VALUES = {"WORKDIR": "/home/alice/proj", "TIMESTAMP": "2026-03-01T10:00:00Z", "UUID": "u-1", "UUID_2": "u-2"}
+WIN = {"WORKDIR": 'C:\\Users\\bob\\my "proj"'}
+
+STREAM = (
+    b'event: message_start\ndata: {"a": 1}\n\n'
+    b": keep-alive comment\n\n"
+    b"event: ping\r\ndata: {}\r\n\r\n"
+    b"data: line one\ndata: line two\n\n"
+    b"id: 7\nretry: 100\ndata:nospace\n\n"
+    b"data: [DONE]\n\n"
+)
+
+
+def _parse(chunks: list[bytes]) -> list[tuple[bytes, str | None, str]]:
+    parser = SSEParser()
+    events = [ev for c in chunks for ev in parser.feed(c)] + parser.close()
+    return [(ev.raw, ev.event, ev.data) for ev in events]
+
+
+def test_parser_fields_and_raw_bytes() -> None:
+    got = _parse([STREAM])
+    assert [(e, d) for _, e, d in got] == [
+        ("message_start", '{"a": 1}'),
+        (None, ""),
+        ("ping", "{}"),
+        (None, "line one\nline two"),
+        (None, "nospace"),
+        (None, "[DONE]"),
+    ]
+    assert b"".join(raw for raw, _, _ in got) == STREAM
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=12))
+def test_parser_same_events_for_any_chunking(cuts: list[int]) -> None:
+    points = sorted(set(cuts))
+    chunks = [STREAM[a:b] for a, b in zip([0, *points], [*points, len(STREAM)], strict=True)]
+    assert _parse(chunks) == _parse([STREAM])
+
+
+@pytest.mark.parametrize(
+    ("tail", "expected"),
+    [(b"data: last", "last"), (b"event: x\ndata: y\n", "y"), (b"data: crlf\r", "crlf")],
+)
+def test_parser_delivers_unterminated_last_event(tail: bytes, expected: str) -> None:
+    assert _parse([tail])[-1][2] == expected
+
+
+def test_encode_event_round_trips() -> None:
+    raw = encode_event("content_block_delta", '{"x":"a"}\nsecond')
+    assert _parse([raw]) == [(raw, "content_block_delta", '{"x":"a"}\nsecond')]
+
+
+TEXTS = [
+    "cd <WORKDIR>/src at <TIMESTAMP>",
+    "<WORKDIR>",
+    "a < b and <NOT_A_PLACEHOLDER> and <UUID_2> then <UUID>",
+    "ends with <WORK",
+    "ends with <",
+    "<<WORKDIR>>",
+    "no placeholders at all",
+]
+
+
+def _pieces(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({min(c, len(text)) for c in cuts})
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=60), max_size=10))
+def test_text_restore_independent_of_delta_boundaries(text: str, cuts: list[int]) -> None:
+    r = StreamRestorer(VALUES)
+    out = "".join(r.push(p) for p in _pieces(text, cuts)) + r.flush()
+    assert out == restore_text(text, VALUES)
+
+
+def test_partial_placeholder_is_held_until_next_delta() -> None:
+    r = StreamRestorer(VALUES)
+    assert r.push("cd <WORK") == "cd "
+    assert r.push("DIR>/src") == "/home/alice/proj/src"
+    assert r.push(" <x") == " <x"  # cannot become a known placeholder: not held
+    assert r.push(" <UUID") == " "  # could still be <UUID> or <UUID_2>
+    assert r.push(">") == "u-1"
+    assert r.flush() == ""
+
+
+def test_no_values_passes_deltas_through() -> None:
+    r = StreamRestorer({})
+    assert r.push("<WORK") == "<WORK"
+    assert r.flush() == ""
+
+
+@settings(max_examples=60)
+@given(
+    obj=st.dictionaries(
+        st.sampled_from(["path", "cmd", "<WORKDIR>", "note"]),
+        st.one_of(
+            st.sampled_from(
+                ["<WORKDIR>/a.py", 'say "<WORKDIR>"', "back\\slash <WORKDIR>", "plain", "\\<WORKDIR>"]
+            ),
+            st.integers(),
+            st.lists(st.sampled_from(["<WORKDIR>", "x"]), max_size=3),
+        ),
+        max_size=4,
+    ),
+    cuts=st.lists(st.integers(min_value=0, max_value=120), max_size=12),
+)
+def test_json_restore_escapes_values_across_boundaries(obj: dict[str, object], cuts: list[int]) -> None:
+    text = json.dumps(obj)
+    r = StreamRestorer(WIN, json_mode=True)
+    out = "".join(r.push(p) for p in _pieces(text, cuts)) + r.flush()
+    assert out == restore_json(text, WIN)
+    expected = json.loads(json.dumps(obj).replace("<WORKDIR>", json.dumps(WIN["WORKDIR"])[1:-1]))
+    assert json.loads(out) == expected
