@@ -1,0 +1,149 @@
+"""Recall of the session record's "files written" against two independent checkers, on recorded sessions.
+
+Usage: ``python benchmarks/record_recall.py [TRACE.json.gz ...]`` (default: ../shared/traces/swe/*).
+Prints one JSON object: per-checker recall and precision, totals, and the misses.
+
+Why two checkers, both written apart from the extractor:
+
+- ``git``: files that ``git diff`` / ``git status`` outputs *show* as changed (the repository's own
+  word, read from tool outputs, never from the commands; also a ``git diff > FILE`` shown by ``cat``);
+- ``regex``: a deliberately simple scan of the command texts (redirect targets outside quotes and
+  heredocs, ``sed -i``, ``tee``, ``cp``/``mv`` destinations, ``+++ b/`` lines of applied patches, and
+  ``open(..., 'w')`` in Python code that is run).
+
+The record's side is every file whose history has a create or modify action.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from lightmem_plugin.eviction.session_record import extract  # noqa: E402
+
+_DIFF = re.compile(r"^diff --git a/(\S+) b/(\S+)", re.M)
+_STATUS = re.compile(r"^\s+(?:modified|new file):\s+(\S+)", re.M)
+_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n(.*?)^\s*\1\s*$", re.M | re.S)
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"", re.S)
+_REDIRECT = re.compile(r"(?<![<&\d])>>?\s*([^\s;&|<>()]+)")
+_SED_I = re.compile(r"\bsed\s+(?:-[a-zA-Z]*\s+)*-i\S*\s+(?:-e\s+)?(?:'[^']*'|\"[^\"]*\"|\S+)\s+([^\s;&|<>]+)")
+_TEE = re.compile(r"\btee\s+(?:-a\s+)?([^\s;&|<>]+)")
+_CP_MV = re.compile(r"\b(?:cp|mv)\s+(?:-\w+\s+)*\S+\s+([^\s;&|<>]+)")
+_PLUS = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.M)
+_OPEN_W = re.compile(r"open\(\s*['\"]([^'\"]+)['\"]\s*,\s*['\"][wa]")
+_PY_RUN = re.compile(r"\bpython[\d.]*\s+(?:-\w+\s+)*([\w./-]+\.py)")
+
+
+def _canon(path: str) -> str:
+    path = path.strip("'\"")
+    path = re.sub(r"^(?:/testbed/|\./)", "", path)
+    return path
+
+
+def git_truth(messages: list[dict[str, Any]]) -> set[str]:
+    """Files the repository itself reported as changed in ``git diff``/``git status`` outputs."""
+    commands: dict[str, str] = {}
+    diff_files: set[str] = set()  # files a `git diff > FILE` wrote; catting them shows git's output too
+    out: set[str] = set()
+    for msg in messages:
+        for call in msg.get("tool_calls") or ():
+            commands[call["id"]] = call["function"]["arguments"]
+            diff_files.update(
+                Path(f).name for f in re.findall(r"\bgit diff[^>|;&\n]*>\s*([\w./-]+)", commands[call["id"]])
+            )
+        command = commands.get(msg.get("tool_call_id", ""), "")
+        shows_file = any(re.search(r"\bcat\s+\S*" + re.escape(f), command) for f in diff_files)
+        if msg.get("role") == "tool" and (re.search(r"\bgit (?:diff|status)\b", command) or shows_file):
+            text = msg.get("content") or ""
+            out.update(_canon(m.group(2)) for m in _DIFF.finditer(text))
+            out.update(_canon(m.group(1)) for m in _STATUS.finditer(text))
+    return out
+
+
+def regex_truth(messages: list[dict[str, Any]]) -> set[str]:
+    """Files the command texts write, by a simple scan independent of the record's shell reader."""
+    out: set[str] = set()
+    scripts: dict[str, list[str]] = {}
+    patches: dict[str, list[str]] = {}
+    for msg in messages:
+        for call in msg.get("tool_calls") or ():
+            try:
+                command = str(json.loads(call["function"]["arguments"]).get("command", ""))
+            except ValueError:
+                continue
+            bodies = {m.group(2) for m in _HEREDOC.finditer(command)}
+            created = _REDIRECT.findall(_QUOTED.sub(" ", _HEREDOC.sub("\n", command)))
+            for target in created:
+                for body in bodies:
+                    scripts[Path(target).name] = _OPEN_W.findall(body)
+                    patches[Path(target).name] = _PLUS.findall(body)
+            bare = _QUOTED.sub(" ", _HEREDOC.sub("\n", command))
+            found = [*created, *_SED_I.findall(command), *_TEE.findall(bare), *_CP_MV.findall(bare)]
+            if re.search(r"\bpython[\d.]*\s+(?:-c|-)\b", command):
+                found += _OPEN_W.findall(command)
+            for script in _PY_RUN.findall(bare):
+                found += scripts.get(Path(script).name, [])
+            if re.search(r"\b(?:patch|git apply)\b", bare):
+                found += [p for b in bodies for p in _PLUS.findall(b)]
+                for name, targets in patches.items():
+                    if name in command:
+                        found += targets
+            out.update(_canon(f) for f in found if f not in ("/dev/null",) and not f.startswith("&"))
+    return out
+
+
+def record_written(messages: list[dict[str, Any]]) -> set[str]:
+    """Files the session record says were created or modified."""
+    record = extract(messages)
+    return {_canon(f.path) for f in record.files if any(a in ("create", "modify") for _, a in f.history)}
+
+
+def _matches(truth: str, found: set[str]) -> bool:
+    return truth in found or any(f.endswith("/" + truth) or truth.endswith("/" + f) for f in found)
+
+
+def measure(paths: list[Path]) -> dict[str, Any]:
+    """Recall and precision of the record against both checkers over ``paths``."""
+    totals = {"git": [0, 0], "regex": [0, 0]}
+    precise = [0, 0]
+    misses: dict[str, list[str]] = {"git": [], "regex": []}
+    for path in paths:
+        with gzip.open(path) as fh:
+            messages = json.loads(fh.read())["messages"]
+        found = record_written(messages)
+        truths = {"git": git_truth(messages), "regex": regex_truth(messages)}
+        for name, truth in truths.items():
+            hit = [t for t in sorted(truth) if _matches(t, found)]
+            totals[name][0] += len(hit)
+            totals[name][1] += len(truth)
+            misses[name] += [f"{path.name}: {t}" for t in sorted(truth) if t not in hit]
+        either = truths["git"] | truths["regex"]
+        precise[0] += sum(1 for f in found if _matches(f, either))
+        precise[1] += len(found)
+    return {
+        "sessions": len(paths),
+        "recall_git": round(totals["git"][0] / max(1, totals["git"][1]), 4),
+        "git_files": totals["git"][1],
+        "recall_regex": round(totals["regex"][0] / max(1, totals["regex"][1]), 4),
+        "regex_files": totals["regex"][1],
+        "precision_vs_either": round(precise[0] / max(1, precise[1]), 4),
+        "record_files": precise[1],
+        "misses": misses,
+    }
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(a) for a in argv] or sorted((ROOT.parent / "shared" / "traces" / "swe").glob("*.json.gz"))
+    print(json.dumps(measure(paths), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

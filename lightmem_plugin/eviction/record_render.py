@@ -1,0 +1,113 @@
+"""Render a :class:`SessionRecord` as a token-budgeted text block (critical <= 100, standard <= 300,
+full <= 600 tokens, counted with o200k_base).
+
+Why greedy in priority order: what the model most needs after an eviction comes first (the current
+goal, open errors, decisions in force, files modified), and the rest fills what budget is left, so a
+smaller level is a prefix-ordered subset of a larger one. Rendering is a pure function of the record:
+the block sits in the cached eviction stub and must be byte-identical for the same record.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Literal
+
+from ..tokens import count_tokens
+from .session_record import SessionRecord
+
+RecordLevel = Literal["critical", "standard", "full"]
+BUDGETS: dict[RecordLevel, int] = {"critical": 100, "standard": 300, "full": 600}
+_GOAL_CHARS: dict[RecordLevel, int] = {"critical": 160, "standard": 400, "full": 1000}
+_DECISION_CHARS: dict[RecordLevel, int] = {"critical": 90, "standard": 220, "full": 300}
+_TAG = re.compile(r"</?[A-Za-z_][\w-]*>")
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _goal(text: str, limit: int) -> str:
+    text = _TAG.sub(" ", text)
+    text = re.sub(r"^\s*Consider the following (?:PR|issue) description:\s*", "", text, flags=re.I)
+    return _clip(text, limit)
+
+
+def _paths(label: str, paths: tuple[str, ...]) -> Iterator[str]:
+    """The line naming ``paths``, then shorter variants (fewer names, "+N more") to fit a budget."""
+    for shown in range(len(paths), 0, -1):
+        more = f" (+{len(paths) - shown} more)" if shown < len(paths) else ""
+        yield f"{label}: {', '.join(paths[:shown])}{more}"
+
+
+def _tasks(record: SessionRecord) -> str | None:
+    if not record.tasks:
+        return None
+    groups: list[tuple[str, list[str]]] = []
+    for task in record.tasks:
+        if groups and groups[-1][0] == task.lifecycle:
+            groups[-1][1].append(task.id)
+        else:
+            groups.append((task.lifecycle, [task.id]))
+    parts = [f"{ids[0]}-{ids[-1]} {state}" if len(ids) > 1 else f"{ids[0]} {state}" for state, ids in groups]
+    current = record.tasks[-1]
+    return f"Tasks: {'; '.join(parts)}; current: {_clip(current.objective, 80)}"
+
+
+def _candidates(record: SessionRecord, level: RecordLevel) -> Iterator[tuple[str, list[str]]]:
+    """(section header, line variants best-first) in priority order; header "" means none."""
+    if record.goals:
+        goal = record.goals[-1]
+        yield "", [f"Goal (turn {goal.turn}): {_goal(goal.text, _GOAL_CHARS[level])}"]
+    for err in reversed(record.open_errors[-3:]):
+        yield "Open errors:", [f"- turn {err.turn}: `{_clip(err.command, 60)}` -> {_clip(err.error, 100)}"]
+    for d in reversed(record.active_decisions):
+        text = f"- {d.choice}"
+        text += f" (instead of {d.replaces})" if d.replaces else ""
+        text += f" because {d.reason}" if d.reason else ""
+        yield "Decisions in force:", [_clip(f"{text} [turn {d.valid_from}]", _DECISION_CHARS[level])]
+    modified = record.files_in("modified")
+    if modified:
+        yield "", list(_paths("Files modified", modified))
+    created = record.files_in("created")
+    if created:
+        yield "", list(_paths("Files created", created))
+    tasks = _tasks(record)
+    if tasks:
+        yield "", [tasks]
+    for d in reversed([d for d in record.decisions if d.status != "active"]):
+        end = f"{d.status} at turn {d.valid_until}" + (f" by {d.superseded_by}" if d.superseded_by else "")
+        yield "Dropped decisions:", [_clip(f"- {d.id} {d.choice} ({end})", 160)]
+    deleted = record.files_in("deleted")
+    if deleted:
+        yield "", list(_paths("Files deleted", deleted))
+    read = record.files_in("read")
+    if read:
+        yield "", list(_paths("Files read", read))
+    for goal in reversed(record.goals[:-1]):
+        yield "Earlier goals:", [f"- turn {goal.turn}: {_goal(goal.text, 120)}"]
+
+
+def render(record: SessionRecord, level: RecordLevel = "standard") -> str:
+    """The record as text within the level's token budget; most important lines first."""
+    budget = BUDGETS[level]
+    lines = [f"Session record (turn {record.turn}):"]
+    used = count_tokens(lines[0]) + 1
+    headers: set[str] = set()
+    for header, variants in _candidates(record, level):
+        extra = count_tokens(header) + 1 if header and header not in headers else 0
+        for line in variants:
+            cost = count_tokens(line) + 1 + extra
+            if used + cost <= budget:
+                if extra:
+                    lines.append(header)
+                    headers.add(header)
+                lines.append(line)
+                used += cost
+                break
+    text = "\n".join(lines)
+    while count_tokens(text) > budget and len(lines) > 1:
+        lines.pop()
+        text = "\n".join(lines)
+    return text

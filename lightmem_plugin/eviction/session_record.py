@@ -1,0 +1,178 @@
+"""The typed session record: goals, decisions, task status, files touched, open errors.
+
+Why a record beside eviction: once finished work is paged out, the model still needs what it learned
+and decided. The record is extracted deterministically from the messages (tool calls say which files
+were read or written and what failed; texts say what was decided) and rendered as a small block inside
+the eviction stub, so it changes only at eviction batches. :meth:`SessionRecord.at_turn` answers "what
+was believed at turn n" (decisions valid then, files and errors as of then; task lifecycles are only
+known as they stand now).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from .decisions import Decision, extract_decisions
+from .heuristic import HeuristicEstimator
+from .lifecycle import Lifecycle, TaskRegistry
+
+_LAST_INT = re.compile(r"(\d+)\D*$")
+_REPEATS = ("same error again", "same output again", "re-run")
+FileState = Literal["read", "created", "modified", "deleted"]
+Action = Literal["read", "create", "modify", "delete"]
+
+
+@dataclass(frozen=True, slots=True)
+class Goal:
+    """A user message, the goal it set."""
+
+    turn: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStatus:
+    """A task chunk's lifecycle as the registry holds it."""
+
+    id: str
+    objective: str
+    lifecycle: Lifecycle
+    turns: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class FileTouch:
+    """One file and what the agent did to it, in order: ``(turn, action)``."""
+
+    path: str
+    history: tuple[tuple[int, Action], ...]
+
+    @property
+    def state(self) -> FileState:
+        """read / created / modified / deleted, from the history."""
+        actions = [a for _, a in self.history]
+        if actions[-1] == "delete":
+            return "deleted"
+        writes = [a for a in actions if a in ("create", "modify")]
+        if not writes:
+            return "read"
+        first_write = actions.index(writes[0])
+        created = writes[0] == "create" and "read" not in actions[:first_write]
+        return "created" if created else "modified"
+
+    def as_of(self, turn: int) -> FileTouch | None:
+        """This file as known at ``turn`` (None if not touched yet)."""
+        history = tuple(h for h in self.history if h[0] <= turn)
+        return replace(self, history=history) if history else None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEntry:
+    """A failed tool call; ``closed_at`` is when a later call fixed it or the same error recurred."""
+
+    turn: int
+    command: str
+    error: str
+    closed_at: int | None = None
+    how: Literal["fixed", "repeated"] | None = None
+
+    def open_at(self, turn: int) -> bool:
+        """Whether this error was still open at ``turn``."""
+        return self.turn <= turn and (self.closed_at is None or self.closed_at > turn)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """Everything the record knows, as of message index ``turn``."""
+
+    turn: int
+    goals: tuple[Goal, ...] = ()
+    decisions: tuple[Decision, ...] = ()
+    tasks: tuple[TaskStatus, ...] = ()
+    files: tuple[FileTouch, ...] = ()
+    errors: tuple[ErrorEntry, ...] = ()
+
+    @property
+    def open_errors(self) -> tuple[ErrorEntry, ...]:
+        """Failures not fixed (nor repeated later) as of :attr:`turn`."""
+        return tuple(e for e in self.errors if e.open_at(self.turn))
+
+    @property
+    def active_decisions(self) -> tuple[Decision, ...]:
+        """Decisions still in force."""
+        return tuple(d for d in self.decisions if d.status == "active")
+
+    def files_in(self, *states: FileState) -> tuple[str, ...]:
+        """Paths whose state is one of ``states``, in first-touch order."""
+        return tuple(f.path for f in self.files if f.state in states)
+
+    def at_turn(self, turn: int) -> SessionRecord:
+        """What was believed at message index ``turn``."""
+        files = tuple(f for f in (x.as_of(turn) for x in self.files) if f is not None)
+        return SessionRecord(
+            turn=turn,
+            goals=tuple(g for g in self.goals if g.turn <= turn),
+            decisions=tuple(d.as_of(turn) for d in self.decisions if d.valid_from <= turn),
+            tasks=tuple(t for t in self.tasks if t.turns[0] <= turn),
+            files=files,
+            errors=tuple(e for e in self.errors if e.turn <= turn),
+        )
+
+
+def _files(source: HeuristicEstimator) -> tuple[FileTouch, ...]:
+    history: dict[str, list[tuple[int, Action]]] = {}
+    for e in source.log.events:
+        t = e.call_index
+        for path in e.reads:
+            if path not in e.writes:
+                history.setdefault(path, []).append((t, "read"))
+        for path in e.writes:
+            known = path in history
+            action: Action = "create" if path in e.whole and not known else "modify"
+            history.setdefault(path, []).append((t, action))
+        for path in e.deletes:
+            history.setdefault(path, []).append((t, "delete"))
+    return tuple(FileTouch(p, tuple(h)) for p, h in history.items())
+
+
+def _errors(source: HeuristicEstimator) -> tuple[ErrorEntry, ...]:
+    events, live = source.log.events, source.live
+    out: list[ErrorEntry] = []
+    for e in events:
+        if not e.failed:
+            continue
+        fixer = live.fixed.get(e.seq)
+        reason = live.dead.get(e.seq)
+        entry = ErrorEntry(e.call_index, e.label, e.error_line)
+        if fixer is not None:
+            entry = replace(entry, closed_at=events[fixer].call_index, how="fixed")
+        elif reason is not None and (turn := _LAST_INT.search(reason)):
+            how: Literal["fixed", "repeated"] = "repeated" if reason.startswith(_REPEATS) else "fixed"
+            entry = replace(entry, closed_at=int(turn.group(1)), how=how)
+        out.append(entry)
+    return tuple(out)
+
+
+def extract(
+    messages: Sequence[Mapping[str, Any]],
+    registry: TaskRegistry | None = None,
+    *,
+    source: HeuristicEstimator | None = None,
+) -> SessionRecord:
+    """The record of ``messages``; pass the session's estimator as ``source`` to reuse its parse."""
+    source = source or HeuristicEstimator()
+    source.sync(messages)
+    said = source.log.said
+    return SessionRecord(
+        turn=len(messages) - 1,
+        goals=tuple(Goal(s.index, s.text) for s in said if s.role == "user"),
+        decisions=extract_decisions(said),
+        tasks=tuple(
+            TaskStatus(c.id, c.objective, c.lifecycle, c.turns) for c in (registry.chunks if registry else ())
+        ),
+        files=_files(source),
+        errors=_errors(source),
+    )

@@ -1,0 +1,291 @@
+"""Tool events read from an OpenAI chat-form conversation, incrementally.
+
+Why a shared, incremental log: the heuristic estimator and the session record both need "which call
+read or wrote which file, did it fail, what did it print", and the estimator re-reads the whole
+session every few turns. Hosts only append, so :class:`EventLog` parses each message once and re-parses
+from scratch only if an already-seen message changed (checked by a per-message xxh3 fingerprint, about
+1 µs a message) or was removed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import xxhash
+
+from .effects import Effects, FileTracker, Kind, add_path
+
+_RC = re.compile(r"^\s*<returncode>(-?\d+)</returncode>")
+_EXIT = re.compile(r"(?:exit code|exit_code|exit status|exited with code|returncode)[\"':=\s]*(-?\d+)", re.I)
+_ERROR_LINE = re.compile(
+    r"^(?:[\w.]*(?:Error|Exception|Exit)\b.*|FAILED .*|ERROR[: ].*|E +\w+.*|fatal: .*|error: .*)$", re.M
+)
+_PYTEST_FAIL = re.compile(r"\b\d+ (?:failed|errors?)\b")
+_APPLY_PATCH = re.compile(r"^\*\*\* (?P<op>Add|Update|Delete) File: (?P<path>.+)$", re.M)
+_CD = re.compile(r"^cd \S+ && ")
+_SHELL_TOOLS = ("bash", "shell", "exec_command", "execute_bash", "run_command", "terminal", "local_shell")
+_PATH_KEYS = ("path", "file_path", "filePath", "filename", "file", "notebook_path")
+
+
+def text_of(content: Any) -> str:
+    """Plain text of a message ``content`` (a string, or a list of text parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text"
+        )
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEvent:
+    """One tool call and its result, with what it did to files."""
+
+    seq: int
+    call_index: int
+    result_index: int | None
+    tool: str
+    command: str
+    norm: int
+    kind: Kind
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    whole: tuple[str, ...]
+    full: tuple[str, ...]
+    deletes: tuple[str, ...]
+    returncode: int | None
+    failed: bool
+    output_chars: int
+    output_hash: int
+    error_line: str
+    call_chars: int
+
+    @property
+    def label(self) -> str:
+        """A short, stable rendering of the call for evidence and record lines."""
+        first = self.command.strip().splitlines()[0] if self.command.strip() else self.tool
+        first = _CD.sub("", first)
+        return first if len(first) <= 70 else first[:67] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """A user or assistant text at message ``index``."""
+
+    index: int
+    role: str
+    text: str
+
+
+def _fingerprint(msg: Mapping[str, Any]) -> int:
+    h = xxhash.xxh3_64()
+    h.update(str(msg.get("role", "")).encode())
+    h.update(text_of(msg.get("content")).encode("utf-8", "surrogatepass"))
+    for call in msg.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        h.update(f"{call.get('id')}|{fn.get('name')}|{fn.get('arguments')}".encode("utf-8", "surrogatepass"))
+    h.update(str(msg.get("tool_call_id", "")).encode())
+    return h.intdigest()
+
+
+def _arguments(call: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    fn = call.get("function") or {}
+    raw = fn.get("arguments")
+    args: Any = raw
+    if isinstance(raw, str):
+        try:
+            args = json.loads(raw)
+        except ValueError:
+            args = {"command": raw}
+    return str(fn.get("name") or "tool"), args if isinstance(args, dict) else {}
+
+
+def _effects(tracker: FileTracker, tool: str, args: dict[str, Any]) -> tuple[str, Effects]:
+    """The command text shown for a call and its file effects."""
+    command = args.get("command", args.get("cmd"))
+    if isinstance(command, list):
+        words = [str(w) for w in command]
+        wrapped = words[:2] in (["bash", "-lc"], ["bash", "-c"], ["sh", "-c"]) and len(words) > 2
+        command = words[2] if wrapped else " ".join(words)
+    low = tool.lower()
+    path_key = next((k for k in _PATH_KEYS if isinstance(args.get(k), str)), None)
+    if "patch" in low and isinstance(args.get("input", args.get("patch")), str):
+        text = str(args.get("input", args.get("patch")))
+        return f"{tool} {text[:60]}", apply_patch_effects(tracker, text)
+    if path_key is not None and not (low in _SHELL_TOOLS and isinstance(command, str)):
+        return _editor(tracker, tool, args, str(args[path_key]))
+    if isinstance(command, str):
+        return command, tracker.shell(command)
+    explores = any(w in low for w in ("grep", "glob", "search", "find", "list", "ls"))
+    return tool, Effects(kind="explore" if explores else "other")
+
+
+def apply_patch_effects(tracker: FileTracker, text: str) -> Effects:
+    """Effects of an ``apply_patch`` envelope (``*** Update File: path``)."""
+    fx = Effects(kind="write")
+    for m in _APPLY_PATCH.finditer(text):
+        path = tracker.norm(m.group("path").strip(), None)
+        add_path(fx.deletes if m.group("op") == "Delete" else fx.writes, path)
+        if m.group("op") == "Add":
+            add_path(fx.whole, path)
+    return fx
+
+
+def _editor(tracker: FileTracker, tool: str, args: dict[str, Any], raw: str) -> tuple[str, Effects]:
+    sub = str(args.get("command") or "")
+    low = f"{tool} {sub}".lower()
+    path = tracker.norm(raw, None)
+    fx = Effects()
+    if path is None:
+        return f"{tool} {sub} {raw}".strip(), fx
+    if any(w in low for w in ("view", "read", "open", "cat")):
+        fx.reads.append(path)
+        if not any(k in args for k in ("view_range", "offset", "limit")):
+            fx.full.append(path)
+        fx.kind = "read"
+    elif any(w in low for w in ("create", "write")):
+        fx.writes.append(path)
+        fx.whole.append(path)
+        fx.kind = "write"
+    elif any(w in low for w in ("edit", "replace", "insert", "undo", "patch")):
+        fx.writes.append(path)
+        fx.kind = "write"
+    return f"{tool} {sub} {path}".replace("  ", " ").strip(), fx
+
+
+def _outcome(output: str, fx: Effects) -> tuple[int | None, bool, str]:
+    """Return code (if the output says), whether the call failed, and its salient error line."""
+    m = _RC.match(output)
+    if m is None:
+        m = _EXIT.search(output[:200]) or _EXIT.search(output[-200:])
+    rc = int(m.group(1)) if m else None
+    if rc is not None:
+        failed = rc != 0 and not (rc == 1 and fx.benign_rc1)
+    else:
+        head = output.lstrip()[:12].lower()
+        failed = "Traceback (most recent call last)" in output or head.startswith(("error", "<exception>"))
+    if fx.kind == "test" and _PYTEST_FAIL.search(output[-2000:]):
+        failed = True
+    if not failed:
+        return rc, False, ""
+    errors = _ERROR_LINE.findall(output[-4000:])
+    line = errors[-1].strip() if errors else ""
+    if not line:
+        lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip() and not ln.startswith("<")]
+        line = lines[-1] if lines else f"exit {rc}"
+    return rc, True, line if len(line) <= 160 else line[:157] + "..."
+
+
+class EventLog:
+    """Tool events, user goals and assistant texts of one conversation, kept in step with it."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.tracker = FileTracker()
+        self.events: list[ToolEvent] = []
+        self.outputs: list[str] = []
+        self.said: list[Said] = []
+        self._prints: list[int] = []
+        self._pending: dict[str, tuple[int, str, str, Effects, int]] = {}
+        self.generation = 0
+
+    @property
+    def n_messages(self) -> int:
+        """How many messages have been read."""
+        return len(self._prints)
+
+    def update(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Read the messages not seen yet; start over if an earlier one changed."""
+        seen = len(self._prints)
+        if seen > len(messages) or any(_fingerprint(messages[i]) != self._prints[i] for i in range(seen)):
+            generation = self.generation + 1
+            self._reset()
+            self.generation = generation
+            seen = 0
+        for index in range(seen, len(messages)):
+            self._read(index, messages[index])
+
+    def _rebase(self, workdir: str) -> None:
+        """Make paths recorded before the work directory was known relative to it, like later ones."""
+        prefix = workdir + "/"
+
+        def fix(paths: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(dict.fromkeys(p[len(prefix) :] if p.startswith(prefix) else p for p in paths))
+
+        self.events = [
+            replace(
+                e,
+                reads=fix(e.reads),
+                writes=fix(e.writes),
+                whole=fix(e.whole),
+                full=fix(e.full),
+                deletes=fix(e.deletes),
+            )
+            if any(p.startswith(prefix) for p in (*e.reads, *e.writes, *e.deletes))
+            else e
+            for e in self.events
+        ]
+        for _, _, _, fx, _ in self._pending.values():
+            for name in ("reads", "writes", "whole", "full", "deletes"):
+                setattr(fx, name, list(fix(tuple(getattr(fx, name)))))
+        self.tracker.texts = {fix((k,))[0]: v for k, v in self.tracker.texts.items()}
+        self.generation += 1
+
+    def _read(self, index: int, msg: Mapping[str, Any]) -> None:
+        workdir = self.tracker.workdir
+        self._read_message(index, msg)
+        if workdir is None and self.tracker.workdir is not None:
+            self._rebase(self.tracker.workdir)
+
+    def _read_message(self, index: int, msg: Mapping[str, Any]) -> None:
+        self._prints.append(_fingerprint(msg))
+        role = str(msg.get("role", ""))
+        text = text_of(msg.get("content"))
+        if role in ("user", "assistant") and text.strip():
+            self.said.append(Said(index, role, text))
+        if role == "assistant":
+            for call in msg.get("tool_calls") or ():
+                tool, args = _arguments(call)
+                command, fx = _effects(self.tracker, tool, args)
+                size = len(str((call.get("function") or {}).get("arguments") or ""))
+                self._pending[str(call.get("id", ""))] = (index, tool, command, fx, size)
+        elif role == "tool":
+            pending = self._pending.pop(str(msg.get("tool_call_id", "")), None)
+            if pending is not None:
+                self._event(pending, index, text)
+
+    def _event(self, pending: tuple[int, str, str, Effects, int], index: int, output: str) -> None:
+        call_index, tool, command, fx, size = pending
+        rc, failed, error_line = _outcome(output, fx)
+        self.events.append(
+            ToolEvent(
+                seq=len(self.events),
+                call_index=call_index,
+                result_index=index,
+                tool=tool,
+                command=command,
+                norm=xxhash.xxh3_64_intdigest(
+                    _CD.sub("", " ".join(command.split())).encode("utf-8", "surrogatepass")
+                ),
+                kind=fx.kind,
+                reads=tuple(fx.reads),
+                writes=tuple(fx.writes),
+                whole=tuple(fx.whole),
+                full=tuple(fx.full),
+                deletes=tuple(fx.deletes),
+                returncode=rc,
+                failed=failed,
+                output_chars=len(output),
+                output_hash=xxhash.xxh3_64_intdigest(output.encode("utf-8", "surrogatepass")),
+                error_line=error_line,
+                call_chars=size,
+            )
+        )
+        self.outputs.append(output)

@@ -1,0 +1,201 @@
+"""The session record: decisions with supersession and cancellation, files, errors, at_turn, rendering."""
+
+from __future__ import annotations
+
+import pytest
+from eviction_helpers import ASTROID, Session, load_trace, retry_session
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lightmem_plugin.eviction.decisions import extract_decisions
+from lightmem_plugin.eviction.heuristic import HeuristicEstimator
+from lightmem_plugin.eviction.lifecycle import TaskRegistry
+from lightmem_plugin.eviction.record_render import BUDGETS, render
+from lightmem_plugin.eviction.session_record import ErrorEntry, FileTouch, Goal, SessionRecord, extract
+from lightmem_plugin.eviction.signals import Said
+from lightmem_plugin.tokens import count_tokens
+
+
+@pytest.mark.parametrize(
+    ("text", "trigger", "choice", "replaces", "reason"),
+    [
+        ("Let's go with SQLite for the cache.", "go with", "SQLite for the cache", None, None),
+        (
+            "I'll use httpx instead of requests because it has timeouts.",
+            "instead",
+            "httpx",
+            "requests",
+            "it has timeouts",
+        ),
+        (
+            "We should switch from unittest to pytest since fixtures help.",
+            "switch",
+            "pytest",
+            "unittest",
+            "fixtures help",
+        ),
+        ("Instead of patching, I'll use a subclass.", "instead", "a subclass", "patching", None),
+        (
+            "I decided to keep the public API unchanged.",
+            "decided",
+            "keep the public API unchanged",
+            None,
+            None,
+        ),
+        (
+            "The fix is to add a `visit_unknown` method.",
+            "decided",
+            "add a `visit_unknown` method",
+            None,
+            None,
+        ),
+        (
+            "Fixed: the cache key includes the query string.",
+            "fixed",
+            "the cache key includes the query string",
+            None,
+            None,
+        ),
+        ("Let me look at the file first.", None, None, None, None),
+    ],
+)
+def test_decision_phrases(
+    text: str, trigger: str | None, choice: str | None, replaces: str | None, reason: str | None
+) -> None:
+    decisions = extract_decisions([Said(3, "assistant", text)])
+    if trigger is None:
+        assert decisions == ()
+        return
+    (d,) = decisions
+    assert (d.trigger, d.choice, d.replaces, d.reason, d.valid_from) == (trigger, choice, replaces, reason, 3)
+    assert d.evidence == text and d.status == "active"
+
+
+def test_supersession_and_cancellation() -> None:
+    said = [
+        Said(1, "user", "Add caching. Let's go with SQLite for the cache store."),
+        Said(3, "assistant", "I will use requests for HTTP calls."),
+        Said(5, "assistant", "I'll use httpx instead of requests because it supports timeouts."),
+        Said(7, "user", "Actually, switch from SQLite to Redis since we run Redis in prod."),
+        Said(9, "assistant", "We decided to add a retry wrapper around fetch."),
+        Said(11, "user", "Never mind the retry wrapper, let's not use retries at all."),
+        Said(13, "assistant", "Actually, let's go with Memcached."),
+    ]
+    d = {x.id: x for x in extract_decisions(said)}
+    assert (d["d1"].status, d["d1"].valid_until, d["d1"].superseded_by) == ("superseded", 7, "d4")
+    assert (d["d2"].status, d["d2"].superseded_by, d["d3"].replaces) == ("superseded", "d3", "requests")
+    assert (d["d4"].choice, d["d4"].replaces, d["d4"].reason) == ("Redis", "SQLite", "we run Redis in prod")
+    assert (d["d5"].status, d["d5"].valid_until, d["d5"].superseded_by) == ("cancelled", 11, None)
+    # an implicit revision ("Actually, ...") supersedes the latest decision in force
+    assert (d["d4"].status, d["d6"].replaces, d["d6"].valid_from) == ("superseded", "Redis", 13)
+    assert [x.id for x in extract_decisions(said) if x.status == "active"] == ["d3", "d6"]
+
+
+def record_of_retry_session() -> tuple[SessionRecord, dict[str, int]]:
+    s, at = retry_session()
+    est, reg = HeuristicEstimator(), TaskRegistry()
+    for n in range(3, len(s.messages) + 1):
+        reg.apply(est.estimate(s.messages[:n], reg), max_turn=n - 1)
+    return extract(s.messages, reg, source=est), at
+
+
+def test_record_of_a_hand_written_session() -> None:
+    record, at = record_of_retry_session()
+    assert [g.turn for g in record.goals] == [1, at["goal2"]]
+    assert record.files_in("modified") == ("client.py", "cli.py")
+    assert record.files_in("created") == ("client_retry.py",)
+    assert [e.command for e in record.open_errors] == ["python -m pytest tests/ -q"]
+    fixed = [e for e in record.errors if e.how == "fixed"]
+    assert [(e.turn, e.closed_at) for e in fixed] == [(at["test_fail"], at["test_pass"])]
+    choices = {d.choice: d.status for d in record.decisions}
+    assert choices == {
+        "exponential backoff": "active",
+        "requests for the retry adapter": "superseded",
+        "httpx": "active",
+        "add a global retry counter": "cancelled",
+    }
+    assert [(t.id, t.lifecycle) for t in record.tasks] == [("h1", "evictable"), ("h2", "active")]
+
+
+def test_at_turn_shows_what_was_believed_then() -> None:
+    record, at = record_of_retry_session()
+    before = record.at_turn(at["test_fail"])
+    assert {d.choice: d.status for d in before.decisions} == {
+        "exponential backoff": "active",
+        "requests for the retry adapter": "active",
+    }
+    assert before.files_in("modified") == () and before.files_in("read") == ("client.py",)
+    assert [e.turn for e in before.open_errors] == [at["test_fail"]]
+    mid = record.at_turn(at["sed_cli"] - 1)
+    assert "add a global retry counter" in {d.choice for d in mid.active_decisions}
+    assert mid.open_errors == () and [g.turn for g in mid.goals] == [1, at["goal2"]]
+    assert record.at_turn(record.turn) == record
+
+
+def test_render_levels_fit_budgets_and_put_the_important_first() -> None:
+    record, _ = record_of_retry_session()
+    texts = {level: render(record, level) for level in BUDGETS}
+    for level, text in texts.items():
+        assert count_tokens(text) <= BUDGETS[level]
+        assert text == render(record, level)
+    critical = texts["critical"].splitlines()
+    assert critical[1].startswith("Goal (turn 16): Also add a --retries flag")
+    assert critical[2:4] == [
+        "Open errors:",
+        "- turn 21: `python -m pytest tests/ -q` -> ImportError: cannot import name 'fetch'",
+    ]
+    standard = texts["standard"]
+    assert "httpx (instead of requests) because it has built-in transport retries" in standard
+    assert "Files modified: client.py, cli.py" in standard
+    assert "add a global retry counter (cancelled at turn 19)" in standard
+    assert (
+        standard.index("Open errors")
+        < standard.index("Decisions in force")
+        < standard.index("Files modified")
+    )
+
+
+def test_record_of_a_real_trace() -> None:
+    messages = load_trace(ASTROID)["messages"]
+    record = extract(messages)
+    assert "astroid/nodes/as_string.py" in record.files_in("modified")
+    assert "reproduce_issue.py" in record.files_in("created")
+    assert "astroid/nodes/node_classes.py" in record.files_in("read")
+    for level, budget in BUDGETS.items():
+        assert count_tokens(render(record, level)) <= budget
+
+
+def test_file_state_rules() -> None:
+    assert FileTouch("a", ((1, "read"), (3, "create"))).state == "modified"
+    assert FileTouch("a", ((1, "create"), (3, "modify"))).state == "created"
+    assert FileTouch("a", ((1, "create"), (3, "delete"))).state == "deleted"
+    assert FileTouch("a", ((1, "read"),)).as_of(0) is None
+
+
+def test_a_write_then_fix_session() -> None:
+    s = Session("Make the build pass.")
+    s.call("cd /repo && python -m pytest -q", "1 failed", rc=1)
+    s.call("cd /repo && python -m pytest -q", "1 passed")
+    record = extract(s.messages)
+    assert record.open_errors == () and record.errors[0].how == "fixed"
+
+
+_records = st.builds(
+    lambda goals, files, errors: SessionRecord(
+        turn=500,
+        goals=tuple(Goal(i, g) for i, g in enumerate(goals)),
+        files=tuple(FileTouch(f"src/pkg_{i}/module_{i}.py", ((i, a),)) for i, a in enumerate(files)),
+        errors=tuple(ErrorEntry(i, f"python run_{i}.py --flag", e) for i, e in enumerate(errors)),
+    ),
+    st.lists(st.text(min_size=1, max_size=400), max_size=4),
+    st.lists(st.sampled_from(["read", "create", "modify", "delete"]), max_size=40),
+    st.lists(st.text(min_size=1, max_size=200), max_size=6),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_records, st.sampled_from(list(BUDGETS)))
+def test_render_never_exceeds_its_budget(record: SessionRecord, level: str) -> None:
+    text = render(record, level)  # type: ignore[arg-type]
+    assert count_tokens(text) <= BUDGETS[level]  # type: ignore[index]
+    assert text.startswith("Session record (turn 500):")

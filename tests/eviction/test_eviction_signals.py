@@ -1,0 +1,183 @@
+"""The incremental event log: outcomes, editor tools, re-parsing, and liveness signals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from eviction_helpers import ASTROID, Session, load_trace, retry_session
+
+from lightmem_plugin.eviction.liveness import Liveness
+from lightmem_plugin.eviction.signals import EventLog, text_of
+
+
+@pytest.mark.parametrize(
+    ("output", "command", "rc", "failed", "error"),
+    [
+        ("<returncode>0</returncode>\n<output>\nok\n</output>", "python a.py", 0, False, ""),
+        ("<returncode>1</returncode>\n<output>\n</output>", "grep -n x a.py", 1, False, ""),
+        ("<returncode>2</returncode>\n<output>\nboom\n</output>", "grep -n x a.py", 2, True, "boom"),
+        (
+            '<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n  File "a.py"\n'
+            "ModuleNotFoundError: No module named 'wrapt'\n</output>",
+            "python a.py",
+            1,
+            True,
+            "ModuleNotFoundError: No module named 'wrapt'",
+        ),
+        (
+            "Process exited with code 3\nfatal: not a git repository",
+            "git log",
+            3,
+            True,
+            "fatal: not a git repository",
+        ),
+        (
+            "<exception>An error occurred while executing the command</exception>",
+            "pip install x",
+            None,
+            True,
+            "",
+        ),
+        ("<returncode>0</returncode>\n<output>\n2 failed, 3 passed\n</output>", "pytest -q", 0, True, ""),
+        ("plain output", "echo hi", None, False, ""),
+    ],
+)
+def test_outcomes(output: str, command: str, rc: int | None, failed: bool, error: str) -> None:
+    s = Session("goal")
+    s.messages.append(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+            ],
+        }
+    )
+    s.messages.append({"role": "tool", "tool_call_id": "c1", "content": output})
+    log = EventLog()
+    log.update(s.messages)
+    (event,) = log.events
+    assert (event.returncode, event.failed) == (rc, failed)
+    if error:
+        assert event.error_line == error
+    elif failed:
+        assert event.error_line
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "reads", "writes", "whole"),
+    [
+        ("str_replace_editor", {"command": "view", "path": "/repo/a.py"}, ("/repo/a.py",), (), ()),
+        (
+            "str_replace_editor",
+            {"command": "create", "path": "b.py", "file_text": "x"},
+            (),
+            ("b.py",),
+            ("b.py",),
+        ),
+        ("str_replace_editor", {"command": "str_replace", "path": "c.py"}, (), ("c.py",), ()),
+        ("Read", {"file_path": "d.py"}, ("d.py",), (), ()),
+        ("Edit", {"file_path": "e.py", "old_string": "a", "new_string": "b"}, (), ("e.py",), ()),
+        ("Write", {"file_path": "f.py", "content": "x"}, (), ("f.py",), ("f.py",)),
+        ("shell", {"command": ["bash", "-lc", "cat g.py"]}, ("g.py",), (), ()),
+        (
+            "apply_patch",
+            {"input": "*** Begin Patch\n*** Update File: h.py\n*** End Patch"},
+            (),
+            ("h.py",),
+            (),
+        ),
+    ],
+)
+def test_tools_other_than_bash(
+    tool: str,
+    args: dict[str, object],
+    reads: tuple[str, ...],
+    writes: tuple[str, ...],
+    whole: tuple[str, ...],
+) -> None:
+    s = Session("goal")
+    s.call(json.dumps(args), "done", tool=tool)
+    log = EventLog()
+    log.update(s.messages)
+    (event,) = log.events
+    assert (event.reads, event.writes, event.whole) == (reads, writes, whole)
+
+
+def test_content_parts_and_pending_calls() -> None:
+    s = Session("goal")
+    s.messages.append({"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "image"}]})
+    s.messages.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c9", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}],
+        }
+    )
+    log = EventLog()
+    log.update(s.messages)
+    assert text_of(s.messages[-2]["content"]) == "part one" and log.events == []
+    s.messages.append({"role": "tool", "tool_call_id": "c9", "content": "a.py"})
+    log.update(s.messages)
+    assert [e.call_index for e in log.events] == [3] and log.n_messages == 5
+
+
+def test_incremental_equals_from_scratch_and_changes_reparse() -> None:
+    messages = load_trace(ASTROID)["messages"]
+    step = EventLog()
+    for n in range(1, len(messages) + 1, 7):
+        step.update(messages[:n])
+    step.update(messages)
+    fresh = EventLog()
+    fresh.update(messages)
+    assert step.events == fresh.events and step.said == fresh.said
+    generation = step.generation
+    edited = [dict(m) for m in messages]
+    edited[5] = {**edited[5], "content": "<returncode>0</returncode>\n<output>\nchanged\n</output>"}
+    step.update(edited)
+    assert step.generation > generation and step.outputs[1].endswith("changed\n</output>")
+
+
+def test_workdir_found_late_rebases_earlier_paths() -> None:
+    messages = load_trace(ASTROID)["messages"]
+    log = EventLog()
+    log.update(messages[:10])  # absolute /testbed/... paths, no cd yet
+    assert "/testbed/astroid/nodes/as_string.py" in log.events[2].reads
+    log.update(messages)
+    assert log.events[2].reads == ("astroid/nodes/as_string.py",)
+    assert log.tracker.workdir == "/testbed"
+
+
+def test_liveness_signals_on_a_hand_written_session() -> None:
+    s, at = retry_session()
+    log = EventLog()
+    log.update(s.messages)
+    live = Liveness()
+    for e in log.events:
+        live.add(e, log.outputs[e.seq], log.outputs)
+    by_turn = {e.call_index: e.seq for e in log.events}
+    assert live.dead[by_turn[at["ls"]]].startswith("results followed up: client.py")
+    assert live.dead[by_turn[at["cat_client"]]] == f"read of client.py superseded by edit at turn {at['sed']}"
+    assert live.dead[by_turn[at["test_fail"]]] == f"failed; same command succeeded at turn {at['test_pass']}"
+    assert live.fixed[by_turn[at["test_fail"]]] == by_turn[at["test_pass"]]
+    assert live.dead[by_turn[at["sed"]]] == f"edit verified by passing run at turn {at['test_pass']}"
+    assert by_turn[at["test_err"]] not in live.dead, "the last failure is still open"
+    assert list(live.created) == ["client_retry.py"]
+
+
+def test_repeated_output_and_repeated_error() -> None:
+    s = Session("goal")
+    listing = "\n".join(f"file_{i}.py" for i in range(20))
+    first = s.call("ls src", listing)
+    s.call("ls ./src", listing)
+    err = "Traceback (most recent call last):\n  File \"{}\"\nImportError: cannot import name 'x'"
+    fail = s.call("python a.py", err.format("a.py"), rc=1)
+    s.call("python b.py", err.format("b.py"), rc=1)
+    log = EventLog()
+    log.update(s.messages)
+    live = Liveness()
+    for e in log.events:
+        live.add(e, log.outputs[e.seq], log.outputs)
+    assert live.dead[0] == f"same output again at turn {first + 2}"
+    assert live.dead[2] == f"same error again at turn {fail + 2}" and 2 not in live.fixed
