@@ -23,7 +23,11 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --ignore=tests/e2e
+
+# The real hosts (OpenClaw, Claude Code, Codex CLI from npm), installed into a cache outside the repo.
+e2e: $(STAMP)
+	$(BIN)/python -m pytest tests/e2e
 
 test: lint typecheck unit
 

@@ -23,7 +23,16 @@ from .errors import ConfigError
 Mode = Literal["conservative", "normal", "aggressive"]
 MODES: tuple[Mode, ...] = ("conservative", "normal", "aggressive")
 PassName = Literal["whitespace", "dedup", "html", "images", "json", "log", "diff", "truncate"]
-ALL_PASSES: tuple[PassName, ...] = ("whitespace", "dedup", "html", "images", "json", "log", "diff", "truncate")
+ALL_PASSES: tuple[PassName, ...] = (
+    "whitespace",
+    "dedup",
+    "html",
+    "images",
+    "json",
+    "log",
+    "diff",
+    "truncate",
+)
 LOSSLESS_PASSES: tuple[PassName, ...] = ("whitespace", "dedup", "html", "images")
 PLACEHOLDERS = (
     "WORKDIR",
@@ -150,13 +159,24 @@ class RegistryConfig(_Model):
     maxBytes: int = Field(1 << 30, ge=1 << 20, description="Garbage-collect least recently used above this.")
 
 
+class UpstreamsConfig(_Model):
+    """Where the proxy forwards, by route: SDK base-URL conventions (OpenAI with /v1, Anthropic without)."""
+
+    openai: str = Field("https://api.openai.com/v1", description="Upstream for /v1/responses and chat.")
+    anthropic: str = Field("https://api.anthropic.com", description="Upstream for /v1/messages.")
+    named: dict[str, str] = Field(
+        default_factory=dict, description="More OpenAI-compatible upstreams, chosen by /u/<name>/v1/..."
+    )
+
+
 class ServerConfig(_Model):
     """``lightmem2 serve``: the loopback proxy and sidecar."""
 
     host: str = Field("127.0.0.1", description="Bind address; non-loopback needs --allow-remote.")
     port: int = Field(8787, ge=1, le=65535, description="TCP port.")
-    upstreamAnthropic: str = Field("https://api.anthropic.com", description="Upstream for /v1/messages.")
-    upstreamOpenAI: str = Field("https://api.openai.com", description="Upstream for /v1/responses, chat.")
+    upstreams: UpstreamsConfig = Field(default_factory=UpstreamsConfig)
+    maxRequestBytes: int = Field(32 << 20, ge=1 << 16, description="Larger request bodies get a 413.")
+    upstreamTimeoutS: float = Field(600.0, gt=0, description="Timeout for one upstream request.")
 
 
 class RedactionConfig(_Model):

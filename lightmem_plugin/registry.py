@@ -9,6 +9,7 @@ collected, never those a live session still references.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -97,11 +98,11 @@ class Registry:
                 f"no artifact {key} in {self.root}; check the key in the stub or registry.dir"
             ) from None
         if content_key(data) != key:
-            raise ArtifactCorrupt(f"artifact {key} in {self.root} is corrupt (hash mismatch); it cannot be recovered")
-        try:
-            os.utime(path)
-        except OSError:
-            pass
+            raise ArtifactCorrupt(
+                f"artifact {key} in {self.root} is corrupt (hash mismatch); it cannot be recovered"
+            )
+        with contextlib.suppress(OSError):
+            os.utime(path)  # LRU: reading an artifact makes it recent
         return data
 
     def exists(self, key: str) -> bool:

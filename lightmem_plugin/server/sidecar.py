@@ -28,7 +28,6 @@ answers with what it was given.
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -60,27 +59,8 @@ def _field(body: JSON, name: str, kind: type, required: bool = True) -> Any:
 
 
 def run_command(plugin: LightMem, text: str) -> str:
-    """The answer to a ``/lightmem2 ...`` command line (the plugin's dispatcher when it has one)."""
-    dispatch = getattr(plugin, "command", None)
-    if callable(dispatch):
-        return str(dispatch(text))
-    words = shlex.split(text)
-    if words and words[0].lstrip("/") == "lightmem2":
-        words = words[1:]
-    name, args = (words[0], words[1:]) if words else ("status", [])
-    try:
-        if name == "mode":
-            from ..commands import mode
-
-            return mode.run(args[0] if args else None)
-        if name == "recover" and args:
-            from ..commands import recover
-
-            lines = args[args.index("--lines") + 1] if "--lines" in args[:-1] else None
-            return recover.run(plugin.registry, args[0], lines)
-    except LightMemError as err:
-        return f"lightmem2: {err}"
-    return f"lightmem2: '{name}' is not available through the sidecar in this build; try: mode, recover KEY"
+    """The answer to a ``/lightmem2 ...`` command line: the same text the CLI prints."""
+    return plugin.command(text)
 
 
 def _assemble(session: Session, body: JSON) -> JSON:

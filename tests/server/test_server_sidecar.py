@@ -105,7 +105,7 @@ def test_after_turn_restores_and_records_usage(sidecar: Any) -> None:
     ("text", "expected"),
     [
         ("/lightmem2 mode", "mode: normal"),
-        ("/lightmem2 frobnicate", "not available"),
+        ("/lightmem2 frobnicate", "invalid choice"),
         ("/lightmem2 recover 0123456789abcdef0123456789abcdef", "lightmem2:"),
     ],
 )

@@ -1,0 +1,78 @@
+"""`make bench`: every policy x both trace sets, written to benchmarks/results/results.json and the README.
+
+Policies: vanilla, the three lightmem2 modes, the baselines in ``baselines.py`` and the oracle, on the
+plain sessions; vanilla and the modes again on the constructed volatile-head scenario. Each row gives
+K, K as a fraction of vanilla, how far it went from vanilla towards the oracle, hit rate, retention
+and the pipeline's time per call. The README table is generated from the results file
+(``readme_table.py``), and a test fails when the two disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from baselines import BASELINES  # noqa: E402
+from readme_table import update_readme  # noqa: E402
+
+from lightmem_plugin.replay import replay_paths, summarize  # noqa: E402
+
+MODES = ("vanilla", "conservative", "normal", "aggressive")
+SETS = ("swe", "claude-code")
+
+
+def run_set(path: Path, quick: bool) -> dict[str, Any]:
+    """All rows for one trace set."""
+    rows: dict[str, dict[str, Any]] = {}
+    names = list(MODES) + ([] if quick else list(BASELINES))
+    for name in names:
+        t0 = time.perf_counter()
+        policy = BASELINES[name]() if name in BASELINES else name
+        rows[name] = summarize(replay_paths([path], policy))
+        rows[name]["wall_s"] = round(time.perf_counter() - t0, 1)
+        print(f"  {path.name:<12} {name:<22} K {rows[name]['K']:>14,.0f}", file=sys.stderr)
+    volatile: dict[str, dict[str, Any]] = {}
+    for name in MODES:
+        volatile[name] = summarize(replay_paths([path], name, head="volatile"))
+        print(f"  {path.name:<12} volatile {name:<13} K {volatile[name]['K']:>14,.0f}", file=sys.stderr)
+    for table in (rows, volatile):
+        base = float(table["vanilla"]["K"]) or 1.0
+        for row in table.values():
+            row["K_vs_vanilla"] = round(float(row["K"]) / base, 4)
+    if "oracle" in rows:
+        span = float(rows["vanilla"]["K"]) - float(rows["oracle"]["K"])
+        for row in rows.values():
+            row["way_to_oracle"] = (
+                round((float(rows["vanilla"]["K"]) - float(row["K"])) / span, 3) if span else 0.0
+            )
+    return {"plain": rows, "volatile_head": volatile}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--traces", default=str(HERE.parent.parent / "shared" / "traces"))
+    ap.add_argument("--quick", action="store_true", help="modes only, no baselines")
+    ap.add_argument("--out", default=str(HERE / "results" / "results.json"))
+    args = ap.parse_args()
+    root = Path(args.traces)
+    if not root.exists():
+        print(f"bench: no traces at {root}; pass --traces DIR (the shared trace set)", file=sys.stderr)
+        return 2
+    results = {"traces": {s: run_set(root / s, args.quick) for s in SETS if (root / s).exists()}}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    update_readme(HERE.parent / "README.md", results)
+    print(f"wrote {out} and the README table", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

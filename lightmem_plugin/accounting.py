@@ -1,0 +1,197 @@
+"""Per-call accounting for the ledger: what we sent vs. what the host would have sent, and cache breaks.
+
+Why simulate even when the provider reports usage: the provider only tells us about the request we
+sent; "K saved" needs the counterfactual (the host's original request through the same cache model).
+Both sides are chunked per message with memoisation by message object, so the work per call is
+proportional to what is new. Real usage, when the provider reports it, is added afterwards
+(:func:`real_usage`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .cachesim import make_cache
+from .chat_tokens import MESSAGE_OVERHEAD_TOKENS
+from .ledger import CallRecord, k_cost
+from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
+from .tokens import TokenCounter
+
+
+@dataclass
+class CallFacts:
+    """What the pipeline knows about one call besides the two requests."""
+
+    session_id: str
+    call_index: int
+    mode: str
+    evicted_tokens: int = 0
+    eviction: bool = False
+    head_messages: int = 1
+    errors: dict[str, int] = field(default_factory=dict)
+    last_error: str | None = None
+
+
+def render(msg: Message) -> str:
+    """A canonical text of a neutral message: what the model reads of it, for counting and diffing."""
+    out = [f"<{msg.role}>"]
+    for p in msg.parts:
+        if isinstance(p, TextPart):
+            out.append(p.text)
+        elif isinstance(p, ToolCallPart):
+            out.append(f"<call {p.id} {p.name}>{p.arguments}")
+        elif isinstance(p, ToolResultPart):
+            out.append(f"<result {p.tool_call_id}>")
+            out.extend(
+                sub.text if isinstance(sub, TextPart) else f"<image {hash_of(sub)}>" for sub in p.content
+            )
+        elif isinstance(p, ImagePart):
+            out.append(f"<image {hash_of(p)}>")
+        elif isinstance(p, OpaquePart):
+            out.append(f"<opaque {hash_of(p)}>")
+    return "\n".join(out)
+
+
+def hash_of(part: ImagePart | OpaquePart) -> int:
+    """A stable identity for a non-text part (its content, not its object)."""
+    import json
+
+    import xxhash
+
+    raw = json.dumps(part.raw if isinstance(part, OpaquePart) else [part.data, part.url], sort_keys=True)
+    return int(xxhash.xxh3_64_intdigest(raw.encode("utf-8", "surrogatepass")))
+
+
+class _Chunker:
+    """Token chunks of neutral messages, memoised by message object (unchanged messages are reused)."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self._counter = counter
+        self._memo: dict[int, tuple[Message, list[int]]] = {}
+
+    def chunks(self, req: Request) -> tuple[list[list[int]], list[str]]:
+        done: dict[int, tuple[Message, list[int]]] = {}
+        chunks, texts = [], []
+        for msg in req.messages:
+            hit = self._memo.get(id(msg))
+            text = render(msg)
+            if hit is None or hit[0] is not msg:
+                hit = (msg, [-1] * MESSAGE_OVERHEAD_TOKENS + list(self._counter.encode(text)))
+            done[id(msg)] = hit
+            chunks.append(hit[1])
+            texts.append(text)
+        self._memo = done
+        return chunks, texts
+
+
+def _first_break(prev: Sequence[str], cur: Sequence[str]) -> tuple[int, int] | None:
+    """(message index, char offset) of the first difference in what the previous call had cached.
+
+    The previous request's last message carried the per-call tail block, so it is allowed to differ.
+    """
+    for i in range(min(len(prev) - 1, len(cur))):
+        if prev[i] != cur[i]:
+            return i, len(os.path.commonprefix([prev[i], cur[i]]))
+    if len(cur) < len(prev) - 1:
+        return len(cur), 0
+    return None
+
+
+class Accountant:
+    """Simulated cache accounting of one session (64-token prefix blocks, the common denominator)."""
+
+    def __init__(self, counter: TokenCounter, provider: str = "deepseek") -> None:
+        self._ours = _Chunker(counter)
+        self._base = _Chunker(counter)
+        self._cache_ours = make_cache(provider)
+        self._cache_base = make_cache(provider)
+        self._prev: list[str] = []
+
+    def account(self, facts: CallFacts, original: Request, sent: Request) -> CallRecord:
+        """The ledger row of one call (real usage still unknown)."""
+        chunks, texts = self._ours.chunks(sent)
+        ours = self._cache_ours.observe(chunks, keys=texts)
+        base_chunks, base_texts = self._base.chunks(original)
+        base = self._cache_base.observe(base_chunks, keys=base_texts)
+        brk = _first_break(self._prev, texts) if self._prev else None
+        self._prev = texts
+        reason = None
+        if brk is not None:
+            if facts.eviction:
+                reason = "eviction batch"
+            elif brk[0] < facts.head_messages:
+                reason = f"head message {brk[0]} changed (session values or system prompt)"
+            else:
+                reason = f"message {brk[0]} changed"
+        return CallRecord(
+            session_id=facts.session_id,
+            call_index=facts.call_index,
+            mode=facts.mode,
+            input_tokens=ours.input_tokens,
+            baseline_tokens=base.input_tokens,
+            hit_tokens=ours.hit_tokens,
+            miss_tokens=ours.miss_tokens,
+            write_tokens=0,
+            k=k_cost(ours.hit_tokens, ours.miss_tokens),
+            k_baseline=k_cost(base.hit_tokens, base.miss_tokens),
+            saved_by_pass={"total": max(0, base.input_tokens - ours.input_tokens)},
+            evicted_tokens=facts.evicted_tokens,
+            prefix_break_at=brk,
+            break_reason=reason,
+            errors=dict(facts.errors),
+            last_error=facts.last_error,
+        )
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class RealUsage:
+    """Provider-reported figures of one call, in one shape for all APIs (None: not reported)."""
+
+    input_tokens: int | None
+    cached_tokens: int | None
+    cache_write_tokens: int | None
+    output_tokens: int | None
+
+
+def detect_api(usage: Mapping[str, Any]) -> str:
+    """Which API a ``usage`` object came from, by its keys."""
+    if "cache_read_input_tokens" in usage or "cache_creation_input_tokens" in usage:
+        return "anthropic"
+    return "chat" if "prompt_tokens" in usage else "responses"
+
+
+def real_usage(api: str, usage: Mapping[str, Any]) -> RealUsage:
+    """Normalise a provider ``usage`` object: total input (cached + uncached + written), cached part."""
+    if api == "anthropic":
+        parts = [
+            _int(usage.get(k))
+            for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        ]
+        total = sum(p or 0 for p in parts) if parts[0] is not None else None
+        return RealUsage(total, parts[1], parts[2], _int(usage.get("output_tokens")))
+    if api == "chat":
+        details = usage.get("prompt_tokens_details")
+        cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
+        return RealUsage(_int(usage.get("prompt_tokens")), cached, None, _int(usage.get("completion_tokens")))
+    details = usage.get("input_tokens_details")
+    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return RealUsage(_int(usage.get("input_tokens")), cached, None, _int(usage.get("output_tokens")))
+
+
+def with_real_usage(rec: CallRecord, api: str, figures: RealUsage) -> CallRecord:
+    """``rec`` with the provider's real figures in the ledger's fields."""
+    if api == "anthropic":
+        return replace(
+            rec,
+            real_cache_read=figures.cached_tokens,
+            real_cache_creation=figures.cache_write_tokens,
+            real_input_tokens=figures.input_tokens,
+        )
+    return replace(rec, real_cached_tokens=figures.cached_tokens, real_input_tokens=figures.input_tokens)

@@ -1,0 +1,167 @@
+"""``lightmem2`` command line: argument parsing only; each command lives in ``lightmem_plugin.commands``.
+
+Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr: what, the bad value, the fix), 1 an
+internal failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from . import __version__
+from .errors import LightMemError, UsageError
+
+if TYPE_CHECKING:
+    from .pipeline import LightMem
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad usage as one line (UsageError) instead of a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}; see '{self.prog} --help'")
+
+
+def _doc(module: object) -> str:
+    return (getattr(module, "__doc__", "") or "").strip()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser; also used to generate the CLI section of the README."""
+    from .commands import config_cmd, demo, doctor, mode, recover, replay_cmd, report, status, visual
+
+    p = _Parser(prog="lightmem2", description="Cache-stable, reduced context for long-running LLM agents.")
+    p.add_argument("--version", action="version", version=f"lightmem2 {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    def add(name: str, module: object) -> argparse.ArgumentParser:
+        text = _doc(module)
+        return sub.add_parser(name, help=text.splitlines()[0], description=text)
+
+    st = add("status", status)
+    st.add_argument("--session", metavar="ID")
+    st.add_argument("--json", action="store_true")
+    rp = add("report", report)
+    group = rp.add_mutually_exclusive_group()
+    group.add_argument("--session", metavar="ID")
+    group.add_argument("--all", action="store_true")
+    rp.add_argument("--json", action="store_true")
+    dr = add("doctor", doctor)
+    dr.add_argument("--json", action="store_true")
+    vi = add("visual", visual)
+    vi.add_argument("--session", metavar="ID")
+    vi.add_argument("--out", metavar="DIR")
+    vi.add_argument("--open", action="store_true")
+    m = add("mode", mode)
+    m.add_argument("value", nargs="?", metavar="conservative|normal|aggressive")
+    r = add("recover", recover)
+    r.add_argument("key", help="artifact key from a stub (32 hex chars)")
+    r.add_argument("--lines", metavar="A:B", help="1-based inclusive line range")
+    c = add("config", config_cmd)
+    c.add_argument("action", choices=["path", "show", "validate"])
+    rl = add("replay", replay_cmd)
+    rl.add_argument("paths", nargs="+", metavar="PATH")
+    rl.add_argument("--mode", default="normal", choices=replay_cmd.POLICIES)
+    rl.add_argument("--provider", choices=["deepseek", "openai", "anthropic", "vllm"])
+    rl.add_argument("--head", default="plain", choices=["plain", "volatile"])
+    rl.add_argument("--dump-requests", metavar="DIR")
+    rl.add_argument("--json", action="store_true")
+    d = add("demo", demo)
+    d.add_argument("--trace", help="a trace file to use instead of the bundled session")
+    return p
+
+
+def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
+    """Run the chosen command; returns its text and exit code."""
+    from .commands import config_cmd, demo, doctor, mode, recover, replay_cmd, report, visual
+    from .ledger import Ledger
+
+    cmd = args.command
+    if cmd == "doctor":
+        text, ok = doctor.run(as_json=args.json)
+        return text, 0 if ok else 1
+    table: dict[str, Callable[[], str]] = {
+        "status": lambda: _status(args),
+        "report": lambda: report.run(Ledger.default(), args.session, args.all, args.json),
+        "visual": lambda: visual.run(
+            Ledger.default(), args.session, Path(args.out) if args.out else None, args.open
+        ),
+        "mode": lambda: mode.run(args.value),
+        "recover": lambda: recover.run(_plugin().registry, args.key, args.lines),
+        "config": lambda: config_cmd.run(args.action),
+        "replay": lambda: replay_cmd.run(
+            args.paths,
+            args.mode,
+            args.provider,
+            args.head,
+            args.dump_requests,
+            args.json,
+            sys.stderr.isatty(),
+        ),
+        "demo": lambda: demo.run(args.trace),
+    }
+    return table[cmd](), 0
+
+
+def _status(args: argparse.Namespace) -> str:
+    from .commands import status
+    from .ledger import Ledger
+
+    plugin = _plugin()
+    return status.run(Ledger.default(), plugin.registry, plugin.config, args.session, args.json)
+
+
+def _plugin() -> LightMem:
+    from .pipeline import LightMem
+
+    return LightMem.from_config()
+
+
+def run_line(line: str) -> tuple[str, int]:
+    """Run a chat command such as ``/lightmem2 mode aggressive``: (text to show, exit code).
+
+    What hosts call for ``/lightmem2 ...`` typed in chat: the same code and text as the CLI; errors come
+    back as their one-line message instead of raising, so the host always has something to show.
+    """
+    import shlex
+
+    text = line.strip()
+    for prefix in ("/lightmem2", "lightmem2"):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+            break
+    try:
+        argv = shlex.split(text) or ["status"]
+        if argv[0] in {"serve", "demo", "replay"}:
+            raise UsageError(f'"{argv[0]}" is not available in chat; run `lightmem2 {argv[0]}` in a terminal')
+        return _dispatch(build_parser().parse_args(argv))
+    except ValueError as err:
+        return f"lightmem2: cannot parse {line.strip()!r}: {err}", 2
+    except LightMemError as err:
+        return f"lightmem2: {err}", err.exit_code
+    except SystemExit as exit_:  # --help / --version print and exit inside argparse
+        return "", int(exit_.code or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``lightmem2`` console script."""
+    try:
+        args = build_parser().parse_args(argv)
+        text, code = _dispatch(args)
+    except LightMemError as err:
+        print(f"lightmem2: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+    if text:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""replay PATH... [--mode M] [--provider P] [--head plain|volatile] [--dump-requests DIR] [--json]: replay
+recorded sessions and measure cost.
+
+PATH is a trace file or a directory of them: the swe JSON format or Claude Code's own transcript
+(``~/.claude/projects/<project>/<session>.jsonl``). Each call's prompt goes through the chosen mode
+(or ``vanilla``: unchanged), a provider prefix-cache model, and the retention check. Prints sessions,
+calls, tokens, hit rate, K (0.1 x hit + miss, cache writes 1.25x where priced), retention kept /
+recoverable / lost, and the pipeline's own time per call. ``--head volatile`` is a constructed
+scenario: a per-call clock and runtime stats in the system prompt.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..cachesim import PROVIDERS
+from ..errors import UsageError
+from ..replay import Head, replay_paths, summarize, trace_files
+
+POLICIES = ("vanilla", "conservative", "normal", "aggressive")
+
+
+def render(summary: dict[str, object], mode: str, head: str) -> str:
+    """A short human-readable table of one replay."""
+    s = summary
+    scenario = " (constructed volatile-head scenario)" if head == "volatile" else ""
+    return "\n".join(
+        [
+            f"replay: mode {mode}{scenario}",
+            f"  sessions {s['sessions']}, calls {s['calls']}",
+            f"  input tokens {s['input_tokens']:,}, hit rate {float(s['hit_rate']):.1%}"  # type: ignore[arg-type]
+            f" (recorded {float(s['recorded_hit_rate']):.1%})",  # type: ignore[arg-type]
+            f"  K {float(s['K']):,.0f}",  # type: ignore[arg-type]
+            f"  retention kept {float(s['retention_kept']):.1%}, recoverable "  # type: ignore[arg-type]
+            f"{float(s['retention_recoverable']):.1%}, lost {float(s['retention_lost']):.1%}"  # type: ignore[arg-type]
+            f" of {s['retention_uses']} uses",
+            f"  overhead per call p50 {s['overhead_ms_p50']} ms, p99 {s['overhead_ms_p99']} ms",
+        ]
+    )
+
+
+def run(
+    paths: list[str],
+    mode: str = "normal",
+    provider: str | None = None,
+    head: str = "plain",
+    dump: str | None = None,
+    as_json: bool = False,
+    progress: bool = False,
+) -> str:
+    """The text (or JSON) ``lightmem2 replay`` prints."""
+    if mode not in POLICIES:
+        raise UsageError(f'unknown mode "{mode}"; allowed: {", ".join(POLICIES)}')
+    if provider is not None and provider not in PROVIDERS:
+        raise UsageError(f'unknown provider "{provider}"; allowed: {", ".join(PROVIDERS)}')
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise UsageError(
+            f'no such trace file or directory "{missing[0]}"; give a .json(.gz) or .jsonl(.gz) path'
+        )
+    if not trace_files(paths):
+        raise UsageError(
+            f"no trace files under {', '.join(paths)}; expected *.json, *.jsonl (optionally .gz)"
+        )
+    if head not in ("plain", "volatile"):
+        raise UsageError(f'unknown head scenario "{head}"; allowed: plain, volatile')
+    scenario: Head = "volatile" if head == "volatile" else "plain"
+    results = replay_paths(paths, mode, provider, scenario, Path(dump) if dump else None, progress)
+    summary = summarize(results)
+    summary["mode"] = mode
+    summary["head"] = head
+    return json.dumps(summary, sort_keys=True) if as_json else render(summary, mode, head)

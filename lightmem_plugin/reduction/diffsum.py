@@ -1,0 +1,84 @@
+"""Diff pass: keep file headers, hunk headers and changed lines of a unified diff; elide context.
+
+Why: in a diff the changed lines are the news; context lines repeat code the agent has usually seen
+and can recover through the stub. Hunk headers keep the line numbers, so the reader still knows
+where each change sits. Lines around the diff (a ``git show`` commit header, a tool envelope) are
+kept too. Hunk bodies are walked by the counts in their ``@@ -a,b +c,d @@`` header, so text after
+the last hunk is never mistaken for context.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+S_FILE_HEADER = 100
+S_HUNK_HEADER = 90
+S_CHANGE = 70
+S_AROUND = 50
+S_CONTEXT = 0
+S_NEAR_CHANGE = (10, 5)
+"""Context lines 1 and 2 lines away from a change: shown when the budget has room to spare."""
+
+_HUNK_RE = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+_FILE_HEADER_RE = re.compile(
+    r"^(?:commit [0-9a-f]{7,40}\b|diff --git |diff -|--- |\+\+\+ |index [0-9a-f]+\.\."
+    r"|new file mode |deleted file mode |old mode |new mode |similarity index "
+    r"|rename (?:from|to) |copy (?:from|to) |Binary files )"
+)
+
+
+def is_diff(lines: Sequence[str]) -> bool:
+    """True when ``lines`` hold a unified diff: a ``---``/``+++`` pair followed by a hunk header."""
+    for i in range(len(lines) - 2):
+        if lines[i].startswith("--- ") and lines[i + 1].startswith("+++ ") and _HUNK_RE.match(lines[i + 2]):
+            return True
+    return False
+
+
+def score_lines(lines: Sequence[str]) -> list[int]:
+    """A keep-priority per line: headers, then changes, then text around the diff; context is 0."""
+    scores: list[int] = []
+    old_left = new_left = 0
+    for line in lines:
+        if old_left > 0 or new_left > 0:
+            if line.startswith("+"):
+                new_left -= 1
+                scores.append(S_CHANGE)
+                continue
+            if line.startswith("-"):
+                old_left -= 1
+                scores.append(S_CHANGE)
+                continue
+            if line.startswith(" ") or line == "":
+                old_left -= 1
+                new_left -= 1
+                scores.append(S_CONTEXT)
+                continue
+            if line.startswith("\\"):
+                scores.append(S_CONTEXT)
+                continue
+            old_left = new_left = 0  # the hunk ended early (a truncated diff): fall through
+        m = _HUNK_RE.match(line)
+        if m:
+            old_left = int(m.group(1)) if m.group(1) is not None else 1
+            new_left = int(m.group(2)) if m.group(2) is not None else 1
+            scores.append(S_HUNK_HEADER)
+        elif _FILE_HEADER_RE.match(line):
+            scores.append(S_FILE_HEADER)
+        elif line.startswith("\\"):
+            scores.append(S_CONTEXT)
+        else:
+            scores.append(S_AROUND if line.strip() else 0)
+    _near_changes(scores)
+    return scores
+
+
+def _near_changes(scores: list[int]) -> None:
+    """Give context lines next to a changed line a small claim on spare budget."""
+    changes = [i for i, s in enumerate(scores) if s == S_CHANGE]
+    for i in changes:
+        for dist, bonus in enumerate(S_NEAR_CHANGE, start=1):
+            for k in (i - dist, i + dist):
+                if 0 <= k < len(scores) and scores[k] < bonus:
+                    scores[k] = bonus

@@ -1,0 +1,285 @@
+"""Replay recorded sessions through a policy and measure cost K, hit rate, retention and overhead.
+
+Why replay: the only honest way to know whether a change saves money without losing what the agent
+needs is to run the very calls a real agent made. Each call's prompt is transformed by the policy
+(vanilla, a lightmem2 mode, or a benchmark baseline), cut into per-message token chunks, fed to a
+provider prefix-cache model (``cachesim``) in order, and judged by the retention metric
+(``retention``) against what the agent wrote next.
+
+``--head volatile`` is a constructed scenario, labelled as such in every report: the same sessions with
+a system prompt whose date/time line and runtime stats change on every call, as OpenClaw users report
+from custom heads; it is where the stabilizer must win.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import xxhash
+
+from .cachesim import default_breakpoints, k_cost, make_cache
+from .chat_tokens import REQUEST_OVERHEAD_TOKENS, ChatChunker
+from .config import Config, Mode
+from .retention import RetentionTracker
+from .tokens import TokenCounter
+from .traces import load_trace
+from .traces.base import Trace
+
+Head = Literal["plain", "volatile"]
+ChatMessage = dict[str, Any]
+
+
+class SessionPolicy(Protocol):
+    """One session's transformer: call index and prompt in, the prompt the model would see out."""
+
+    def transform(self, index: int, prompt: list[ChatMessage]) -> list[ChatMessage]: ...
+
+    def lookup(self, key: str) -> str | None: ...
+
+
+PolicyFactory = Callable[[Trace], SessionPolicy]
+
+
+class Vanilla:
+    """The host as it is: the prompt passes unchanged."""
+
+    def transform(self, index: int, prompt: list[ChatMessage]) -> list[ChatMessage]:
+        return prompt
+
+    def lookup(self, key: str) -> str | None:
+        return None
+
+
+class LightMemPolicy:
+    """A lightmem2 mode, through the same Python API the adapters use, with a private registry."""
+
+    def __init__(self, trace: Trace, mode: Mode, root: Path, config: Config | None = None) -> None:
+        from .pipeline import LightMem
+        from .registry import Registry
+
+        cfg = (config or Config()).model_copy(update={"mode": mode})
+        self.plugin = LightMem(config=cfg, registry=Registry(root / "artifacts"))
+        self.session = self.plugin.session(trace.id)
+
+    def transform(self, index: int, prompt: list[ChatMessage]) -> list[ChatMessage]:
+        return self.session.before_model_call(prompt)
+
+    def lookup(self, key: str) -> str | None:
+        try:
+            return self.plugin.registry.recover(key)
+        except Exception:
+            return None
+
+
+def policy_for(name: str, root: Path, config: Config | None = None) -> PolicyFactory:
+    """``vanilla`` or a mode name -> a factory of per-session policies."""
+    if name == "vanilla":
+        return lambda trace: Vanilla()
+    mode: Mode = name  # type: ignore[assignment]
+    return lambda trace: LightMemPolicy(
+        trace, mode, root / xxhash.xxh3_64_hexdigest(trace.id.encode()), config
+    )
+
+
+def volatile_head(prompt: list[ChatMessage], index: int, used_tokens: int) -> list[ChatMessage]:
+    """The constructed volatile-head scenario: a per-call clock and runtime stats in the system prompt."""
+    if not prompt or prompt[0].get("role") != "system" or not isinstance(prompt[0].get("content"), str):
+        return prompt
+    secs = 5 * 3600 + 34 * 60 + 17 * index
+    stamp = f"2026-11-30T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}Z"
+    line = f"Current time: {stamp}\nRuntime: call {index + 1}, tokens used so far: {used_tokens}\n\n"
+    head = dict(prompt[0], content=line + prompt[0]["content"])
+    return [head, *prompt[1:]]
+
+
+@dataclass
+class SessionResult:
+    """Figures of one replayed session."""
+
+    id: str
+    kind: str
+    provider: str
+    calls: int = 0
+    input_tokens: int = 0
+    hit_tokens: int = 0
+    miss_tokens: int = 0
+    write_tokens: int = 0
+    K: float = 0.0
+    recorded_prompt_tokens: int = 0
+    recorded_cached_tokens: int = 0
+    uses: int = 0
+    kept: int = 0
+    recoverable: int = 0
+    lost: int = 0
+    overhead_ms: list[float] = field(default_factory=list)
+
+
+def _keyed(memo: dict[int, tuple[ChatMessage, int]], message: ChatMessage) -> int:
+    """Content hash of a message, memoised by object (transformed prompts share unchanged dicts)."""
+    hit = memo.get(id(message))
+    if hit is not None and hit[0] is message:
+        return hit[1]
+    raw = json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
+    key = int(xxhash.xxh3_64_intdigest(raw.encode("utf-8", "surrogatepass")))
+    memo[id(message)] = (message, key)
+    return key
+
+
+def replay_trace(
+    trace: Trace,
+    policy: SessionPolicy,
+    provider: str | None = None,
+    head: Head = "plain",
+    dump: Path | None = None,
+    counter: TokenCounter | None = None,
+) -> SessionResult:
+    """Replay one trace through ``policy``; optionally write each transformed prompt to ``dump``."""
+    provider = provider or trace.provider
+    counter = counter or TokenCounter()
+    chunker = ChatChunker(counter.encode, head=_head_tokens(trace, counter))
+    cache = make_cache(provider)
+    tracker = RetentionTracker(policy.lookup)
+    res = SessionResult(trace.id, trace.kind, provider)
+    sink = dump.open("w", encoding="utf-8") if dump else None
+    used = 0
+    keymemo: dict[int, tuple[ChatMessage, int]] = {}
+    try:
+        for i, call in enumerate(trace.calls):
+            prompt = volatile_head(call.prompt, i, used) if head == "volatile" else call.prompt
+            t0 = time.perf_counter()
+            out = policy.transform(i, prompt)
+            res.overhead_ms.append((time.perf_counter() - t0) * 1000)
+            chunks = chunker.chunks(out)
+            keys: list[Any] = [("head", len(chunks[0]))] if len(chunks) > len(out) else []
+            keys += [_keyed(keymemo, m) for m in out]
+            marks = default_breakpoints(chunks) if provider == "anthropic" else None
+            usage = cache.observe(chunks, marks, keys)
+            used += usage.input_tokens
+            res.calls += 1
+            res.input_tokens += usage.input_tokens
+            res.hit_tokens += usage.hit_tokens
+            res.miss_tokens += usage.miss_tokens
+            res.write_tokens += usage.write_tokens
+            res.recorded_prompt_tokens += call.prompt_tokens
+            res.recorded_cached_tokens += call.cached_tokens
+            tracker.add_call(call.prompt, out, call.output)
+            if sink:
+                sink.write(json.dumps({"messages": out}, ensure_ascii=False) + "\n")
+    finally:
+        if sink:
+            sink.close()
+    r = tracker.result()
+    res.uses, res.kept, res.recoverable, res.lost = r.uses, r.kept, r.recoverable, r.lost
+    writes = res.write_tokens if provider == "anthropic" else 0
+    res.K = k_cost(res.hit_tokens, res.miss_tokens, writes)
+    return res
+
+
+def _head_tokens(trace: Trace, counter: TokenCounter) -> int:
+    """Tokens outside the messages (tool definitions, system prompt the transcript lacks).
+
+    swe traces: the calibrated constant. Claude Code transcripts omit the system prompt and tools, so
+    the head is what the first call's reported input exceeds our count of its messages by.
+    """
+    if trace.kind != "claude-code" or not trace.calls:
+        return REQUEST_OVERHEAD_TOKENS
+    first = trace.calls[0]
+    chunker = ChatChunker(counter.encode, head=0)
+    counted = sum(len(c) for c in chunker.chunks(first.prompt))
+    return max(0, first.prompt_tokens - counted)
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def summarize(results: Iterable[SessionResult]) -> dict[str, Any]:
+    """The ``--json`` object over all sessions."""
+    rs = list(results)
+    hit = sum(r.hit_tokens for r in rs)
+    miss = sum(r.miss_tokens for r in rs)
+    inp = sum(r.input_tokens for r in rs)
+    uses = sum(r.uses for r in rs)
+    overhead = [x for r in rs for x in r.overhead_ms]
+    return {
+        "sessions": len(rs),
+        "calls": sum(r.calls for r in rs),
+        "input_tokens": inp,
+        "hit_tokens": hit,
+        "miss_tokens": miss,
+        "write_tokens": sum(r.write_tokens for r in rs),
+        "hit_rate": round(hit / inp, 4) if inp else 0.0,
+        "K": round(sum(r.K for r in rs), 1),
+        "retention_uses": uses,
+        "retention_kept": round(sum(r.kept for r in rs) / uses, 4) if uses else 1.0,
+        "retention_recoverable": round(sum(r.recoverable for r in rs) / uses, 4) if uses else 0.0,
+        "retention_lost": round(sum(r.lost for r in rs) / uses, 4) if uses else 0.0,
+        "overhead_ms_p50": round(_pct(overhead, 50), 3),
+        "overhead_ms_p99": round(_pct(overhead, 99), 3),
+        "recorded_hit_rate": round(
+            sum(r.recorded_cached_tokens for r in rs) / max(1, sum(r.recorded_prompt_tokens for r in rs)), 4
+        ),
+    }
+
+
+def trace_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Expand directories into their trace files (sorted, so runs are reproducible)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out += sorted(
+                f for f in p.iterdir() if f.name.endswith((".json", ".json.gz", ".jsonl", ".jsonl.gz"))
+            )
+        else:
+            out.append(p)
+    return out
+
+
+def replay_paths(
+    paths: Iterable[str | Path],
+    policy: str | PolicyFactory,
+    provider: str | None = None,
+    head: Head = "plain",
+    dump_dir: Path | None = None,
+    progress: bool = False,
+    config: Config | None = None,
+) -> list[SessionResult]:
+    """Replay every trace under ``paths`` through ``policy`` (a name or a factory)."""
+    files = trace_files(paths)
+    counter = TokenCounter()
+    results: list[SessionResult] = []
+    with tempfile.TemporaryDirectory(prefix="lightmem2-replay-") as tmp:
+        factory = policy_for(policy, Path(tmp), config) if isinstance(policy, str) else policy
+        if dump_dir:
+            dump_dir.mkdir(parents=True, exist_ok=True)
+        for n, path in enumerate(files, 1):
+            trace = load_trace(path)
+            if not trace.calls:
+                continue
+            if progress:
+                bar = "#" * (30 * n // len(files))
+                print(
+                    f"\r[{bar:<30}] {n}/{len(files)} {trace.id[:40]:<40}", end="", file=sys.stderr, flush=True
+                )
+            dump = dump_dir / f"{trace.id}.jsonl" if dump_dir else None
+            results.append(replay_trace(trace, factory(trace), provider, head, dump, counter))
+        if progress:
+            print(file=sys.stderr)
+    return results
+
+
+def result_dicts(results: Iterable[SessionResult]) -> list[dict[str, Any]]:
+    """Per-session figures without the raw overhead samples."""
+    return [{k: v for k, v in asdict(r).items() if k != "overhead_ms"} for r in results]

@@ -1,0 +1,301 @@
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lightmem_plugin.config import ALL_PASSES, LOSSLESS_PASSES, ModeTable, PassName, ReductionConfig
+from lightmem_plugin.reduction.base import STUB_PREFIX, STUB_RE, PassContext, stub_keys
+from lightmem_plugin.reduction.reduce import MIN_SAVING, reduce_text
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+MARK_RE = re.compile(r"^\[lightmem2: lines (\d+):(\d+) elided\]$")
+
+
+class FakeArchive:
+    """Dict-backed archive keyed like the registry (xxh3-128 of the bytes)."""
+
+    def __init__(self) -> None:
+        self.store: dict[str, bytes] = {}
+        self.calls = 0
+
+    def __call__(self, data: bytes) -> str:
+        self.calls += 1
+        key: str = xxhash.xxh3_128_hexdigest(data)
+        self.store[key] = data
+        return key
+
+    def recover(self, key: str, first: int, last: int) -> str:
+        text = self.store[key].decode("utf-8", "surrogatepass")
+        return "".join(text.splitlines(keepends=True)[first - 1 : last])
+
+
+def _ctx(mode: str = "normal", archive: FakeArchive | None = None, **table: object) -> PassContext:
+    cfg = ReductionConfig()
+    base = cfg.table(mode)  # type: ignore[arg-type]
+    return PassContext(base.model_copy(update=table), cfg, archive or FakeArchive())
+
+
+def _read(name: str) -> str:
+    return (DATA / "reduction" / name).read_text(encoding="utf-8")
+
+
+CODE_VIEW = "".join(
+    f"    def method_{i}(self, value: int) -> int:\n        return value * {i} + self.offset_{i}\n\n"
+    for i in range(80)
+)
+
+
+def test_short_and_already_reduced_outputs_pass_through_without_archiving() -> None:
+    archive = FakeArchive()
+    ctx = _ctx(archive=archive)
+    assert reduce_text("short output", ctx) == "short output"
+    reduced = reduce_text(CODE_VIEW, ctx)
+    calls = archive.calls
+    assert reduce_text(reduced, ctx) == reduced
+    assert archive.calls == calls
+
+
+def test_code_view_keeps_head_and_tail_around_one_stub_naming_the_elided_lines() -> None:
+    archive = FakeArchive()
+    out = reduce_text(CODE_VIEW, _ctx(archive=archive))
+    stubs = [line for line in out.splitlines() if line.startswith(STUB_PREFIX)]
+    assert len(stubs) == 1
+    m = re.search(r'lines="(\d+):(\d+)"', stubs[0])
+    assert m is not None
+    first, last = int(m.group(1)), int(m.group(2))
+    head, _, tail = out.partition(stubs[0])
+    key = stub_keys(out)[0]
+    rebuilt = head + archive.recover(key, first, last) + tail[1:]
+    assert rebuilt.rstrip("\n") == CODE_VIEW.rstrip("\n")
+    assert len(head) <= 600 + 1 and len(tail) <= 400 + 1
+
+
+@pytest.mark.parametrize(
+    ("name", "mode", "must_keep"),
+    [
+        (
+            "pytest_failure.txt",
+            "normal",
+            ["=== 1 failed, 47 passed, 1 warning in 0.84s ===", "FAILED tests/test_fields.py::"],
+        ),
+        ("build_log.txt", "aggressive", ["src/module_42.c:131:5: error: implicit declaration"]),
+        ("traceback.txt", "aggressive", ["TypeError: 'NoneType' object is not subscriptable"]),
+        (
+            "git_show.diff",
+            "normal",
+            ["+    return os.path.normcase(os.path.realpath(path))", "commit 2ee20ccd"],
+        ),
+    ],
+)
+def test_realistic_outputs(name: str, mode: str, must_keep: list[str]) -> None:
+    text = _read(name)
+    archive = FakeArchive()
+    ctx = _ctx(mode, archive)
+    out = reduce_text(text, ctx)
+    assert out != text and len(out) <= len(text) - MIN_SAVING
+    assert len(out) <= ctx.table.capChars + 250
+    for piece in must_keep:
+        assert piece in out
+    keys = stub_keys(out)
+    assert keys and set(keys) == set(archive.store)
+    assert archive.store[keys[0]].decode("utf-8", "surrogatepass") == text
+
+
+def test_log_markers_name_exactly_the_elided_lines() -> None:
+    text = _read("pytest_failure.txt")
+    archive = FakeArchive()
+    out = reduce_text(text, _ctx(archive=archive, passes=["log"]))
+    original = text.splitlines()
+    shown: list[str] = []
+    for line in out.splitlines():
+        m = MARK_RE.match(line)
+        if m:
+            shown.extend(original[int(m.group(1)) - 1 : int(m.group(2))])
+        elif not STUB_RE.search(line):
+            shown.append(line)
+    assert shown == original
+
+
+def test_json_reply_becomes_a_summary() -> None:
+    text = json.dumps({"data": [{"id": i, "email": f"user{i}@example.com"} for i in range(300)], "page": 1})
+    out = reduce_text(text, _ctx())
+    assert out.startswith("JSON object with 2 keys")
+    assert '"email": "user0@example.com"' in out and "300 in all" in out
+    assert STUB_RE.search(out.splitlines()[-1])
+
+
+def test_html_page_in_conservative_mode_is_slimmed_with_a_stub() -> None:
+    page = (
+        "<!DOCTYPE html><html><head><title>Docs</title><script>" + "var x = 1;" * 600 + "</script></head>"
+        "<body><h1>Install</h1><p>Run <code>pip install widget</code>.</p></body></html>"
+    )
+    out = reduce_text(page, _ctx("conservative"))
+    assert "# Install" in out and "pip install widget" in out and "var x" not in out
+    assert STUB_RE.search(out)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Requirement already satisfied: wrapt<1.14,>=1.11 in /opt/venv/lib/python3.11/site-packages\n" * 60,
+        "<class 'bytes'> is not <class 'str'>\n" * 150,
+    ],
+)
+def test_angle_brackets_are_never_rewritten(text: str) -> None:
+    out = reduce_text(text, _ctx("conservative"))
+    assert out == text
+    out = reduce_text(text, _ctx("normal"))
+    body = [line for line in out.splitlines() if not line.startswith(STUB_PREFIX)]
+    assert all(line in text.splitlines() for line in body)
+
+
+def test_too_small_a_saving_returns_the_original() -> None:
+    text = "x" * 70 + "\n"
+    text = text * 17  # 1,207 chars: a head/tail cut (923 chars) plus a stub saves too little
+    archive = FakeArchive()
+    assert reduce_text(text, _ctx(archive=archive, triggerChars=1000, passes=["truncate"])) == text
+    assert archive.calls == 0
+
+
+def test_hard_cap_holds_in_every_mode() -> None:
+    text = "".join(f"2024-05-01 12:00:{i % 60:02d} INFO worker {i} ok\n" for i in range(60_000))
+    for mode in ("conservative", "normal", "aggressive"):
+        out = reduce_text(text, _ctx(mode))
+        assert len(out) <= ReductionConfig().hardCapChars
+    cfg = ReductionConfig(hardCapChars=1000)
+    ctx = PassContext(
+        cfg.normal.model_copy(update={"capChars": 5000, "headChars": 3000, "tailChars": 2000}),
+        cfg,
+        FakeArchive(),
+    )
+    assert len(reduce_text(text, ctx)) <= 1000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x" * 10_000_000,
+        "".join(f"line {i} of a long listing\n" for i in range(400_000)),
+        "<!DOCTYPE html><html><body>" + "<div><p>cell</p></div>" * 400_000 + "</body></html>",
+        "[" + ",".join(str(i) for i in range(2_000_000)) + "]",
+    ],
+    ids=["one-line", "many-lines", "html", "json"],
+)
+def test_huge_outputs_are_fast_and_bounded(text: str) -> None:
+    start = time.perf_counter()
+    out = reduce_text(text, _ctx())
+    assert time.perf_counter() - start < 10
+    assert len(out) <= 1200 + 250
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ok \ud800 lone surrogate\n" * 300,
+        "\udcff" * 5000,
+        '{"claims": "to be JSON"' + " " * 5000,
+        "<html><body><p>unclosed" + "<div>" * 3000,
+        "\x1b[31m" * 2000 + "\r\n" * 500,
+        "\x00\x01\x02 binary-ish \x7f\n" * 500,
+    ],
+)
+def test_odd_inputs_never_raise_and_stay_recoverable(text: str) -> None:
+    for mode in ("conservative", "normal", "aggressive"):
+        archive = FakeArchive()
+        out = reduce_text(text, _ctx(mode, archive))
+        for key in stub_keys(out):
+            assert archive.store[key].decode("utf-8", "surrogatepass") == text
+
+
+# -- properties --------------------------------------------------------------------------------------
+
+POOL = [
+    "Traceback (most recent call last):",
+    '  File "/testbed/src/pkg/core.py", line 42, in run',
+    "    result = self.handler(request)",
+    "ValueError: invalid literal for int() with base 10: 'abc'",
+    "tests/test_core.py::test_run PASSED                                      [ 50%]",
+    "=================== 1 failed, 12 passed in 0.42s ===================",
+    "diff --git a/src/a.py b/src/a.py",
+    "--- a/src/a.py",
+    "+++ b/src/a.py",
+    "@@ -1,4 +1,4 @@",
+    "-    return 1",
+    "+    return 2",
+    "     context line",
+    "def handler(self, request):",
+    "    return self.process(request) <class 'bytes'>",
+    "",
+    "   ",
+    "\x1b[32mINFO\x1b[0m worker started",
+]
+lines_st = st.lists(st.one_of(st.sampled_from(POOL), st.text(max_size=60)), min_size=1, max_size=120)
+passes_st = st.sampled_from(
+    [list(ALL_PASSES), list(LOSSLESS_PASSES), ["log", "diff", "truncate"], ["truncate"]]
+)
+
+
+def _small_ctx(passes: list[PassName], archive: FakeArchive) -> PassContext:
+    table = ModeTable(triggerChars=300, capChars=250, headChars=120, tailChars=80, passes=passes)
+    return PassContext(table, ReductionConfig(hardCapChars=1000), archive)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines_st, passes_st)
+def test_deterministic_recoverable_idempotent_and_bounded(lines: list[str], passes: list[PassName]) -> None:
+    text = "\n".join(lines)
+    archive = FakeArchive()
+    ctx = _small_ctx(passes, archive)
+    out = reduce_text(text, ctx)
+    assert out == reduce_text(text, _small_ctx(passes, FakeArchive()))
+    assert reduce_text(out, ctx) == out
+    assert len(out) <= 1000
+    if out != text:
+        assert len(out) <= len(text) - MIN_SAVING
+        keys = stub_keys(out)
+        assert len(set(keys)) == 1
+        assert archive.store[keys[0]].decode("utf-8", "surrogatepass") == text
+    else:
+        assert archive.calls == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines_st)
+def test_selection_passes_keep_only_verbatim_input_lines(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    out = reduce_text(text, _small_ctx(["log", "diff", "truncate"], FakeArchive()))
+    if out == text:
+        return
+    source = text.splitlines()
+    for line in out.splitlines():
+        if STUB_RE.search(line) or MARK_RE.match(line):
+            continue
+        assert line in source or any(line and (s.startswith(line) or s.endswith(line)) for s in source)
+
+
+def test_real_trace_outputs() -> None:
+    session = json.loads(
+        gzip.decompress((DATA / "deepseek_reasoner_dev__pvlib__pvlib-python-1707.json.gz").read_bytes())
+    )
+    outputs = [m["content"] for m in session["messages"] if m["role"] == "tool"]
+    reduced = 0
+    for mode in ("conservative", "normal", "aggressive"):
+        for text in outputs:
+            archive = FakeArchive()
+            ctx = _ctx(mode, archive)
+            out = reduce_text(text, ctx)
+            assert out == reduce_text(text, _ctx(mode))
+            if out == text:
+                continue
+            reduced += 1
+            assert len(out) <= ctx.table.capChars + 250
+            assert archive.store[stub_keys(out)[0]].decode("utf-8", "surrogatepass") == text
+    assert reduced >= 3

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lightmem_plugin.config import Config
+from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.reduction.base import PassContext, stub_keys
+from lightmem_plugin.registry import Registry
+
+LOG = "\n".join(f"tests/test_mod.py::test_case_{i} PASSED [{i}%]" for i in range(200)) + (
+    "\nFAILED tests/test_mod.py::test_case_x - AssertionError: expected 3 got 4\n=== 1 failed, 200 passed ==="
+)
+
+
+def plugin(tmp_path: Path, mode: str = "normal") -> LightMem:
+    cfg = Config(mode=mode)  # type: ignore[arg-type]
+    return LightMem(config=cfg, registry=Registry(tmp_path / "reg"))
+
+
+def chat_session(outputs: list[str]) -> list[dict[str, object]]:
+    msgs: list[dict[str, object]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the failing test."},
+    ]
+    for i, out in enumerate(outputs):
+        call_id = f"call_{i}"
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": f"step {i}",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": '{"command":"pytest"}'},
+                    }
+                ],
+            }
+        )
+        msgs.append({"role": "tool", "tool_call_id": call_id, "content": out})
+    return msgs
+
+
+def test_long_output_is_reduced_and_recoverable_byte_exact(tmp_path: Path) -> None:
+    lm = plugin(tmp_path)
+    s = lm.session("s1")
+    out = s.ingest_tool_result("call_0", LOG)
+    assert len(out) < len(LOG)
+    keys = stub_keys(out)
+    assert keys, out
+    assert lm.registry.recover(keys[0]) == LOG
+
+
+def test_reduce_once_even_after_a_mode_switch(tmp_path: Path) -> None:
+    lm = plugin(tmp_path, "normal")
+    s = lm.session("s1")
+    msgs = chat_session([LOG, "short"])
+    first = s.before_model_call(copy.deepcopy(msgs))
+    assert lm._fixed is not None
+    lm._fixed.mode = "aggressive"
+    second = s.before_model_call([*copy.deepcopy(msgs), {"role": "user", "content": "go on"}])
+    assert second[: len(first)] == first
+
+
+def test_fail_open_returns_original_and_counts(tmp_path: Path) -> None:
+    lm = plugin(tmp_path)
+    s = lm.session("s1")
+
+    def broken(text: str, ctx: PassContext) -> str:
+        raise RuntimeError("boom")
+
+    s.passes_override["text"] = broken
+    msgs = chat_session([LOG])
+    out = s.before_model_call(copy.deepcopy(msgs))
+    assert out[3]["content"] == LOG
+    assert s.fail.errors["reduction"] == 1
+    assert s.fail.last is not None and "boom" in s.fail.last.error
+
+
+def test_undecodable_payload_passes_through(tmp_path: Path) -> None:
+    s = plugin(tmp_path).session("s1")
+    bad: list[dict[str, object]] = [{"role": "tool", "content": "no id"}]
+    assert s.before_model_call(bad) == bad
+    assert s.fail.errors["codec"] == 1
+
+
+def test_repeated_output_becomes_reference(tmp_path: Path) -> None:
+    s = plugin(tmp_path).session("s1")
+    same = "x = 1\n" * 100
+    out = s.before_model_call(chat_session([same, same]))
+    assert out[3]["content"] == same
+    assert "identical to the output of tool call call_0" in str(out[5]["content"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(min_size=0, max_size=3000), min_size=1, max_size=4))
+def test_determinism_across_fresh_plugins(tmp_path: Path, outputs: list[str]) -> None:
+    msgs = chat_session(outputs)
+    a = plugin(tmp_path / "a").session("x").before_model_call(copy.deepcopy(msgs))
+    b = plugin(tmp_path / "b").session("x").before_model_call(copy.deepcopy(msgs))
+    assert a == b
+
+
+@pytest.mark.parametrize("mode", ["conservative", "normal", "aggressive"])
+def test_append_only_history_keeps_prefix(tmp_path: Path, mode: str) -> None:
+    s = plugin(tmp_path, mode).session("s1")
+    outs = [LOG, "ok", "y" * 5000, LOG + "\nmore"]
+    prev: list[dict[str, object]] | None = None
+    for t in range(1, len(outs) + 1):
+        cur = s.before_model_call(chat_session(outs[:t]))
+        if prev is not None:
+            assert cur[: len(prev)] == prev
+        prev = cur
