@@ -37,5 +37,8 @@ bench: $(STAMP)
 schema: $(STAMP)
 	$(BIN)/python -c "from lightmem_plugin.config import schema_text; open('config.schema.json','w').write(schema_text())"
 
+docs: $(STAMP)
+	$(BIN)/python -c "from pathlib import Path; from lightmem_plugin.readme import update; update(Path('README.md'))"
+
 clean:
 	rm -rf $(VENV) build *.egg-info

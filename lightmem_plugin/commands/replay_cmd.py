@@ -1,5 +1,4 @@
-"""replay PATH... [--mode M] [--provider P] [--head plain|volatile] [--dump-requests DIR] [--json]: replay
-recorded sessions and measure cost.
+"""replay PATH... [--mode M] [--provider P] [--json]: replay recorded sessions and measure their cost.
 
 PATH is a trace file or a directory of them: the swe JSON format or Claude Code's own transcript
 (``~/.claude/projects/<project>/<session>.jsonl``). Each call's prompt goes through the chosen mode

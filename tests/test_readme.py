@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from lightmem_plugin.readme import CLI_START, KEYS_START, config_section, render_readme
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_generated_blocks_are_current() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert CLI_START in text and KEYS_START in text
+    assert render_readme(text) == text, "README CLI/config blocks are stale: run `make docs`"
+
+
+def test_config_section_lists_every_nested_key() -> None:
+    section = config_section()
+    for key in (
+        "eviction.batchTurns",
+        "estimator.proxyBaseUrl",
+        "registry.maxBytes",
+        "server.upstreams.openai",
+    ):
+        assert f"`{key}`" in section
