@@ -31,6 +31,7 @@ from .redaction import Redactor
 from .reduction import dedup
 from .reduction.base import PassContext, already_reduced
 from .reduction.images import reduce_image
+from .reduction.linedup import LineIndex
 from .reduction.reduce import reduce_text
 from .registry import Registry
 from .stabilizer import Stabilizer
@@ -126,6 +127,7 @@ class Session:
         self.memo: dict[str, str] = {}
         self.image_memo: dict[str, tuple[str, str] | None] = {}
         self.dedup = dedup.DedupIndex(plugin.config.reduction.dedupMaxRepeats)
+        self.lines = LineIndex()
         self.stabilizer = Stabilizer(plugin.config.stabilizer)
         self.evictor = Evictor(plugin.config.eviction, plugin.registry.put, plugin.counter)
         self._evicted_now = False
@@ -164,7 +166,10 @@ class Session:
                 key = ctx.archive(output.encode("utf-8", "surrogatepass"))
                 return dedup.reference(first, key, len(output))
         reducer = self.passes_override.get("text", reduce_text)
-        return reducer(output, ctx)
+        deduped = self.lines.reduce(output, ctx.archive) if "dedup" in ctx.table.passes else None
+        result = reducer(output, ctx) if deduped is None else reducer(deduped[0], ctx) + "\n" + deduped[1]
+        self.lines.add(result)
+        return result
 
     def _ingest_image(self, part: ImagePart) -> ImagePart:
         if part.data is None or "images" not in self.plugin.config.mode_table().passes:

@@ -33,13 +33,12 @@ def stub(key: str, chars: int, lines: tuple[int, int] | None = None, what: str =
     """The byte-stable stub left where content was removed.
 
     ``lines`` names the 1-based inclusive line range of the original that was cut, so the agent can
-    ask for exactly that part. No clock, no path: only the size, the key and how to recover.
+    ask for exactly that part. No clock, no path: only the size, the key and how to recover. The key
+    appears once: every stub is re-read on every later call, so each token in it is paid many times
+    (naming the key twice cost 28 more tokens per stub).
     """
     hint = f'lines="{lines[0]}:{lines[1]}"' if lines else 'lines="a:b"'
-    return (
-        f"{STUB_PREFIX}{chars:,} {what} archived as {key}; "
-        f'recover with lightmem2_recover("{key}", {hint})]'
-    )
+    return f"{STUB_PREFIX}{chars:,} {what} archived as {key}; recover with lightmem2_recover(key, {hint})]"
 
 
 def stub_keys(text: str) -> list[str]:

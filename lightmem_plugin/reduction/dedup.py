@@ -18,7 +18,7 @@ def reference(first_call_id: str, key: str, chars: int) -> str:
     """The byte-stable text that replaces a repeated output."""
     return (
         f"[lightmem2: identical to the output of tool call {first_call_id} ({chars:,} chars), "
-        f'archived as {key}; recover with lightmem2_recover("{key}", lines="a:b")]'
+        f'archived as {key}; recover with lightmem2_recover(key, lines="a:b")]'
     )
 
 

@@ -76,10 +76,11 @@ def document_span(text: str) -> tuple[int, int] | None:
     m = _DOC_START_RE.search(text, 0, MAX_PREAMBLE + 64)
     if m is not None and m.start() <= MAX_PREAMBLE:
         start = m.start()
-        ends = list(_DOC_END_RE.finditer(text, max(start, len(text) - MAX_TRAILER - 16)))
-        end = ends[-1].end() if ends else len(text)
+        end = len(text)  # no </html> at all: a page cut short, e.g. by `| head`
+        for end_match in _DOC_END_RE.finditer(text, start):
+            end = end_match.end()
         if len(text) - end > MAX_TRAILER:
-            return None
+            return None  # a page followed by much more text: a source file holding a page, say
         return start, end
     if _dense_with_tags(text):
         return 0, len(text)

@@ -83,21 +83,20 @@ def select_by_score(
 
     Greedy by score, ties broken by position: earlier first, or with ``ends_first`` nearer either
     end first (a log's head grows downwards and its tail upwards, without holes). O(n log n) and
-    deterministic. Lines with a
-    score of 1 or less are never picked on their own; afterwards any elided run that is cheaper than
-    the stub that would replace it is shown instead, since that both saves chars and keeps more.
+    deterministic. Lines with a score of 1 or less are never picked on their own; afterwards any
+    elided run cheaper than the marker that would replace it is shown instead, since that both saves
+    chars and keeps more.
     """
     n = len(lengths)
     keep = [False] * n
     if n == 0:
         return keep
     cost = gap_cost  # everything elided: one region
+    candidates = [i for i in range(n) if scores[i] > 1]
     if ends_first:
-        order = sorted(
-            (i for i in range(n) if scores[i] > 1), key=lambda i: (-scores[i], min(i, n - 1 - i), i)
-        )
+        order = sorted(candidates, key=lambda i: (-scores[i], min(i, n - 1 - i), i))
     else:
-        order = sorted((i for i in range(n) if scores[i] > 1), key=lambda i: (-scores[i], i))
+        order = sorted(candidates, key=lambda i: (-scores[i], i))
     for i in order:
         left_gap = i > 0 and not keep[i - 1]
         right_gap = i < n - 1 and not keep[i + 1]

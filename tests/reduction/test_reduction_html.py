@@ -82,6 +82,8 @@ def test_preamble_and_trailer_are_kept_verbatim() -> None:
         "{% extends 'base.html' %}\n<html><body>{% block content %}<p>{{ user.name }}</p>"
         "{% endblock %}</body></html>\n",
         "def render():\n    return '<html><body><p>hi</p></body></html>'\n" + "x = 1\n" * 200,
+        '"""\n<!DOCTYPE html>\n<html><body><p>fixture</p></body></html>\n"""\n'
+        + "def test_x():\n    pass\n" * 60,
         "plain text without any markup at all\n" * 100,
         "",
     ],
@@ -92,6 +94,7 @@ def test_preamble_and_trailer_are_kept_verbatim() -> None:
         "xml",
         "template",
         "code-with-html-string",
+        "code-after-a-page",
         "plain",
         "empty",
     ],
