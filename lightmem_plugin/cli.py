@@ -32,7 +32,7 @@ def _doc(module: object) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full parser; also used to generate the CLI section of the README."""
-    from .commands import config_cmd, demo, doctor, mode, recover, replay_cmd, report, status, visual
+    from .commands import config_cmd, demo, doctor, mode, recover, replay_cmd, report, resume, status, visual
 
     p = _Parser(prog="lightmem2", description="Cache-stable, reduced context for long-running LLM agents.")
     p.add_argument("--version", action="version", version=f"lightmem2 {__version__}")
@@ -57,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     vi.add_argument("--session", metavar="ID")
     vi.add_argument("--out", metavar="DIR")
     vi.add_argument("--open", action="store_true")
+    rs = add("resume", resume)
+    rs.add_argument("--level", default="standard", choices=["critical", "standard", "full"])
+    rs.add_argument("--session", metavar="ID")
+    rs.add_argument("--at-turn", type=int, metavar="N")
+    rs.add_argument("--trace", metavar="PATH")
     m = add("mode", mode)
     m.add_argument("value", nargs="?", metavar="conservative|normal|aggressive")
     r = add("recover", recover)
@@ -78,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
     """Run the chosen command; returns its text and exit code."""
-    from .commands import config_cmd, demo, doctor, mode, recover, replay_cmd, report, visual
+    from .commands import config_cmd, demo, doctor, mode, recover, replay_cmd, report, resume, visual
+    from .config import data_dir
+    from .eviction.record_store import RecordStore
     from .ledger import Ledger
 
     cmd = args.command
@@ -92,6 +99,9 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
             Ledger.default(), args.session, Path(args.out) if args.out else None, args.open
         ),
         "mode": lambda: mode.run(args.value),
+        "resume": lambda: resume.run(
+            RecordStore(data_dir() / "records"), args.level, args.session, args.at_turn, args.trace
+        ),
         "recover": lambda: recover.run(_plugin().registry, args.key, args.lines),
         "config": lambda: config_cmd.run(args.action),
         "replay": lambda: replay_cmd.run(

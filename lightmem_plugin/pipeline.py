@@ -24,7 +24,10 @@ import xxhash
 from .accounting import Accountant, CallFacts, detect_api, real_usage, with_real_usage
 from .codecs import openai_chat
 from .config import Config, ConfigHolder, data_dir
-from .eviction.evictor import Evictor
+from .eviction.evictor import Evictor, chat_view
+from .eviction.record_render import render as render_record
+from .eviction.record_store import LEVELS, RecordStore
+from .eviction.session_record import extract
 from .ledger import CallRecord, Ledger
 from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
 from .redaction import Redactor
@@ -73,6 +76,7 @@ class LightMem:
     ) -> None:
         self._holder = None if config is not None else ConfigHolder()
         self.ledger = ledger
+        self.records: RecordStore | None = None
         self.counter = TokenCounter()
         self._fixed = config
         cfg = self.config
@@ -84,7 +88,9 @@ class LightMem:
     @classmethod
     def from_config(cls) -> LightMem:
         """A plugin that follows the user's config file (reloaded when it changes) and keeps a ledger."""
-        return cls(ledger=Ledger.default())
+        plugin = cls(ledger=Ledger.default())
+        plugin.records = RecordStore(data_dir() / "records", plugin.registry.redactor)
+        return plugin
 
     @property
     def config(self) -> Config:
@@ -131,6 +137,7 @@ class Session:
         self.stabilizer = Stabilizer(plugin.config.stabilizer)
         self.evictor = Evictor(plugin.config.eviction, plugin.registry.put, plugin.counter)
         self._evicted_now = False
+        self._last_record: dict[str, str] = {}
         self.calls = 0
         self.passes_override: dict[str, Callable[[str, PassContext], str]] = {}
         # incremental state: the previous call's chat input, decoded and processed messages, encodings
@@ -226,6 +233,17 @@ class Session:
             self._evicted_now = self.evictor.maybe_evict(self.calls, original, self.evictor.apply(reduced))
         return self.evictor.apply(reduced)
 
+    def _snapshot_record(self, original: Request) -> None:
+        """Persist the session record (every batch of calls, when it changed) for ``lightmem2 resume``."""
+        store = self.plugin.records
+        assert store is not None
+        view, _ids = chat_view(original)
+        record = extract(view, self.evictor.tasks, source=self.evictor.estimator)
+        renders: dict[str, str] = {level: render_record(record, level) for level in LEVELS}
+        if renders != self._last_record:
+            store.append(self.id, len(view) - 1, renders)
+            self._last_record = renders
+
     def _process_message(self, msg: Message) -> Message:
         parts = [self._reduce_result(p) if isinstance(p, ToolResultPart) else p for p in msg.parts]
         if all(a is b for a, b in zip(parts, msg.parts, strict=True)):
@@ -243,6 +261,8 @@ class Session:
         self._processed = done
         out = Request(messages, list(req.tools), dict(req.extra), dict(req.hints))
         out = self.fail.run("eviction", lambda: self._evict(req, out), out)
+        if self.plugin.records is not None and self.calls % self.plugin.config.eviction.batchTurns == 0:
+            self.fail.run("record", lambda: self._snapshot_record(req), None)
         return self.fail.run("stabilizer", lambda: self.stabilizer.apply(out), out)
 
     def _decode_chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Request:

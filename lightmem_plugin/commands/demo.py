@@ -11,7 +11,8 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from ..config import Config
+from ..config import Config, data_dir
+from ..eviction.record_store import RecordStore
 from ..ledger import Ledger
 from ..pipeline import LightMem
 from ..replay import replay_paths, summarize
@@ -49,6 +50,7 @@ def _record(path: Path, ledger: Ledger) -> None:
     """Run the session through the Python API in normal mode, as a host would, writing the ledger."""
     trace = load_trace(path)
     lm = LightMem(config=Config(mode="normal"), ledger=ledger)
+    lm.records = RecordStore(data_dir() / "records", lm.registry.redactor)
     session = lm.session(DEMO_SESSION_ID)
     for call in trace.calls:
         session.before_model_call(call.prompt)

@@ -1,0 +1,50 @@
+"""resume [--level critical|standard|full] [--session ID] [--at-turn N] [--trace PATH]: print a session's record.
+
+The record (goals, decisions and what superseded them, task status, files touched, open errors) is
+what a new session needs to pick up where an old one stopped: paste it as the first message. Without
+``--session`` the most recent session is used; ``--at-turn N`` shows what was believed at message N.
+``--trace PATH`` builds the record from a recorded session instead (a swe JSON or a Claude Code
+transcript), so sessions run without lightmem2 can be resumed too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import UsageError
+from ..eviction.heuristic import HeuristicEstimator
+from ..eviction.lifecycle import TaskRegistry
+from ..eviction.record_render import render
+from ..eviction.record_store import LEVELS, RecordStore
+from ..eviction.session_record import extract
+from ..traces import load_trace
+
+
+def from_trace(path: str, level: str, at_turn: int | None) -> str:
+    """The record of a recorded session, rendered at ``level``."""
+    trace = load_trace(Path(path))
+    if not trace.calls:
+        raise UsageError(f"{path} has no model calls to build a record from")
+    messages = [*trace.calls[-1].prompt, trace.calls[-1].output]
+    estimator, tasks = HeuristicEstimator(), TaskRegistry()
+    tasks.apply(estimator.estimate(messages, tasks), max_turn=len(messages) - 1)
+    record = extract(messages, tasks, source=estimator)
+    if at_turn is not None:
+        record = record.at_turn(at_turn)
+    return render(record, next(lv for lv in LEVELS if lv == level))
+
+
+def run(
+    store: RecordStore,
+    level: str = "standard",
+    session_id: str | None = None,
+    at_turn: int | None = None,
+    trace: str | None = None,
+) -> str:
+    """The text ``lightmem2 resume`` prints."""
+    if level not in LEVELS:
+        raise UsageError(f'unknown level "{level}"; allowed: {", ".join(LEVELS)}')
+    if trace is not None:
+        return from_trace(trace, level, at_turn)
+    snap = store.snapshot(session_id, at_turn)
+    return f"[lightmem2 session record: {snap['session']} at turn {snap['turn']}]\n{snap[level]}"
