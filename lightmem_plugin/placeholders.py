@@ -62,7 +62,8 @@ _STAT_WORDS = (
 )
 _STAT_LABEL = (
     rf"(?i:\b(?:{_STAT_WORDS})\b(?:[ \t_-]+[a-z]+){{0,3}}[ \t]*(?:[:=#]|\bis\b)[ \t]*\$?"
-    r"|\b(?:call|turn|step|request|iteration|run)[ \t]*#[ \t]*)"
+    r"|\b(?:call|turn|step|request|iteration|run)[ \t]*#[ \t]*"
+    r"|\b(?:call|turn)[ \t]+(?=\d+(?:[ \t]*(?:,|;|\)|$))))"
 )
 _TIME_LABEL = r"(?i:\b(?:current\s+|local\s+)?time\b)[ \t]*(?:is\b[ \t]*)?[:=]?[ \t]*"
 _UUID = r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])"

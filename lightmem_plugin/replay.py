@@ -91,13 +91,13 @@ def policy_for(name: str, root: Path, config: Config | None = None) -> PolicyFac
 
 def volatile_head(prompt: list[ChatMessage], index: int, used_tokens: int) -> list[ChatMessage]:
     """The constructed volatile-head scenario: a per-call clock and runtime stats in the system prompt."""
-    if not prompt or prompt[0].get("role") != "system" or not isinstance(prompt[0].get("content"), str):
-        return prompt
     secs = 5 * 3600 + 34 * 60 + 17 * index
     stamp = f"2026-11-30T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}Z"
     line = f"Current time: {stamp}\nRuntime: call {index + 1}, tokens used so far: {used_tokens}\n\n"
-    head = dict(prompt[0], content=line + prompt[0]["content"])
-    return [head, *prompt[1:]]
+    if prompt and prompt[0].get("role") == "system" and isinstance(prompt[0].get("content"), str):
+        return [dict(prompt[0], content=line + prompt[0]["content"]), *prompt[1:]]
+    # transcripts without their system prompt (Claude Code): the host's head is a system message of its own
+    return [{"role": "system", "content": line + "You are a coding agent."}, *prompt]
 
 
 @dataclass

@@ -460,3 +460,20 @@ def test_real_trace_with_volatile_header_keeps_system_bytes_identical() -> None:
             s.restore("<TIMESTAMP> <LONG_NUMBER_2>") == f"2026-11-30T05:{k:02d}:54Z {call['prompt_tokens']}"
         )
     assert len(trace["calls"]) >= 10 and len(systems) == 1
+
+
+def test_runtime_call_counter_without_hash_is_a_per_call_value() -> None:
+    from lightmem_plugin.config import StabilizerConfig as _Cfg
+    from lightmem_plugin.model import Message as _Msg
+    from lightmem_plugin.model import Request as _Req
+    from lightmem_plugin.model import TextPart as _Text
+    from lightmem_plugin.stabilizer import Stabilizer as _Stab
+
+    st = _Stab(_Cfg())
+    heads = []
+    for i in range(3):
+        text = f"Runtime: call {i + 1}, tokens used so far: {i * 999}\n\nIn turn 3 of the plan, do X."
+        out = st.apply(_Req([_Msg("system", [_Text(text)]), _Msg("user", [_Text("go")])]))
+        heads.append(out.messages[0].text())
+    assert heads[0] == heads[1] == heads[2]
+    assert "In turn 3 of the plan" in heads[0]

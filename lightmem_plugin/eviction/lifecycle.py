@@ -212,7 +212,7 @@ class TaskRegistry:
             if new is None:
                 rejection = Rejection(update, reason or "invalid", self.version)
                 rejected.append(rejection)
-                _log.warning("rejected task update for %s: %s", update.task_id, rejection.reason)
+                _log.debug("rejected task update for %s: %s", update.task_id, rejection.reason)
                 continue
             if self._chunks.get(new.id) != new:
                 self._chunks[new.id] = new

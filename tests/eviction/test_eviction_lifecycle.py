@@ -62,7 +62,7 @@ def test_invalid_updates_are_rejected_with_a_reason(update: TaskUpdate, reason_p
 
 def test_rejections_are_logged(caplog: pytest.LogCaptureFixture) -> None:
     reg = seeded()
-    with caplog.at_level(logging.WARNING, logger="lightmem_plugin.eviction.lifecycle"):
+    with caplog.at_level(logging.DEBUG, logger="lightmem_plugin.eviction.lifecycle"):
         reg.apply([up("t2", "completed")])
     assert "t2" in caplog.text and "completed needs evidence" in caplog.text
 
