@@ -29,6 +29,7 @@ from .cachesim import default_breakpoints, k_cost, make_cache
 from .chat_tokens import REQUEST_OVERHEAD_TOKENS, ChatChunker
 from .config import Config, Mode
 from .retention import RetentionTracker
+from .stabilizer import TAIL_PREFIX
 from .tokens import TokenCounter
 from .traces import load_trace
 from .traces.base import Trace
@@ -122,6 +123,20 @@ class SessionResult:
     overhead_ms: list[float] = field(default_factory=list)
 
 
+def split_tail(prompt: list[ChatMessage]) -> tuple[list[ChatMessage], str | None]:
+    """Split the stabilizer's per-call tail block off the last message.
+
+    On Anthropic the tail is a separate text block after the block that carries ``cache_control``, so
+    the cached prefix ends before it; the cache model must see it the same way.
+    """
+    last = prompt[-1] if prompt else None
+    content = last.get("content") if last else None
+    if not isinstance(content, str) or TAIL_PREFIX not in content:
+        return prompt, None
+    cut = content.rindex(TAIL_PREFIX)
+    return [*prompt[:-1], {**prompt[-1], "content": content[:cut]}], content[cut:]
+
+
 def _keyed(memo: dict[int, tuple[ChatMessage, int]], message: ChatMessage) -> int:
     """Content hash of a message, memoised by object (transformed prompts share unchanged dicts)."""
     hit = memo.get(id(message))
@@ -157,10 +172,14 @@ def replay_trace(
             t0 = time.perf_counter()
             out = policy.transform(i, prompt)
             res.overhead_ms.append((time.perf_counter() - t0) * 1000)
-            chunks = chunker.chunks(out)
-            keys: list[Any] = [("head", len(chunks[0]))] if len(chunks) > len(out) else []
-            keys += [_keyed(keymemo, m) for m in out]
+            body, tail = split_tail(out) if provider == "anthropic" else (out, None)
+            chunks = chunker.chunks(body)
+            keys: list[Any] = [("head", len(chunks[0]))] if len(chunks) > len(body) else []
+            keys += [_keyed(keymemo, m) for m in body]
             marks = default_breakpoints(chunks) if provider == "anthropic" else None
+            if tail is not None:  # the per-call tail is its own block after the breakpoint
+                chunks = [*chunks, list(counter.encode(tail))]
+                keys.append(("tail", tail))
             usage = cache.observe(chunks, marks, keys)
             used += usage.input_tokens
             res.calls += 1
