@@ -32,7 +32,21 @@ def _doc(module: object) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The full parser; also used to generate the CLI section of the README."""
-    from .commands import config_cmd, demo, doctor, mode, recover, replay_cmd, report, resume, status, visual
+    from .commands import (
+        config_cmd,
+        demo,
+        doctor,
+        hook_cmd,
+        install_cmd,
+        mode,
+        recover,
+        replay_cmd,
+        report,
+        resume,
+        serve_cmd,
+        status,
+        visual,
+    )
 
     p = _Parser(prog="lightmem2", description="Cache-stable, reduced context for long-running LLM agents.")
     p.add_argument("--version", action="version", version=f"lightmem2 {__version__}")
@@ -76,6 +90,17 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("--head", default="plain", choices=["plain", "volatile"])
     rl.add_argument("--dump-requests", metavar="DIR")
     rl.add_argument("--json", action="store_true")
+    sv = add("serve", serve_cmd)
+    sv.add_argument("--host")
+    sv.add_argument("--port", type=int)
+    sv.add_argument("--allow-remote", action="store_true")
+    ins = add("install", install_cmd)
+    ins.add_argument("host", choices=install_cmd.HOSTS)
+    ins.add_argument("--uninstall", action="store_true")
+    ins.add_argument("--project", metavar="DIR")
+    hk = add("hook", hook_cmd)
+    hk.add_argument("host", choices=["claude-code", "codex"])
+    hk.add_argument("event")
     d = add("demo", demo)
     d.add_argument("--trace", help="a trace file to use instead of the bundled session")
     return p
@@ -83,7 +108,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
     """Run the chosen command; returns its text and exit code."""
-    from .commands import config_cmd, demo, doctor, mode, recover, replay_cmd, report, resume, visual
+    from .commands import (
+        config_cmd,
+        demo,
+        doctor,
+        install_cmd,
+        mode,
+        recover,
+        replay_cmd,
+        report,
+        resume,
+        serve_cmd,
+        visual,
+    )
     from .config import data_dir
     from .eviction.record_store import RecordStore
     from .ledger import Ledger
@@ -114,6 +151,8 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
             sys.stderr.isatty(),
         ),
         "demo": lambda: demo.run(args.trace),
+        "serve": lambda: serve_cmd.run(args.host, args.port, args.allow_remote),
+        "install": lambda: install_cmd.run(args.host, args.uninstall, args.project),
     }
     return table[cmd](), 0
 
@@ -147,7 +186,7 @@ def run_line(line: str) -> tuple[str, int]:
             break
     try:
         argv = shlex.split(text) or ["status"]
-        if argv[0] in {"serve", "demo", "replay"}:
+        if argv[0] in {"serve", "demo", "replay", "install", "hook"}:
             raise UsageError(f'"{argv[0]}" is not available in chat; run `lightmem2 {argv[0]}` in a terminal')
         return _dispatch(build_parser().parse_args(argv))
     except ValueError as err:
@@ -160,6 +199,12 @@ def run_line(line: str) -> tuple[str, int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lightmem2`` console script."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["hook"]:
+        # before argparse: a host reads exit code 2 as "blocking error", so no usage error may escape
+        from .hooks import exit_with
+
+        exit_with(*([*args_list[1:3], "", ""][:2]))
     try:
         args = build_parser().parse_args(argv)
         text, code = _dispatch(args)
@@ -168,7 +213,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         return 130
-    if text:
+    if args.command == "recover":  # byte-exact: no newline added, undecodable bytes restored
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+        sys.stdout.buffer.flush()
+    elif text:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return code
 

@@ -1,0 +1,56 @@
+"""What the Claude Code and Codex hooks share: chat commands, the reducing session, payload fields.
+
+Why a fresh plugin per hook call: each hook is its own short process. Reductions are pure functions
+of (content, settings) and originals go to the shared content-addressed registry, so the stub a hook
+writes is the one the proxy would write for the same output (DESIGN "one reduction per output,
+whoever sees it first"), and the proxy leaves text that already carries a stub alone.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..pipeline import Session
+
+COMMAND_RE = re.compile(r"^\s*/lightmem2(?::lightmem2)?(?=\s|$)")  # plugin commands are namespaced
+
+
+def is_command(prompt: object) -> bool:
+    """True for a prompt that is a ``/lightmem2 ...`` chat command."""
+    return isinstance(prompt, str) and COMMAND_RE.match(prompt) is not None
+
+
+def command_reply(prompt: str) -> str:
+    """The text ``/lightmem2 ...`` answers with (same code and text as the CLI), never empty."""
+    from ..cli import run_line
+
+    m = COMMAND_RE.match(prompt)
+    rest = prompt[m.end() :] if m else prompt
+    text, _code = run_line("/lightmem2 " + rest.strip())
+    return text.rstrip("\n") or "lightmem2: done (no output)"
+
+
+def block(reason: str) -> dict[str, Any]:
+    """The hook answer that stops the host there and shows ``reason`` (both hosts read this shape)."""
+    return {"decision": "block", "reason": reason}
+
+
+def session_id(payload: dict[str, Any]) -> str:
+    """The host's session id (the proxy finds the same id on the wire), or a fixed fallback."""
+    value = payload.get("session_id")
+    return value.strip()[:200] if isinstance(value, str) and value.strip() else "hook-session"
+
+
+def call_id(payload: dict[str, Any]) -> str:
+    """The tool call id of a PostToolUse payload."""
+    value = payload.get("tool_use_id") or payload.get("tool_call_id") or payload.get("call_id")
+    return str(value) if value else "tool"
+
+
+def reducing_session(payload: dict[str, Any]) -> Session:
+    """A pipeline session for this payload: the user's config, no ledger (the proxy keeps that)."""
+    from ..pipeline import LightMem
+
+    return LightMem().session(session_id(payload))

@@ -1,0 +1,114 @@
+"""Claude Code hooks (verified on 2.1.332; ``updatedToolOutput`` exists since 2.1.121).
+
+- ``PostToolUse``: a large tool output is reduced once and handed back as
+  ``hookSpecificOutput.updatedToolOutput`` in the tool's own shape (Bash ``{stdout, stderr, ...}``
+  with only the long strings replaced), so the model and the transcript see the reduced text.
+  Tools whose output Claude Code re-formats before the model sees it (Read numbers every line) are
+  left to the proxy, which reduces the formatted text on the wire; a reduced Read would renumber
+  the lines after the stub.
+- ``UserPromptSubmit``: ``/lightmem2 ...`` is answered with ``{"decision": "block", "reason": TEXT}``:
+  Claude Code shows TEXT and makes no model call.
+- ``SessionStart``: records the transcript path and makes sure ``lightmem2 serve`` runs (traffic
+  reaches it through ``ANTHROPIC_BASE_URL``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import _common
+
+MIN_UPDATED_OUTPUT = (2, 1, 121)
+VERIFIED = (2, 1, 332)
+# tool name -> the string fields of its output that the model reads as they are
+TEXT_FIELDS: dict[str, tuple[str, ...]] = {
+    "Bash": ("stdout", "stderr"),
+    "Grep": ("content",),
+    "WebFetch": ("result",),
+}
+
+Reducer = Callable[[str, str], str]
+
+
+def supports_updated_tool_output(version: tuple[int, int, int]) -> bool:
+    """True when this Claude Code version honours ``updatedToolOutput`` (for ``doctor``)."""
+    return version >= MIN_UPDATED_OUTPUT
+
+
+def _reduce_blocks(blocks: list[Any], reduce: Reducer, key: str) -> list[Any]:
+    out: list[Any] = []
+    for i, block in enumerate(blocks):
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            text = reduce(f"{key}#{i}", block["text"])
+            out.append(block if text == block["text"] else {**block, "text": text})
+        else:
+            out.append(block)
+    return out
+
+
+def reduce_response(tool: str, response: Any, reduce: Reducer, key: str) -> Any:
+    """``response`` with its model-visible long strings reduced; the same object when none changed."""
+    if tool.startswith("mcp__"):
+        if isinstance(response, str):
+            text = reduce(key, response)
+            return response if text == response else text
+        if isinstance(response, list):
+            blocks = _reduce_blocks(response, reduce, key)
+            return response if all(a is b for a, b in zip(blocks, response, strict=True)) else blocks
+        return response
+    fields = TEXT_FIELDS.get(tool)
+    if not fields or not isinstance(response, dict) or response.get("isImage"):
+        return response
+    changed: dict[str, str] = {}
+    for name in fields:
+        value = response.get(name)
+        if isinstance(value, str) and value:
+            text = reduce(f"{key}:{name}", value)
+            if text != value:
+                changed[name] = text
+    return {**response, **changed} if changed else response
+
+
+def post_tool_use(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The updated output for a large tool result, None to leave it as it is."""
+    tool = payload.get("tool_name")
+    response = payload.get("tool_response")
+    if not isinstance(tool, str) or response is None:
+        return None
+    session = _common.reducing_session(payload)
+    new = reduce_response(tool, response, session.ingest_tool_result, _common.call_id(payload))
+    if new is response:
+        return None
+    return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": new}}
+
+
+def user_prompt_submit(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """Answer ``/lightmem2 ...`` here; any other prompt goes to the model unchanged."""
+    prompt = payload.get("prompt")
+    if not isinstance(prompt, str) or not _common.is_command(prompt):
+        return None
+    return _common.block(_common.command_reply(prompt))
+
+
+def session_start(payload: dict[str, Any], host: str = "claude-code") -> dict[str, Any] | None:
+    """Remember the transcript; start the proxy if it is not running. Prints nothing."""
+    from ..config import load_config
+    from . import serve_ctl, transcripts  # imported here: the other events stay light
+
+    path = payload.get("transcript_path")
+    if isinstance(path, str) and path:
+        transcripts.record(_common.session_id(payload), host, path)
+    serve_ctl.ensure_running(load_config())
+    return None
+
+
+def handle(event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer to one Claude Code hook event (None: print nothing)."""
+    if event == "PostToolUse":
+        return post_tool_use(payload)
+    if event == "UserPromptSubmit":
+        return user_prompt_submit(payload)
+    if event == "SessionStart":
+        return session_start(payload)
+    return None

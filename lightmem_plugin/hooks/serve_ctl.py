@@ -1,0 +1,102 @@
+"""Make sure ``lightmem2 serve`` is running: probe ``/healthz``, start it detached when it is not.
+
+Why a lock and a pid file: two host sessions starting at once must not start two proxies (the second
+would fail to bind anyway, but it would race the first one's start). The check-and-start runs under
+an exclusive ``flock`` on ``serve.lock`` in the data dir; the started proxy's pid goes to
+``serve.pid`` so a user or a test can stop exactly that process. The child gets its own session, its
+stdin from /dev/null and its output in ``serve.log``: it must never hold the host's hook pipes open,
+or the host would wait for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..config import Config, data_dir
+
+PROBE_TIMEOUT_S = 0.5
+START_WAIT_S = 6.0
+SERVE_CODE = "from lightmem_plugin.server import serve; serve()"
+
+
+def base_url(config: Config) -> str:
+    """``http://HOST:PORT`` of the configured proxy (a wildcard bind is reached on loopback)."""
+    host = config.server.host
+    host = "127.0.0.1" if host in ("", "0.0.0.0") else f"[{host}]" if ":" in host else host
+    return f"http://{host}:{config.server.port}"
+
+
+def is_running(config: Config, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """True when ``GET /healthz`` answers ``{"status": "ok"}`` (direct, no environment proxies)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(base_url(config) + "/healthz", timeout=timeout) as resp:
+            body = json.loads(resp.read(4096) or b"{}")
+    except (OSError, ValueError, urllib.error.URLError):
+        return False
+    return isinstance(body, dict) and body.get("status") == "ok"
+
+
+def pid_file() -> Path:
+    """Where the pid of a proxy started by a hook is written."""
+    return data_dir() / "serve.pid"
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def spawn(log: Path) -> subprocess.Popen[bytes]:
+    """Start the proxy detached from the caller (own session, no inherited pipes)."""
+    log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SERVE_CODE],
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        os.close(fd)
+    return proc
+
+
+def ensure_running(config: Config, wait_s: float = START_WAIT_S) -> str:
+    """``"running"`` (already up), ``"started"`` (we started it and it answers) or ``"failed"``."""
+    if is_running(config):
+        return "running"
+    home = data_dir()
+    with _locked(home / "serve.lock"):
+        if is_running(config):
+            return "running"
+        proc = spawn(home / "serve.log")
+        pid_file().write_text(f"{proc.pid}\n", encoding="utf-8")
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if is_running(config, timeout=0.25):
+                return "started"
+            if proc.poll() is not None:
+                return "failed"
+            time.sleep(0.05)
+    return "failed"

@@ -1,0 +1,77 @@
+"""The recover tool as an MCP server on stdio: ``python -m lightmem_plugin.mcp_server``.
+
+Why MCP: a host that cannot load our tools in process (Codex CLI; Claude Code through its plugin
+``.mcp.json``) still lets the agent ask for an archived original by the key its stub names. The
+protocol is the ``mcp`` SDK's; we only declare the tool. A bad key or line range comes back as a
+tool error with lightmem2's one-line message, so the model can correct the call.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from .registry import Registry
+
+TOOL = "lightmem2_recover"
+DESCRIPTION = (
+    "Print an original that lightmem2 archived when it shortened a tool output. "
+    "`key` is the 32-hex-char key in a stub such as "
+    '[lightmem2: 12,345 chars archived as KEY; recover with lightmem2_recover("KEY", lines="a:b")]; '
+    '`lines` (optional) is a 1-based inclusive range "A:B" ("A:" means to the end).'
+)
+
+
+def build_server(registry: Registry | None = None) -> MCPServer:
+    """The MCP server with the one tool; ``registry`` defaults to the user's configured store."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+    from . import __version__
+    from .errors import LightMemError
+
+    server: MCPServer = MCPServer(
+        name="lightmem2",
+        version=__version__,
+        instructions="Recover text that lightmem2 shortened, by the key its stub names.",
+        log_level="WARNING",
+    )
+
+    def store() -> Registry:
+        if registry is not None:
+            return registry
+        from .pipeline import LightMem
+
+        return LightMem().registry
+
+    # read-only and closed-world: hosts may run it without asking (Codex does for read-only tools)
+    hints = ToolAnnotations(
+        title="Recover archived text",
+        read_only_hint=True,
+        destructive_hint=False,
+        idempotent_hint=True,
+        open_world_hint=False,
+    )
+
+    @server.tool(name=TOOL, description=DESCRIPTION, annotations=hints, structured_output=False)
+    def lightmem2_recover(key: str, lines: str | None = None) -> str:
+        from .commands import recover
+
+        try:
+            return recover.run(store(), key, lines)
+        except LightMemError as err:
+            raise ToolError(f"lightmem2: {err}") from None
+
+    return server
+
+
+def main() -> None:
+    """Serve on stdio until the client closes it."""
+    build_server().run("stdio")
+
+
+if __name__ == "__main__":
+    main()

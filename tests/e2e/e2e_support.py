@@ -1,0 +1,186 @@
+"""Shared pieces of the end-to-end tests on the real host CLIs (installed from npm, cached).
+
+- :func:`npm_cli`: installs ``PACKAGE@VERSION`` once into
+  ``${LIGHTMEM2_E2E_CACHE:-~/.cache/lightmem2-e2e}/<name>-<version>/`` (outside the repo) and returns
+  its executable; skips the test only when npm or its registry cannot be reached.
+- :class:`ScriptedUpstream`: the server tests' fake provider, answering by looking at the request
+  (so the host's own extra calls cannot shift a queued script).
+- :func:`write_lightmem_config`, :func:`stop_pid`, :func:`cache_figures`: the rest of the stack.
+
+Every subprocess is time-bounded; servers listen on 127.0.0.1 and are stopped by PID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+
+from fake_upstream import FakeUpstream
+from fake_wire import Reply
+
+ROOT = Path(__file__).resolve().parents[2]
+STUB_KEY = re.compile(r"\[lightmem2: [^\]\n]*?archived as ([0-9a-f]{32})")
+NPM_TIMEOUT_S = 600
+
+
+def cache_root() -> Path:
+    env = os.environ.get("LIGHTMEM2_E2E_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "lightmem2-e2e"
+
+
+def npm_cli(package: str, version: str, name: str, binary: str) -> Path:
+    """The host CLI ``binary`` of ``package@version``, installed once into the shared cache."""
+    target = cache_root() / f"{name}-{version}"
+    exe = target / "node_modules" / ".bin" / binary
+    if exe.exists():
+        return exe
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm is not installed; the end-to-end tests install the host CLIs with npm")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if exe.exists():
+            return exe
+        try:
+            probe = subprocess.run(
+                [npm, "view", f"{package}@{version}", "version"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.skip("npm registry unreachable (npm view timed out after 120 s)")
+        if probe.returncode != 0:
+            pytest.skip(f"npm registry unreachable: {probe.stderr.strip()[-300:]}")
+        staging = target.with_name(target.name + f".tmp-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        done = subprocess.run(
+            [
+                npm,
+                "install",
+                "--prefix",
+                str(staging),
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                f"{package}@{version}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=NPM_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, f"npm install {package}@{version} failed:\n{done.stderr[-2000:]}"
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+    assert exe.exists(), f"{package}@{version} has no {binary} in node_modules/.bin"
+    return exe
+
+
+Policy = Callable[[str, dict[str, Any]], Reply]
+
+
+class ScriptedUpstream(FakeUpstream):
+    """A fake provider whose reply is ``policy(api, body)`` for each model request.
+
+    ``event_filter`` rewrites each streamed SSE event (e.g. to add fields the fake's wire lacks).
+    """
+
+    def __init__(self, policy: Policy, event_filter: Callable[[bytes], bytes] | None = None) -> None:
+        super().__init__()
+        self.policy = policy
+        self.event_filter = event_filter
+        self.model_bodies: list[tuple[str, dict[str, Any]]] = []
+
+    async def _pace(self, events: list[bytes], reply: Reply) -> Any:
+        if self.event_filter is not None:
+            events = [self.event_filter(ev) for ev in events]
+        async for ev in super()._pace(events, reply):
+            yield ev
+
+    async def _read(self, request: Any) -> Any:
+        body = await super()._read(request)
+        path = request.url.path
+        api = {"/v1/messages": "anthropic", "/v1/responses": "responses", "/v1/chat/completions": "chat"}.get(
+            path
+        )
+        if api and isinstance(body, dict):
+            self.model_bodies.append((api, body))
+            self.script.appendleft(self.policy(api, body))
+        return body
+
+
+def write_lightmem_config(home: Path, port: int, upstream: str) -> None:
+    """lightmem2's config for a test: the proxy on ``port``, both upstreams at the fake provider."""
+    home.mkdir(parents=True, exist_ok=True)
+    config = {"server": {"port": port, "upstreams": {"anthropic": upstream, "openai": upstream + "/v1"}}}
+    (home / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+
+
+def stop_pid(pid_path: Path) -> None:
+    """Stop the process whose pid a hook wrote (TERM, then KILL after 10 s)."""
+    try:
+        pid = int(pid_path.read_text().strip())
+    except (OSError, ValueError):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)
+
+
+def cache_figures(reported: list[dict[str, int]]) -> dict[str, float]:
+    """Totals over the provider's per-call usage: prompt, cached, written tokens, hit rate and K."""
+    prompt = sum(r["prompt"] for r in reported)
+    cached = sum(r["cached"] for r in reported)
+    written = sum(r["written"] for r in reported)
+    miss = prompt - cached
+    return {
+        "calls": len(reported),
+        "prompt_tokens": prompt,
+        "cached_tokens": cached,
+        "hit_rate": round(cached / prompt, 4) if prompt else 0.0,
+        "K": round(0.1 * cached + miss, 1),
+        "K_with_writes": round(0.1 * cached + (miss - written) + 1.25 * written, 1),
+    }
+
+
+def run_bounded(
+    cmd: list[str], env: dict[str, str], cwd: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """``cmd`` with stdin from /dev/null, output captured, killed after ``timeout`` seconds."""
+    return subprocess.run(
+        cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+
+
+def base_env(home: Path, lightmem_home: Path) -> dict[str, str]:
+    """An isolated environment: its own HOME and LIGHTMEM2_HOME, no proxies, the host PATH."""
+    keep = ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "SYSTEMROOT")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update({"HOME": str(home), "LIGHTMEM2_HOME": str(lightmem_home), "NO_COLOR": "1"})
+    return env

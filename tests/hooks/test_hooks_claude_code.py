@@ -1,0 +1,188 @@
+"""Claude Code hooks: tool outputs reduced in the tool's own shape, /lightmem2 answered locally."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lightmem_plugin.hooks import _common, claude_code
+from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.reduction.base import stub_keys
+
+LOG = "\n".join(
+    f"2026-11-30 12:{i // 60 % 60:02d}:{i % 60:02d} INFO step {i} compiled mod_{i % 37}.c in {i * 7 % 101} ms"
+    for i in range(400)
+)
+
+
+def payload(tool: str, response: Any, **extra: Any) -> dict[str, Any]:
+    return {
+        "session_id": "sess-1",
+        "tool_name": tool,
+        "tool_use_id": "toolu_01",
+        "tool_response": response,
+        **extra,
+    }
+
+
+def bash(stdout: str, stderr: str = "", **extra: Any) -> dict[str, Any]:
+    return {
+        "stdout": stdout,
+        "stderr": stderr,
+        "interrupted": False,
+        "isImage": False,
+        "noOutputExpected": False,
+        **extra,
+    }
+
+
+def updated(answer: dict[str, Any] | None) -> Any:
+    assert answer is not None
+    assert answer["hookSpecificOutput"]["hookEventName"] == "PostToolUse"
+    return answer["hookSpecificOutput"]["updatedToolOutput"]
+
+
+def test_large_bash_stdout_is_reduced_in_place_and_recoverable() -> None:
+    out = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG, "warning: x"))))
+    assert set(out) == {"stdout", "stderr", "interrupted", "isImage", "noOutputExpected"}
+    assert out["stderr"] == "warning: x" and out["interrupted"] is False
+    assert len(out["stdout"]) < len(LOG) // 4
+    keys = stub_keys(out["stdout"])
+    assert keys and LightMem().registry.recover(keys[0]) == LOG
+
+
+def test_extra_fields_of_the_tool_stay_as_they_are() -> None:
+    response = bash(LOG, persistedOutputPath="/x/tool-results/a.txt", persistedOutputSize=123456)
+    out = updated(claude_code.handle("PostToolUse", payload("Bash", response)))
+    assert out["persistedOutputPath"] == "/x/tool-results/a.txt" and out["persistedOutputSize"] == 123456
+
+
+@pytest.mark.parametrize(
+    ("tool", "response"),
+    [
+        ("Bash", bash("short output\n")),
+        ("Bash", bash(LOG, isImage=True)),
+        ("Read", {"type": "text", "file": {"filePath": "/a.py", "content": LOG, "numLines": 400}}),
+        ("Edit", {"filePath": "/a.py", "originalFile": LOG}),
+        ("SomeNewTool", {"text": LOG}),
+        ("mcp__srv__tool", {"unexpected": LOG}),
+        ("Bash", None),
+        ("Bash", "a string where a dict belongs"),
+    ],
+)
+def test_outputs_we_leave_alone(tool: str, response: Any) -> None:
+    assert claude_code.handle("PostToolUse", payload(tool, response)) is None
+
+
+@pytest.mark.parametrize(("tool", "field"), [("Grep", "content"), ("WebFetch", "result")])
+def test_other_text_tools(tool: str, field: str) -> None:
+    out = updated(claude_code.handle("PostToolUse", payload(tool, {field: LOG, "numLines": 400})))
+    assert out["numLines"] == 400 and stub_keys(out[field])
+
+
+def test_mcp_text_and_blocks() -> None:
+    out = updated(claude_code.handle("PostToolUse", payload("mcp__db__query", LOG)))
+    assert isinstance(out, str) and stub_keys(out)
+    blocks = [
+        {"type": "text", "text": "small"},
+        {"type": "image", "data": "x"},
+        {"type": "text", "text": LOG},
+    ]
+    out = updated(claude_code.handle("PostToolUse", payload("mcp__db__query", blocks)))
+    assert out[0] == blocks[0] and out[1] == blocks[1] and stub_keys(out[2]["text"])
+
+
+def test_the_hook_writes_the_stub_the_proxy_would() -> None:
+    """One reduction per output, whoever sees it first: same bytes as a fresh pipeline session."""
+    out = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG))))
+    assert out["stdout"] == LightMem().session("other").ingest_tool_result("any-call", LOG)
+    again = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG))))
+    assert again == out  # I1: same input, same bytes
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=80),
+        min_size=1,
+        max_size=120,
+    )
+)
+def test_a_reduced_output_is_never_reduced_again(lines: list[str]) -> None:
+    text = "\n".join(lines) * 3
+    first = claude_code.handle("PostToolUse", payload("Bash", bash(text)))
+    if first is None:
+        return
+    reduced = updated(first)
+    assert claude_code.handle("PostToolUse", payload("Bash", reduced)) is None
+
+
+@pytest.mark.parametrize(
+    ("prompt", "needle"),
+    [
+        ("/lightmem2 mode", "mode: normal"),
+        ("  /lightmem2   mode  ", "mode: normal"),
+        ("/lightmem2:lightmem2 mode", "mode: normal"),
+        ("/lightmem2", "lightmem2 mode: normal"),
+        ("/lightmem2 status", "archived originals"),
+        ("/lightmem2 serve", "not available in chat"),
+        ("/lightmem2 mode turbo", 'unknown mode "turbo"'),
+        ("/lightmem2 recover deadbeef", "not an artifact key"),
+    ],
+)
+def test_commands_are_answered_without_the_model(prompt: str, needle: str) -> None:
+    answer = claude_code.handle("UserPromptSubmit", {"session_id": "s", "prompt": prompt})
+    assert answer is not None and answer["decision"] == "block"
+    assert needle in answer["reason"]
+
+
+@pytest.mark.parametrize(
+    "prompt", ["fix the bug", "please run /lightmem2 status", "/lightmem2x", "/lightmem", 42, None]
+)
+def test_other_prompts_go_to_the_model(prompt: Any) -> None:
+    assert claude_code.handle("UserPromptSubmit", {"prompt": prompt}) is None
+
+
+def test_mode_switch_from_chat_is_persisted(isolated_home: Path) -> None:
+    answer = claude_code.handle("UserPromptSubmit", {"prompt": "/lightmem2 mode aggressive"})
+    assert answer is not None and "mode set to aggressive" in answer["reason"]
+    assert json.loads((isolated_home / "config.json").read_text())["mode"] == "aggressive"
+
+
+def test_session_start_records_the_transcript_and_ensures_the_proxy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from lightmem_plugin.hooks import serve_ctl, transcripts
+
+    calls: list[int] = []
+    monkeypatch.setattr(
+        serve_ctl, "ensure_running", lambda config, wait_s=0: calls.append(config.server.port) or "running"
+    )
+    transcript = tmp_path / "s.jsonl"
+    transcript.write_text("{}\n")
+    assert (
+        claude_code.handle("SessionStart", {"session_id": "abc", "transcript_path": str(transcript)}) is None
+    )
+    assert calls == [8787]
+    assert transcripts.transcript_for("abc") == transcript
+
+
+@pytest.mark.parametrize(
+    ("version", "ok"),
+    [((2, 1, 332), True), ((2, 1, 121), True), ((2, 1, 120), False), ((2, 0, 999), False), ((3, 0, 0), True)],
+)
+def test_updated_tool_output_support(version: tuple[int, int, int], ok: bool) -> None:
+    assert claude_code.supports_updated_tool_output(version) is ok
+
+
+@pytest.mark.parametrize(
+    ("payload_", "expected"),
+    [({"session_id": " s1 "}, "s1"), ({}, "hook-session"), ({"session_id": 7}, "hook-session")],
+)
+def test_session_id(payload_: dict[str, Any], expected: str) -> None:
+    assert _common.session_id(payload_) == expected

@@ -1,0 +1,119 @@
+"""SessionStart's proxy check: a running proxy is left alone, a missing one is started detached once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+
+from lightmem_plugin.config import Config
+from lightmem_plugin.hooks import serve_ctl
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _config(port: int) -> Config:
+    cfg = Config()
+    cfg.server.port = port
+    return cfg
+
+
+class _Health(BaseHTTPRequestHandler):
+    body = b'{"status": "ok"}'
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def healthy() -> Iterator[int]:
+    server = HTTPServer(("127.0.0.1", 0), _Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def _stop(pid_file: Path) -> None:
+    pid = int(pid_file.read_text())
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [("127.0.0.1", "http://127.0.0.1:9"), ("0.0.0.0", "http://127.0.0.1:9"), ("::1", "http://[::1]:9")],
+)
+def test_base_url(host: str, url: str) -> None:
+    cfg = _config(9)
+    cfg.server.host = host
+    assert serve_ctl.base_url(cfg) == url
+
+
+def test_nothing_listening_is_not_running() -> None:
+    assert serve_ctl.is_running(_config(_free_port())) is False
+
+
+def test_a_running_proxy_is_left_alone(healthy: int, isolated_home: Path) -> None:
+    assert serve_ctl.ensure_running(_config(healthy)) == "running"
+    assert not serve_ctl.pid_file().exists()
+
+
+def test_something_else_on_the_port_is_not_our_proxy(monkeypatch: pytest.MonkeyPatch, healthy: int) -> None:
+    monkeypatch.setattr(_Health, "body", b"<html>other</html>")
+    assert serve_ctl.is_running(_config(healthy)) is False
+
+
+def test_a_missing_proxy_is_started_once_and_detached(isolated_home: Path) -> None:
+    port = _free_port()
+    (isolated_home / "config.json").write_text(json.dumps({"server": {"port": port}}))
+    cfg = _config(port)
+    try:
+        assert serve_ctl.ensure_running(cfg, wait_s=20) == "started"
+        pid = int(serve_ctl.pid_file().read_text())
+        assert os.getsid(pid) == pid  # its own session: the host's hook pipes are not held
+        assert serve_ctl.is_running(cfg)
+        assert serve_ctl.ensure_running(cfg) == "running"
+        assert int(serve_ctl.pid_file().read_text()) == pid  # no duplicate
+    finally:
+        _stop(serve_ctl.pid_file())
+    assert not serve_ctl.is_running(cfg)
+
+
+def test_a_proxy_that_cannot_start_fails_fast(isolated_home: Path) -> None:
+    with socket.socket() as taken:  # the port is busy with something that is not lightmem2
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        (isolated_home / "config.json").write_text(json.dumps({"server": {"port": port}}))
+        start = time.monotonic()
+        assert serve_ctl.ensure_running(_config(port), wait_s=20) == "failed"
+        assert time.monotonic() - start < 15
+    assert "cannot listen on 127.0.0.1" in (isolated_home / "serve.log").read_text()
