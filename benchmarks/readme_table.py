@@ -19,16 +19,33 @@ def render(results: dict[str, Any]) -> str:
                 "",
                 f"**{set_name}, {label}** ({rows['vanilla']['sessions']} sessions, {rows['vanilla']['calls']} calls)",
                 "",
-                "| policy | K / vanilla | to oracle | hit rate | kept | recoverable | lost | p50 ms | p99 ms |",
-                "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+                "| policy | K / vanilla | to oracle | hit rate | kept | recoverable | lost | task stmt | p50 ms | p99 ms |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             ]
             for name, r in rows.items():
                 way = f"{r['way_to_oracle']:.2f}" if "way_to_oracle" in r else "-"
+                task = f"{r['task_statement_present']:.0%}" if "task_statement_present" in r else "-"
+                peer = r.get("peer", {})  # a peer's own time per call, without our pipe to its process
+                p50, p99 = (
+                    peer.get("proxy_ms_p50", r["overhead_ms_p50"]),
+                    peer.get("proxy_ms_p99", r["overhead_ms_p99"]),
+                )
                 out.append(
                     f"| {name} | {r['K_vs_vanilla']:.3f} | {way} | {r['hit_rate']:.1%} | {r['retention_kept']:.1%} "
-                    f"| {r['retention_recoverable']:.1%} | {r['retention_lost']:.1%} "
-                    f"| {r['overhead_ms_p50']:.2f} | {r['overhead_ms_p99']:.2f} |"
+                    f"| {r['retention_recoverable']:.1%} | {r['retention_lost']:.1%} | {task} "
+                    f"| {p50:.2f} | {p99:.2f} |"
                 )
+            peers = {r["peer"]["package"]: r["peer"]["changes"] for r in rows.values() if "peer" in r}
+            if peers:
+                out += [
+                    "",
+                    "task stmt: share of prompts that still hold the task statement (first user message) verbatim.",
+                ]
+                out += [
+                    f"{package} rows: its real proxy in its own venv (`benchmarks/peers/README.md`); "
+                    f"changed to replay offline: {'; '.join(changes)}."
+                    for package, changes in peers.items()
+                ]
     out += ["", END]
     return "\n".join(out)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from baselines import BASELINES  # noqa: E402
+from peers.task_probe import TaskProbe  # noqa: E402
+from peers.tokenmizer import ROWS as PEER_ROWS  # noqa: E402
+from peers.tokenmizer import PeerError, peer_rows  # noqa: E402
 from readme_table import update_readme  # noqa: E402
 
 from lightmem_plugin.replay import replay_paths, summarize  # noqa: E402
@@ -32,12 +36,21 @@ def run_set(path: Path, quick: bool) -> dict[str, Any]:
     """All rows for one trace set."""
     rows: dict[str, dict[str, Any]] = {}
     names = list(MODES) + ([] if quick else list(BASELINES))
-    for name in names:
-        t0 = time.perf_counter()
-        policy = BASELINES[name]() if name in BASELINES else name
-        rows[name] = summarize(replay_paths([path], policy))
-        rows[name]["wall_s"] = round(time.perf_counter() - t0, 1)
-        print(f"  {path.name:<12} {name:<22} K {rows[name]['K']:>14,.0f}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="lightmem2-bench-") as tmp:
+        for name in names:
+            t0 = time.perf_counter()
+            probe = TaskProbe(BASELINES[name]() if name in BASELINES else name, Path(tmp) / name)
+            rows[name] = summarize(replay_paths([path], probe)) | probe.figures()
+            rows[name]["wall_s"] = round(time.perf_counter() - t0, 1)
+            print(f"  {path.name:<12} {name:<22} K {rows[name]['K']:>14,.0f}", file=sys.stderr)
+    if not quick and path.name == "swe":
+        try:
+            rows.update(peer_rows(path))
+        except PeerError as err:
+            print(f"  {path.name:<12} TokenMizer rows skipped: {err}", file=sys.stderr)
+        for name in PEER_ROWS:
+            if name in rows:
+                print(f"  {path.name:<12} {name:<22} K {rows[name]['K']:>14,.0f}", file=sys.stderr)
     volatile: dict[str, dict[str, Any]] = {}
     for name in MODES:
         volatile[name] = summarize(replay_paths([path], name, head="volatile"))
