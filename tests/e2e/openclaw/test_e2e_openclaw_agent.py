@@ -1,0 +1,146 @@
+"""``openclaw agent --local`` over a scripted session with tool calls, with and without lightmem2.
+
+What must hold on the real host: the plugin loads from our installer's config; a large tool output
+reaches the provider reduced, with a stub whose key ``lightmem2 recover KEY`` turns back into the
+original byte for byte; the transcript replays that same reduced form on later turns (the head and
+history stay byte-stable, so the provider's prefix cache keeps hitting); the session costs fewer
+tokens than the same session without the plugin; and with the sidecar broken OpenClaw still works,
+unmodified. The fake provider's cache figures for both runs go to ``openclaw-agent-results.json`` in
+the e2e cache folder.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from fake_wire import Reply
+from openclaw_e2e import OpenClawEnv
+
+STUB = re.compile(r"\[lightmem2: [^\]]*?([0-9a-f]{32})[^\]]*\]")
+TURNS = [
+    (
+        "please read big.log",
+        [Reply(text="", tool_calls=[("read", '{"path":"big.log"}')]), Reply("I read it.")],
+    ),
+    (
+        "now count to 1500",
+        [Reply(text="", tool_calls=[("exec", '{"command":"seq 1 1500"}')]), Reply("Counted.")],
+    ),
+    ("thanks", [Reply("bye")]),
+]
+
+
+def big_log() -> bytes:
+    """~26 KB of log lines, different enough that no pass can shrink it without a stub."""
+    lines = [
+        f"2026-01-01 12:{i // 60:02d}:{i % 60:02d} INFO worker[{i % 7}] batch {i} took {(i * 7919) % 997} ms"
+        for i in range(400)
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def run_session(env: OpenClawEnv) -> list[dict[str, Any]]:
+    (env.workspace / "big.log").write_bytes(big_log())
+    for message, replies in TURNS:
+        env.fake.queue(*replies)
+        env.agent(message)
+    assert not env.fake.script, "OpenClaw made fewer model calls than scripted"
+    return [r.body for r in env.fake.received]
+
+
+def tool_text(body: dict[str, Any], call_name: str) -> str:
+    calls = {
+        c["id"]: c["function"]["name"]
+        for m in body["messages"]
+        if m["role"] == "assistant"
+        for c in m.get("tool_calls") or []
+    }
+    for m in body["messages"]:
+        if m["role"] == "tool" and calls.get(m["tool_call_id"]) == call_name:
+            content = m["content"]
+            return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+    raise AssertionError(f"no {call_name} result in the request")
+
+
+def k_cost(reported: list[dict[str, int]]) -> float:
+    return sum(0.1 * r["cached"] + (r["prompt"] - r["cached"]) for r in reported)
+
+
+def hit_rate(reported: list[dict[str, int]]) -> float:
+    return sum(r["cached"] for r in reported) / sum(r["prompt"] for r in reported)
+
+
+def test_agent_session_is_reduced_recoverable_and_cheaper(make_env: Any) -> None:
+    vanilla = make_env("vanilla", plugin=False)
+    plain = run_session(vanilla)
+    env = make_env("lightmem2")
+    bodies = run_session(env)
+    assert len(bodies) == len(plain) == 5
+
+    # the plugin is loaded as the context engine, from the config our installer wrote
+    inspect = env.openclaw("plugins", "inspect", "lightmem2", "--runtime", "--json")
+    info = json.loads(inspect.stdout[inspect.stdout.index("{") :])["plugin"]
+    assert info["status"] == "loaded" and info["contextEngineIds"] == ["lightmem2"]
+
+    # a reduced tool output with a recoverable stub; recovery is byte-exact
+    original = big_log().decode()
+    assert tool_text(plain[1], "read") == original
+    seen = tool_text(bodies[1], "read")
+    assert len(seen) < len(original) // 3
+    stub = STUB.search(seen)
+    assert stub is not None, seen[:2000]
+    assert "lightmem2_recover" in stub.group(0)
+    assert seen.splitlines()[0] == original.splitlines()[0]  # kept lines are verbatim
+    recovered = env.lightmem2_cli("recover", stub.group(1))
+    assert recovered.returncode == 0, recovered.stderr
+    assert recovered.stdout == big_log()
+    count = tool_text(bodies[3], "exec")
+    assert STUB.search(count) and len(count) < len(tool_text(plain[3], "exec"))
+
+    # stable head and append-only history: every request starts with the previous one's history
+    for body in bodies:
+        assert body["messages"][0] == bodies[0]["messages"][0]  # the system prompt
+        assert body["messages"][1] == bodies[0]["messages"][1]  # the first user message
+    for before, after in itertools.pairwise(bodies):
+        history = before["messages"][:-1]  # the last message is OpenClaw's transient runtime context
+        assert after["messages"][: len(history)] == history
+        assert tool_text(after, "read") == seen
+
+    # cheaper by the fake provider's own cache figures; the head stays cached
+    with_plugin, without = env.fake.reported, vanilla.fake.reported
+    assert sum(r["prompt"] for r in with_plugin) < 0.85 * sum(r["prompt"] for r in without)
+    assert k_cost(with_plugin) < 0.85 * k_cost(without)
+    assert hit_rate(with_plugin) >= hit_rate(without) - 0.02
+    for r in with_plugin[1:]:
+        assert r["cached"] >= 0.9 * with_plugin[0]["prompt"]
+    results = {
+        "host": "openclaw 2026.9.6 agent --local, 3 turns, 5 model calls",
+        "vanilla": {"hit_rate": hit_rate(without), "prompt_tokens": sum(r["prompt"] for r in without)},
+        "lightmem2": {
+            "hit_rate": hit_rate(with_plugin),
+            "prompt_tokens": sum(r["prompt"] for r in with_plugin),
+        },
+        "k_ratio": k_cost(with_plugin) / k_cost(without),
+        "calls": {"vanilla": without, "lightmem2": with_plugin},
+    }
+    out = env.host.cache.parent / "openclaw-agent-results.json"
+    out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    print(
+        f"\nopenclaw e2e: hit rate vanilla {hit_rate(without):.1%}, lightmem2 {hit_rate(with_plugin):.1%}; "
+        f"prompt tokens {results['vanilla']['prompt_tokens']} -> {results['lightmem2']['prompt_tokens']}; "
+        f"K ratio {results['k_ratio']:.2f} ({out})"
+    )
+
+
+def test_a_broken_sidecar_leaves_openclaw_unmodified(make_env: Any, tmp_path: Path) -> None:
+    env = make_env("failopen")
+    env.set_plugin_settings(command=str(tmp_path / "no-such-lightmem2"), startTimeoutMs=3000)
+    (env.workspace / "big.log").write_bytes(big_log())
+    env.fake.queue(*TURNS[0][1])
+    done = env.agent(TURNS[0][0])
+    assert '"stopReason": "stop"' in done.stdout or "I read it." in done.stdout
+    assert tool_text(env.fake.received[1].body, "read") == big_log().decode()
