@@ -7,15 +7,18 @@ the user's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 HOSTS = ("openclaw", "claude-code", "codex")
 
 
 def run(host: str, uninstall: bool, project: str | None) -> str:
     """The text ``lightmem2 install HOST`` prints."""
-    if host == "openclaw":
-        from ..install import openclaw as target
-    elif host == "claude-code":
-        from ..install import claude_code as target  # type: ignore[no-redef]
-    else:
-        from ..install import codex as target  # type: ignore[no-redef]
-    return target.run(uninstall=uninstall, project=project)
+    from ..install import claude_code, codex, openclaw
+
+    runners: dict[str, Callable[..., str]] = {
+        "openclaw": openclaw.run,
+        "claude-code": claude_code.run,
+        "codex": codex.run,
+    }
+    return runners[host](uninstall=uninstall, project=project)
