@@ -135,7 +135,9 @@ class Session:
         self.dedup = dedup.DedupIndex(plugin.config.reduction.dedupMaxRepeats)
         self.lines = LineIndex()
         self.stabilizer = Stabilizer(plugin.config.stabilizer)
-        self.evictor = Evictor(plugin.config.eviction, plugin.registry.put, plugin.counter)
+        self.evictor = Evictor(
+            plugin.config.eviction, plugin.registry.put, plugin.counter, plugin.config.estimator
+        )
         self._evicted_now = False
         self._last_record: dict[str, str] = {}
         # a restarted sidecar or proxy continues the session's call numbering instead of overwriting rows

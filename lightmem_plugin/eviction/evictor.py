@@ -22,11 +22,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import EvictionConfig
+from ..config import EstimatorConfig, EvictionConfig
 from ..model import Message, Request, TextPart, ToolCallPart, ToolResultPart
 from ..tokens import TokenCounter
 from .heuristic import HeuristicEstimator
 from .lifecycle import TaskRegistry
+from .llm_estimator import LLMEstimator
 from .record_render import render
 from .session_record import extract
 
@@ -84,12 +85,23 @@ class Evictor:
     """Per-session eviction: an estimator, its task registry, and the evictions made so far."""
 
     def __init__(
-        self, config: EvictionConfig, archive: Callable[[bytes], str], counter: TokenCounter
+        self,
+        config: EvictionConfig,
+        archive: Callable[[bytes], str],
+        counter: TokenCounter,
+        estimator: EstimatorConfig | None = None,
     ) -> None:
         self.config = config
         self.archive = archive
         self.counter = counter
         self.estimator = HeuristicEstimator()
+        # the LLM estimator (opt-in) proposes task updates; the heuristic still tracks staleness and is
+        # its fallback on any failure
+        self.proposer: HeuristicEstimator | LLMEstimator = (
+            LLMEstimator(estimator, fallback=self.estimator)
+            if estimator is not None and estimator.kind == "llm"
+            else self.estimator
+        )
         self.tasks = TaskRegistry()
         self.state = EvictionState()
         self.last_evicted_tokens = 0
@@ -124,7 +136,8 @@ class Evictor:
             return False
         self.state.last_batch_call = call_index
         view, ids = chat_view(original)
-        updates = self.estimator.estimate(view, self.tasks)
+        self.estimator.sync(view)
+        updates = self.proposer.estimate(view, self.tasks)
         self.tasks.apply(updates, max_turn=len(view) - 1)
         candidates = self._candidates(view, ids)
         if not candidates:

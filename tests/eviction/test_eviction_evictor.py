@@ -99,3 +99,29 @@ def test_no_eviction_outside_aggressive_mode(tmp_path: Path) -> None:
     for t in range(6, len(full) + 1, 2):
         s.before_model_call(full[:t])
     assert not s.evictor.state.batches
+
+
+def test_llm_estimator_is_used_when_configured_and_falls_back_when_unreachable(tmp_path: Path) -> None:
+    cfg = Config.model_validate(
+        {
+            "mode": "aggressive",
+            "eviction": {"expectedRemainingCalls": 500, "keepRecentTurns": 2},
+            "estimator": {
+                "kind": "llm",
+                "proxyBaseUrl": "http://127.0.0.1:9/v1",
+                "model": "m",
+                "timeoutS": 0.5,
+                "retries": 0,
+            },
+        }
+    )
+    lm = LightMem(config=cfg, registry=Registry(tmp_path / "reg"))
+    s = lm.session("llm")
+    full = session_messages(24)
+    for t in range(6, len(full) + 1, 2):
+        s.before_model_call(full[:t])
+    from lightmem_plugin.eviction.llm_estimator import LLMEstimator
+
+    assert isinstance(s.evictor.proposer, LLMEstimator)
+    assert sum(s.evictor.proposer.fallbacks.values()) >= 1
+    assert s.evictor.state.batches, "the heuristic fallback still drives eviction"
