@@ -1,0 +1,256 @@
+"""Planted credentials: one or more realistic samples of every built-in redaction kind.
+
+Every value is fake but has the real format (prefix, alphabet, length), generated from a seeded RNG so
+the samples are the same on every run. ``SAMPLES`` rows are (kind, text as a tool would print it,
+secret value that must never reach disk).
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import string
+
+_RNG = random.Random(20240610)
+AN = string.ascii_letters + string.digits
+UP = string.ascii_uppercase + string.digits
+HEX = "0123456789abcdef"
+B64 = AN + "+/"
+W = AN + "_-"
+
+
+def fake(alphabet: str, n: int) -> str:
+    """``n`` characters of ``alphabet`` (the next ones of the seeded sequence), with a digit in them."""
+    out = "".join(_RNG.choice(alphabet) for _ in range(n))
+    if not any(c.isdigit() for c in out) and any(c.isdigit() for c in alphabet):
+        out = out[:-1] + "7"
+    return out
+
+
+def _pem(label: str) -> tuple[str, str]:
+    body = "\n".join(fake(B64, 64) for _ in range(6))
+    return f"-----BEGIN {label}-----\n{body}\n-----END {label}-----\n", body.split("\n")[2]
+
+
+def _jwt() -> str:
+    head = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').decode().rstrip("=")
+    body = base64.urlsafe_b64encode(('{"sub":"' + fake(AN, 24) + '"}').encode()).decode().rstrip("=")
+    return f"{head}.{body}.{fake(W, 43)}"
+
+
+def _rows() -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = []
+
+    def add(kind: str, template: str, secret: str) -> None:
+        rows.append((kind, template.replace("{s}", secret), secret))
+
+    for label in (
+        "RSA PRIVATE KEY",
+        "OPENSSH PRIVATE KEY",
+        "EC PRIVATE KEY",
+        "PRIVATE KEY",
+        "PGP PRIVATE KEY BLOCK",
+    ):
+        text, line = _pem(label)
+        add("private_key", "$ cat key.pem\n" + text + "$ ", line)
+    sa_line = fake(B64, 64)
+    add(
+        "private_key",
+        '{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\n{s}\\n'
+        + fake(B64, 40)
+        + '==\\n-----END PRIVATE KEY-----\\n", "client_email": "x@p.iam.gserviceaccount.com"}',
+        sa_line,
+    )
+    add("private_key", "-----BEGIN RSA PRIVATE KEY-----\n{s}\n[output truncated]", fake(B64, 64))
+    add(
+        "putty_private_key",
+        "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPublic-Lines: 1\n" + fake(B64, 60)
+        + "\nPrivate-Lines: 1\n{s}\nPrivate-MAC: " + fake(HEX, 64),
+        fake(B64, 48),
+    )  # fmt: skip
+    add("age_secret_key", "# public key: age1abc\n{s}\n", "AGE-SECRET-KEY-1" + fake(UP, 58))
+    add("aws_access_key_id", "[default]\naws_access_key_id = {s}\n", "AKIA" + fake(UP, 16))
+    add("aws_access_key_id", '"AccessKeyId": "{s}",', "ASIA" + fake(UP, 16))
+    add("aws_secret_access_key", "aws_secret_access_key = {s}\n", fake(B64, 40))
+    add("aws_secret_access_key", '"SecretAccessKey": "{s}",', fake(B64, 40))
+    add("aws_session_token", '"SessionToken": "{s}",', fake(B64, 300))
+    add(
+        "gcp_api_key",
+        "GET https://maps.googleapis.com/maps/api/geocode/json?address=x&key={s}",
+        "AIza" + fake(W, 35),
+    )
+    add("gcp_private_key_id", '"private_key_id": "{s}",', fake(HEX, 40))
+    add("gcp_oauth_client_secret", '{"installed": {"client_secret": "{s}"}}', "GOCSPX-" + fake(W, 28))
+    add("google_oauth_token", "token acquired: {s} (expires in 3599s)", "ya29." + fake(W, 120))
+    add("google_refresh_token", '"refresh_token": "{s}",', "1//0g" + fake(W, 98))
+    add(
+        "azure_storage_key",
+        "DefaultEndpointsProtocol=https;AccountName=acct1;AccountKey={s};EndpointSuffix=core.windows.net",
+        fake(B64, 86) + "==",
+    )
+    add(
+        "azure_shared_access_key",
+        "Endpoint=sb://ns1.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={s}",
+        fake(B64, 43) + "=",
+    )
+    add(
+        "azure_sas_signature",
+        "https://acct1.blob.core.windows.net/c/b.txt?sv=2022-11-02&se=2030-01-01&sr=b&sp=r&sig={s}",
+        fake(AN, 40) + "%3D",
+    )
+    add("azure_client_secret", "Client secret value (copy now): {s}", "Xy7" + "8Q~" + fake(AN + "_~.-", 34))
+    for kind, prefix in (
+        ("github_pat", "ghp_"),
+        ("github_oauth_token", "gho_"),
+        ("github_user_token", "ghu_"),
+        ("github_server_token", "ghs_"),
+        ("github_refresh_token", "ghr_"),
+    ):
+        add(kind, "remote: using token {s}\n", prefix + fake(AN, 36))
+    add("github_fine_grained_pat", "GH auth: {s}", "github_pat_" + fake(AN, 22) + "_" + fake(AN, 59))
+    for kind, prefix in (
+        ("gitlab_pat", "glpat-"),
+        ("gitlab_pipeline_token", "glptt-"),
+        ("gitlab_runner_token", "glrt-"),
+        ("gitlab_deploy_token", "gldt-"),
+        ("gitlab_feed_token", "glft-"),
+        ("gitlab_oauth_secret", "gloas-"),
+        ("gitlab_runner_registration", "GR1348941"),
+    ):
+        add(kind, "gitlab: {s} registered\n", prefix + fake(W, 20))
+    add("slack_config_token", "config token {s}", "xoxe.xoxp-1-" + fake(AN, 140))
+    add("slack_bot_token", "SLACK bot {s}", "xoxb-1234567890-1234567890123-" + fake(AN, 24))
+    add("slack_user_token", "slack user {s}", "xoxp-1234567890-1234567890123-" + fake(AN, 32))
+    add("slack_token", "legacy {s}", "xoxa-2-" + fake(AN, 40))
+    add("slack_app_token", "app-level {s}", "xapp-1-A0123456789-1234567890123-" + fake(HEX, 64))
+    add("slack_webhook", "POST https://hooks.slack.com/services/{s}", "T0123ABCD/B0123ABCD/" + fake(AN, 24))
+    add("discord_webhook", "https://discord.com/api/webhooks/123456789012345678/{s}", fake(W, 68))
+    add("anthropic_admin_key", "admin: {s}", "sk-ant-admin01-" + fake(W, 93) + "AA")
+    add("anthropic_key", "ANTHROPIC key is {s}\n", "sk-ant-api03-" + fake(W, 93) + "AA")
+    add("openrouter_key", "router {s}", "sk-or-v1-" + fake(HEX, 64))
+    add("openai_admin_key", "org admin {s}", "sk-admin-" + fake(W, 64))
+    add("openai_key", "client = OpenAI(api_key={s})", "sk-proj-" + fake(W, 156))
+    add("openai_key", "key: {s}", "sk-" + fake(AN, 20) + "T3BlbkFJ" + fake(AN, 20))
+    add("mapbox_secret_token", "mapbox {s}", "sk.eyJ" + fake(W, 60) + "." + fake(W, 22))
+    add("stripe_secret_key", "Stripe.api_key = {s}", "sk_live_" + fake(AN, 99))
+    add("stripe_restricted_key", "restricted {s}", "rk_live_" + fake(AN, 99))
+    add("stripe_webhook_secret", "signing secret {s}", "whsec_" + fake(AN, 32))
+    add("twilio_api_key", "Twilio API key SID {s}", "SK" + fake(HEX, 32))
+    add("twilio_auth_token", 'twilio_auth_token: "{s}"', fake(HEX, 32))
+    add("sendgrid_key", "sg {s}", "SG." + fake(W, 22) + "." + fake(W, 43))
+    add("mailgun_key", "mailgun {s}", "key-" + fake(HEX, 32))
+    add("mailchimp_key", "mailchimp {s}", fake(HEX, 32) + "-us14")
+    add("npm_token", "npm token {s}", "npm_" + fake(AN, 36))
+    add(
+        "npmrc_auth",
+        "//registry.npmjs.org/:_authToken={s}\n",
+        fake(HEX, 8) + "-" + fake(HEX, 4) + "-4" + fake(HEX, 20),
+    )
+    add("pypi_token", "password = {s}", "pypi-AgEIcHlwaS5vcmc" + fake(W, 70))
+    add("huggingface_token", "HF {s}", "hf_" + fake(AN, 34))
+    add("digitalocean_token", "doctl {s}", "dop_v1_" + fake(HEX, 64))
+    add("shopify_token", "shop {s}", "shpat_" + fake(HEX, 32))
+    add("atlassian_token", "jira {s}", "ATATT3xFfGF0" + fake(W, 180) + "=ABCD1234")
+    add("bitbucket_app_password", "bb {s}", "ATBB" + fake(AN, 32))
+    add("databricks_token", "dbx {s}", "dapi" + fake(HEX, 32))
+    add("doppler_token", "doppler {s}", "dp.pt." + fake(AN, 43))
+    add("pulumi_token", "pulumi {s}", "pul-" + fake(HEX, 40))
+    add("terraform_token", "tfc {s}", fake(AN, 14) + ".atlasv1." + fake(W, 67))
+    add("vault_token", "VAULT {s}", "hvs." + fake(W, 90))
+    add("linear_api_key", "linear {s}", "lin_api_" + fake(AN, 40))
+    add("notion_token", "notion {s}", "ntn_" + fake(AN, 46))
+    add("postman_api_key", "postman {s}", "PMAK-" + fake(HEX, 24) + "-" + fake(HEX, 34))
+    add("telegram_bot_token", "bot {s} started", "1234567890:AA" + fake(W, 33))
+    add("square_token", "square {s}", "sq0atp-" + fake(W, 22))
+    add("grafana_cloud_token", "grafana {s}", "glc_" + fake(AN, 64) + "==")
+    add("grafana_service_token", "grafana sa {s}", "glsa_" + fake(AN, 32) + "_" + fake(HEX, 8))
+    add("sentry_token", "sentry {s}", "sntrys_eyJ" + fake(AN, 80) + "_" + fake(AN, 43))
+    add("newrelic_key", "newrelic {s}", "NRAK-" + fake(UP, 27))
+    add("alibaba_access_key", "aliyun {s}", "LTAI" + fake(AN, 20))
+    add("dockerhub_token", "docker login -u me -p {s}", "dckr_pat_" + fake(W, 27))
+    add("replicate_token", "replicate {s}", "r8_" + fake(AN, 37))
+    add("groq_key", "groq {s}", "gsk_" + fake(AN, 52))
+    add("xai_key", "grok {s}", "xai-" + fake(AN, 80))
+    add("perplexity_key", "pplx {s}", "pplx-" + fake(AN, 48))
+    add("langsmith_key", "langsmith {s}", "lsv2_pt_" + fake(HEX, 32) + "_" + fake(HEX, 10))
+    add("supabase_token", "supabase {s}", "sbp_" + fake(HEX, 40))
+    add("jfrog_token", "jfrog {s}", "AKCp" + fake(AN, 69))
+    add("figma_token", "figma {s}", "figd_" + fake(W, 40))
+    add("planetscale_token", "pscale {s}", "pscale_tkn_" + fake(W, 43))
+    add("heroku_key", "heroku {s}", "HRKU-" + fake(W, 60))
+    add("facebook_token", "fb {s}", "EAAG" + fake(AN, 150))
+    add("jwt", "id_token: {s}", _jwt())
+    add("docker_config_auth", '{"auths": {"ghcr.io": {"auth": "{s}"}}}', fake(B64, 40) + "==")
+    add("kubeconfig_key_data", "users:\n- name: admin\n  user:\n    client-key-data: {s}\n", fake(B64, 200))
+    add(
+        "url_query_secret",
+        "GET https://api.example.com/v1/export?format=csv&api_key={s}&page=2",
+        fake(AN, 32),
+    )
+    add(
+        "url_credentials",
+        "Cloning into 'repo'... https://deploy:{s}@git.example.com/repo.git",
+        fake(AN, 20) + "!",
+    )
+    add("database_url", "connecting to postgresql://app:{s}@db.internal:5432/prod", fake(AN, 18) + "$x")
+    add("database_url", "MONGO=mongodb+srv://root:{s}@cluster0.example.net/test", fake(AN, 24))
+    add("database_url", "redis://:{s}@localhost:6379/0", fake(AN, 24))
+    add("netrc_password", "machine api.example.com login bob password {s}\n", fake(AN, 16) + "#")
+    add("authorization_header", "> Authorization: Basic {s}\n", fake(B64, 40) + "=")
+    add("authorization_header", "curl -H 'Authorization: Bearer {s}' https://api.example.com", fake(W, 40))
+    add("api_key_header", "> x-api-key: {s}\n", fake(AN, 40))
+    add("api_key_header", "headers = {'api-key': '{s}'}", fake(AN, 32))
+    add("bearer_token", "using bearer {s} for the retry", fake(W, 40))
+    add("cookie_header", "< Set-Cookie: session={s}; Path=/; HttpOnly\n", fake(AN, 40))
+    add("cli_secret_flag", "$ mytool login --token {s} --verbose", fake(AN, 30))
+    add("cli_secret_flag", "$ psql --password={s} -h db", fake(AN, 12) + "!x")
+    add("env_secret", "$ cat .env\nDEBUG=1\nexport MY_SERVICE_SECRET={s}\nPORT=8080\n", fake(AN, 24))
+    add("env_secret", "$ printenv\nHOME=/root\nDB_PASSWORD={s}\nPATH=/usr/bin\n", fake(AN, 20))
+    add("env_secret", '"Env": ["PATH=/usr/bin", "STRIPE_API_KEY={s}"],', fake(AN, 30))
+    add("env_secret", "SECRET_KEY = '{s}'\n", "django-insecure-" + fake(AN, 40))
+    add("password_assignment", 'DATABASES = {"default": {"PASSWORD": "{s}"}}', fake(AN, 16))
+    add("password_assignment", "db:\n  user: app\n  password: {s}\n", fake(AN, 14) + "&3")
+    add("password_assignment", "conn = connect(user='a', password='{s}')", fake(AN, 16))
+    add("secret_assignment", '{"api_key": "{s}", "model": "gpt"}', fake(AN, 32))
+    add("secret_assignment", 'client_secret = "{s}"', fake(AN, 32))
+    add("secret_assignment", "token: {s}\n", fake(AN, 40))
+    return rows
+
+
+SAMPLES: list[tuple[str, str, str]] = _rows()
+"""(kind, text, secret) rows; the secret text occurs inside the text exactly once."""
+
+NEGATIVES: list[str] = [
+    "wrapt<1.14,>=1.11",
+    "<class 'bytes'>",
+    "password = get_password()",
+    "password = config.db_password",
+    "password = secret_value",
+    "token = tokens[0]",
+    "if password:\n    return token",
+    "def login(user: str, password: str) -> Token:",
+    "password: Optional[str] = None",
+    "api_key: str = Field(..., description='the key')",
+    "SECRET_KEY = os.environ['SECRET_KEY']",
+    "PATH=/usr/local/bin:/usr/bin\nHOME=/root\nPWD=/work/main\nGIT_AUTHOR_NAME=Jane",
+    "MAX_TOKENS=4096\nTOKENIZERS_PARALLELISM=false",
+    "pip install scikit-learn==1.4.2 sk-video",
+    "docker login --password-stdin < token.txt",
+    "commit 3f1e2d4c5b6a79880716253443526170f9e8d7c6",
+    "request id 123e4567-e89b-12d3-a456-426614174000",
+    "TZ=Asia/Tokyo",
+    "401 Unauthorized: missing credentials",
+    "Bearer token required",
+    "https://example.com/path?query=1",
+    "ssh://git@github.com/org/repo.git",
+    "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+    "The secret: is to keep going",
+    "taskmaster-scheduler-generator-module-v2",
+    "[lightmem2: 12,000 chars archived as 0123456789abcdef0123456789abcdef]",
+]
+"""Ordinary tool output that must come out of redaction unchanged."""
+
+
+def all_secrets_text() -> str:
+    """Every sample, one after the other, as one long tool output."""
+    return "\n".join(text for _kind, text, _secret in SAMPLES) + "\n"
