@@ -10,6 +10,7 @@ proportional to what is new. Real usage, when the provider reports it, is added 
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -70,16 +71,17 @@ class _Chunker:
 
     def __init__(self, counter: TokenCounter) -> None:
         self._counter = counter
-        self._memo: dict[int, tuple[Message, list[int]]] = {}
+        self._memo: dict[int, tuple[Message, array[int]]] = {}
 
-    def chunks(self, req: Request) -> tuple[list[list[int]], list[str]]:
-        done: dict[int, tuple[Message, list[int]]] = {}
-        chunks, texts = [], []
+    def chunks(self, req: Request) -> tuple[list[array[int]], list[str]]:
+        done: dict[int, tuple[Message, array[int]]] = {}
+        chunks: list[array[int]] = []
+        texts: list[str] = []
         for msg in req.messages:
             hit = self._memo.get(id(msg))
             text = render(msg)
             if hit is None or hit[0] is not msg:
-                hit = (msg, [-1] * MESSAGE_OVERHEAD_TOKENS + list(self._counter.encode(text)))
+                hit = (msg, array("i", [-1] * MESSAGE_OVERHEAD_TOKENS) + self._counter.encode(text))
             done[id(msg)] = hit
             chunks.append(hit[1])
             texts.append(text)

@@ -40,6 +40,7 @@ provider prices them (Anthropic). :mod:`lightmem_plugin.chat_tokens` turns chat 
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -85,7 +86,7 @@ class _Prefix:
         self.block = block
         self.chunks: list[Chunk] = []
         self.keys: list[Hashable] | None = None
-        self.flat: list[int] = []
+        self.flat: array[int] = array("i")  # compact: an int object per token would cost 8x the memory
         self.hashes: list[int] = []
         self.bounds: list[int] = []
 

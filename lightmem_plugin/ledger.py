@@ -49,6 +49,20 @@ _CREATE = (
 )
 
 
+def _redacted(rec: CallRecord) -> CallRecord:
+    """``rec`` with credentials removed from its free-text fields (an error may quote its input)."""
+    from dataclasses import replace
+
+    from .redaction import Redactor
+
+    redactor = Redactor()
+    return replace(
+        rec,
+        last_error=redactor.redact(rec.last_error) if rec.last_error else rec.last_error,
+        break_reason=redactor.redact(rec.break_reason) if rec.break_reason else rec.break_reason,
+    )
+
+
 def k_cost(hit: int, miss: int, write: int = 0) -> float:
     """K of one request: cached tokens at 0.1x, uncached at 1x, cache writes at 1.25x."""
     return HIT_COST * hit + miss + WRITE_COST * write
@@ -255,7 +269,7 @@ class Ledger:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.execute(sql, _row(rec))
+                self._db.execute(sql, _row(_redacted(rec)))
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise

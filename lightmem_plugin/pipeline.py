@@ -13,7 +13,9 @@ the session, even if the mode changes (mode switches apply to new content only).
 from __future__ import annotations
 
 import copy
-from collections import Counter
+import sqlite3
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,8 @@ from .stabilizer import Stabilizer
 from .tokens import TokenCounter
 
 T = TypeVar("T")
+MAX_SESSIONS = 64
+"""Sessions kept in memory per process (least recently used dropped; their reductions are reproducible)."""
 
 
 @dataclass
@@ -83,12 +87,18 @@ class LightMem:
         root = Path(cfg.registry.dir) if cfg.registry.dir else data_dir() / "artifacts"
         redactor = Redactor(cfg.redaction.enabled, cfg.redaction.extraPatterns)
         self.registry = registry or Registry(root, cfg.registry.maxBytes, redactor)
-        self.sessions: dict[str, Session] = {}
+        self.sessions: OrderedDict[str, Session] = OrderedDict()
+        self.max_sessions = MAX_SESSIONS
+        self._sessions_lock = threading.Lock()
 
     @classmethod
     def from_config(cls) -> LightMem:
         """A plugin that follows the user's config file (reloaded when it changes) and keeps a ledger."""
-        plugin = cls(ledger=Ledger.default())
+        try:
+            ledger: Ledger | None = Ledger.default()
+        except (OSError, sqlite3.Error):  # an unusable data dir must not break the host; doctor says why
+            ledger = None
+        plugin = cls(ledger=ledger)
         plugin.records = RecordStore(data_dir() / "records", plugin.registry.redactor)
         return plugin
 
@@ -113,10 +123,15 @@ class LightMem:
 
     def session(self, session_id: str) -> Session:
         """The session with this id (created on first use)."""
-        found = self.sessions.get(session_id)
-        if found is None:
-            found = self.sessions[session_id] = Session(self, session_id)
-        return found
+        with self._sessions_lock:
+            found = self.sessions.get(session_id)
+            if found is None:
+                found = self.sessions[session_id] = Session(self, session_id)
+                while len(self.sessions) > self.max_sessions:  # least recently used first
+                    self.sessions.popitem(last=False)
+            else:
+                self.sessions.move_to_end(session_id)
+            return found
 
 
 def _digest(text: str) -> str:
@@ -141,9 +156,7 @@ class Session:
         self._evicted_now = False
         self._last_record: dict[str, str] = {}
         # a restarted sidecar or proxy continues the session's call numbering instead of overwriting rows
-        self.calls = (
-            max((r.call_index for r in plugin.ledger.calls(session_id)), default=0) if plugin.ledger else 0
-        )
+        self.calls = self._recorded_calls(plugin.ledger, session_id)
         self.passes_override: dict[str, Callable[[str, PassContext], str]] = {}
         # incremental state: the previous call's chat input, decoded and processed messages, encodings
         self._chat_in: list[dict[str, Any]] = []
@@ -152,6 +165,16 @@ class Session:
         self._encoded: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._accountant = Accountant(plugin.counter) if plugin.ledger is not None else None
         self.last_record: CallRecord | None = None
+
+    @staticmethod
+    def _recorded_calls(ledger: Ledger | None, session_id: str) -> int:
+        """Calls the ledger already holds for this session (0 when there is no usable ledger)."""
+        if ledger is None:
+            return 0
+        try:
+            return max((r.call_index for r in ledger.calls(session_id)), default=0)
+        except (OSError, sqlite3.Error):
+            return 0
 
     # -- ingestion ---------------------------------------------------------------------------------
     def _context(self) -> PassContext:
@@ -169,7 +192,7 @@ class Session:
         return result
 
     def _reduce(self, call_id: str, output: str) -> str:
-        if already_reduced(output):
+        if already_reduced(output) and len(output) <= self.plugin.config.reduction.hardCapChars:
             return output
         ctx = self._context()
         if "dedup" in ctx.table.passes:

@@ -68,8 +68,11 @@ class Registry:
         data = self.redactor.redact_bytes(data)
         key = content_key(data)
         path = self.path_of(key)
-        if path.exists():
-            return key
+        try:
+            if path.stat().st_size == len(data):
+                return key  # stored already (a torn file of another size is rewritten below)
+        except OSError:
+            pass  # absent, or the directory is unusable: the write below reports it as a RegistryError
         self._ensure_root()
         try:
             path.parent.mkdir(exist_ok=True, mode=0o700)
@@ -77,6 +80,8 @@ class Registry:
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
                 os.chmod(tmp, 0o600)
                 os.replace(tmp, path)
             except BaseException:
@@ -114,7 +119,11 @@ class Registry:
 
     def recover(self, key: str, lines: str | tuple[int, int] | None = None) -> str:
         """The archived text of ``key``, optionally only lines ``A:B`` (1-based, inclusive)."""
-        text = self.get(key).decode("utf-8", "surrogateescape")
+        raw = self.get(key)
+        try:  # the pipeline archives with surrogatepass; raw bytes from elsewhere may not be UTF-8 at all
+            text = raw.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", "surrogateescape")
         if lines is None:
             return text
         start, end = parse_line_range(lines) if isinstance(lines, str) else lines
@@ -135,9 +144,22 @@ class Registry:
         """Number of stored artifacts."""
         return len(self._files())
 
+    def _drop_stale_temps(self, max_age_s: float = 3600.0) -> None:
+        """Remove temp files of writers that died mid-write (older than an hour, so never a live one)."""
+        import time
+
+        if not self.root.exists():
+            return
+        cutoff = time.time() - max_age_s
+        for tmp in self.root.glob("??/.tmp-*"):
+            with contextlib.suppress(OSError):
+                if tmp.stat().st_mtime < cutoff:
+                    tmp.unlink()
+
     def gc(self, live_keys: Iterable[str] = ()) -> list[str]:
         """Delete least recently used artifacts until under ``max_bytes``; never ``live_keys``."""
         live = set(live_keys)
+        self._drop_stale_temps()
         total = self.size_bytes()
         if total <= self.max_bytes:
             return []

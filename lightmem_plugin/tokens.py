@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+from array import array
 from collections import OrderedDict
 from functools import lru_cache
 from importlib import resources
@@ -37,6 +38,8 @@ _PAT_STR = "|".join(
 )
 _SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 _CACHE_MAX = 200_000
+_IDS_MAX_TOKENS = 2_000_000
+"""Token ids kept in the encode memo, in total (about 16 MB): bounded by size, not by entry count."""
 
 
 def ranks_bytes() -> bytes:
@@ -75,7 +78,8 @@ class TokenCounter:
     def __init__(self, max_entries: int = _CACHE_MAX) -> None:
         self._max = max_entries
         self._counts: OrderedDict[int, int] = OrderedDict()
-        self._ids: OrderedDict[int, tuple[int, ...]] = OrderedDict()
+        self._ids: OrderedDict[int, array[int]] = OrderedDict()
+        self._ids_tokens = 0
 
     def count(self, text: str) -> int:
         """Number of o200k_base tokens in ``text`` (special tokens counted as text)."""
@@ -92,18 +96,19 @@ class TokenCounter:
             self._counts.popitem(last=False)
         return n
 
-    def encode(self, text: str) -> tuple[int, ...]:
-        """Token ids of ``text``, memoised like :meth:`count`."""
+    def encode(self, text: str) -> array[int]:
+        """Token ids of ``text`` (a compact array: treat it as read-only), memoised like :meth:`count`."""
         key = xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"))
         hit = self._ids.get(key)
         if hit is not None:
             self._ids.move_to_end(key)
             return hit
         clean = text.encode("utf-8", "replace").decode("utf-8")
-        ids = tuple(encoding().encode(clean, disallowed_special=()))
+        ids = array("i", encoding().encode(clean, disallowed_special=()))
         self._ids[key] = ids
-        if len(self._ids) > self._max // 10:
-            self._ids.popitem(last=False)
+        self._ids_tokens += len(ids)
+        while self._ids_tokens > _IDS_MAX_TOKENS and len(self._ids) > 1:
+            self._ids_tokens -= len(self._ids.popitem(last=False)[1])
         return ids
 
 

@@ -48,4 +48,4 @@ def stub_keys(text: str) -> list[str]:
 
 def already_reduced(text: str) -> bool:
     """True when ``text`` already carries a lightmem2 stub (reduced by a hook or an earlier pass)."""
-    return STUB_PREFIX in text
+    return STUB_RE.search(text) is not None

@@ -22,7 +22,7 @@ from PIL import Image, UnidentifiedImageError
 
 from .base import PassContext
 
-MAX_PIXELS = 64_000_000
+MAX_PIXELS = 16_000_000
 """Refuse to decode images above this many pixels: a small file can expand to gigabytes."""
 
 JPEG_QUALITY = 85

@@ -208,7 +208,9 @@ def reduce_text(text: str, ctx: PassContext) -> str:
     save :data:`MIN_SAVING` chars. Otherwise the original is archived once, byte-exact, and the
     result holds about ``capChars`` plus stub lines, never more than ``hardCapChars``.
     """
-    if already_reduced(text) or len(text) <= ctx.table.triggerChars:
+    if len(text) <= ctx.table.triggerChars or (
+        already_reduced(text) and len(text) <= ctx.reduction.hardCapChars
+    ):
         return text
     pieces = _plan(text, ctx)
     if pieces is None:

@@ -69,9 +69,12 @@ def serve(
 
     from ..config import load_config
     from ..pipeline import LightMem
+    from ..redaction import Redactor, install_log_redaction
     from .app import create_app
 
-    server_cfg = (config or load_config()).server
+    cfg = config or load_config()
+    server_cfg = cfg.server
+    install_log_redaction(Redactor(cfg.redaction.enabled, cfg.redaction.extraPatterns))
     host = host or server_cfg.host
     port = server_cfg.port if port is None else port
     check_bind(host, allow_remote)

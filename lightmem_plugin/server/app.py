@@ -24,7 +24,7 @@ from contextlib import asynccontextmanager
 
 import httpx
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -55,6 +55,8 @@ def create_app(
         limit = lm.config.server.maxRequestBytes
         try:
             body = await read_body(request, limit)
+        except ClientDisconnect:
+            return Response(status_code=499)  # the client left mid-upload: nothing to answer
         except TooLarge as err:
             return error_response(
                 api,

@@ -175,7 +175,7 @@ class Proxy:
         """The request to send upstream for a host request of ``api``."""
         try:
             payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             return Outgoing(body)
         sid = session_identity(api, payload, headers) if isinstance(payload, dict) else None
         if sid is None:
@@ -231,7 +231,7 @@ class Proxy:
     def _restore_json(self, api: str, raw: bytes, session: Session, values: Mapping[str, str]) -> bytes:
         try:
             body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             return raw
         if not isinstance(body, dict):
             return raw

@@ -141,12 +141,6 @@ def test_parallel_proxy_requests_share_one_ledger(tmp_path: Path) -> None:
         assert mine == _alone(sid, tmp_path / f"alone{i}"), sid
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="LightMem.session() checks then inserts without a lock: threads that open the same new "
-    "session at once get different Session objects, and one thread's state is silently dropped",
-)
 def test_opening_one_session_from_many_threads_gives_one_session(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -162,12 +162,6 @@ def test_ledger_survives_sigkill_of_concurrent_writers(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ArtifactCorrupt,
-    reason="registry.put trusts any file already at the key's path: a truncated artifact (power loss "
-    "before the unsynced data reached disk) is never repaired by storing the same content again",
-)
 def test_put_repairs_a_truncated_artifact(tmp_path: Path) -> None:
     reg = Registry(tmp_path / "r")
     data = b"original tool output\n" * 100

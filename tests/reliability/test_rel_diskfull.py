@@ -157,12 +157,6 @@ def test_real_full_then_read_only_filesystem(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OSError,
-    reason="LightMem.from_config() opens the ledger unguarded: an unusable data dir (a file, read-only) "
-    "raises at startup instead of running without a ledger",
-)
 def test_plugin_starts_when_the_data_dir_is_unusable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "home-is-a-file"
     blocker.write_text("x")
@@ -175,12 +169,6 @@ def test_plugin_starts_when_the_data_dir_is_unusable(tmp_path: Path, monkeypatch
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Registry.gc only looks at finished artifacts: temp files of writers killed mid-write "
-    "(.tmp-*) are never removed and never counted",
-)
 def test_gc_removes_orphan_temp_files(tmp_path: Path) -> None:
     import os
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from rel_convo import head, tool_output, turn
 from rel_secrets import SAMPLES
 from rel_stack import ledger_stack
@@ -185,12 +184,6 @@ def test_redaction_can_be_turned_off_and_then_archives_are_byte_exact(tmp_path: 
     assert lm.registry.recover(key) == text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the ledger stores a pass's error message verbatim (calls.last_error): an exception that "
-    "quotes its input writes a credential into ledger.sqlite3",
-)
 def test_a_failing_pass_does_not_write_the_secret_it_quotes_into_the_ledger(isolated_home: Path) -> None:
     lm = LightMem(Config(), ledger=Ledger(isolated_home / "ledger.sqlite3"))
     s = lm.session("quoting")

@@ -222,12 +222,6 @@ def _leaked(lines: list[str]) -> list[str]:
     return [line[:200] for line in lines if any(key in line for key in KEYS)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="nothing redacts log records: httpx logs every upstream URL at INFO, query string included, "
-    "so a key passed as ?key= appears in the log (install_log_redaction() in serve() fixes it)",
-)
 def test_no_api_key_in_any_log_line_as_shipped(tmp_path: Path) -> None:
     with _all_logs() as lines:
         _traffic(tmp_path)
@@ -265,12 +259,6 @@ def test_log_redactor_keeps_records_and_redacts_arguments() -> None:
     assert KEY_OPENAI not in record.getMessage() and record.getMessage().endswith(" for u")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a client that disconnects during its upload makes read_body raise starlette's ClientDisconnect, "
-    "which no handler catches: uvicorn logs 'Exception in ASGI application' with a traceback",
-)
 def test_a_client_abandoning_its_upload_is_not_logged_as_a_server_error(tmp_path: Path) -> None:
     with ledger_stack(tmp_path) as st, _all_logs() as lines:
         port = int(st.proxy.rsplit(":", 1)[1])
@@ -290,12 +278,6 @@ def _echo_upstream() -> Starlette:
     return Starlette(routes=[Route("/v1/chat/completions", echo, methods=["POST"])])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Proxy.prepare catches ValueError/UnicodeDecodeError from json.loads but not RecursionError: "
-    "a deeply nested body is a 500 instead of being forwarded untouched",
-)
 def test_deeply_nested_json_body_is_forwarded_untouched(tmp_path: Path) -> None:
     from lightmem_plugin.pipeline import LightMem
     from lightmem_plugin.server.app import create_app
