@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         config_cmd,
         demo,
         doctor,
+        export,
         hook_cmd,
         install_cmd,
         mode,
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         replay_cmd,
         report,
         resume,
+        search,
         serve_cmd,
         status,
         visual,
@@ -90,6 +92,17 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("--head", default="plain", choices=["plain", "volatile"])
     rl.add_argument("--dump-requests", metavar="DIR")
     rl.add_argument("--json", action="store_true")
+    se = add("search", search)
+    se.add_argument("query", metavar="QUERY")
+    sg = se.add_mutually_exclusive_group()
+    sg.add_argument("--session", metavar="ID")
+    sg.add_argument("--all", action="store_true")
+    se.add_argument("--regex", action="store_true")
+    se.add_argument("--limit", type=int, default=10, metavar="N")
+    se.add_argument("--json", action="store_true")
+    ex = add("export", export)
+    ex.add_argument("--format", required=True, choices=["json", "markdown", "canvas"])
+    ex.add_argument("--session", metavar="ID")
     sv = add("serve", serve_cmd)
     sv.add_argument("--host")
     sv.add_argument("--port", type=int)
@@ -112,18 +125,21 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
         config_cmd,
         demo,
         doctor,
+        export,
         install_cmd,
         mode,
         recover,
         replay_cmd,
         report,
         resume,
+        search,
         serve_cmd,
         visual,
     )
     from .config import data_dir
     from .eviction.record_store import RecordStore
     from .ledger import Ledger
+    from .search_index import SearchIndex
 
     cmd = args.command
     if cmd == "doctor":
@@ -152,6 +168,10 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
         ),
         "demo": lambda: demo.run(args.trace),
         "serve": lambda: serve_cmd.run(args.host, args.port, args.allow_remote),
+        "search": lambda: search.run(
+            SearchIndex.default(), args.query, args.session, args.all, args.regex, args.limit, args.json
+        ),
+        "export": lambda: export.run(args.format, args.session),
         "install": lambda: install_cmd.run(args.host, args.uninstall, args.project),
     }
     return table[cmd](), 0

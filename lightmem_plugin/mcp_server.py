@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from .registry import Registry
+    from .search_index import SearchIndex
 
 TOOL = "lightmem2_recover"
 DESCRIPTION = (
@@ -24,8 +25,8 @@ DESCRIPTION = (
 )
 
 
-def build_server(registry: Registry | None = None) -> MCPServer:
-    """The MCP server with the one tool; ``registry`` defaults to the user's configured store."""
+def build_server(registry: Registry | None = None, index: SearchIndex | None = None) -> MCPServer:
+    """The MCP server with the recover and search tools; both default to the user's stores."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
@@ -65,6 +66,9 @@ def build_server(registry: Registry | None = None) -> MCPServer:
         except LightMemError as err:
             raise ToolError(f"lightmem2: {err}") from None
 
+    from .mcp_search import register_search_tool
+
+    register_search_tool(server, index)
     return server
 
 

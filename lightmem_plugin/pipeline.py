@@ -39,6 +39,7 @@ from .reduction.images import reduce_image
 from .reduction.linedup import LineIndex
 from .reduction.reduce import reduce_text
 from .registry import Registry
+from .search_index import SearchIndex, index_hook
 from .stabilizer import Stabilizer
 from .tokens import TokenCounter
 
@@ -88,6 +89,7 @@ class LightMem:
         redactor = Redactor(cfg.redaction.enabled, cfg.redaction.extraPatterns)
         self.registry = registry or Registry(root, cfg.registry.maxBytes, redactor)
         self.sessions: OrderedDict[str, Session] = OrderedDict()
+        self.active_session: str | None = None  # whose outputs are being archived (for the search index)
         self.max_sessions = MAX_SESSIONS
         self._sessions_lock = threading.Lock()
 
@@ -99,6 +101,7 @@ class LightMem:
         except (OSError, sqlite3.Error):  # an unusable data dir must not break the host; doctor says why
             ledger = None
         plugin = cls(ledger=ledger)
+        plugin.attach_search_index()
         plugin.records = RecordStore(data_dir() / "records", plugin.registry.redactor)
         return plugin
 
@@ -114,6 +117,14 @@ class LightMem:
     def config_error(self) -> str | None:
         """Why the config file was rejected, if it was."""
         return self._holder.last_error if self._holder else None
+
+    def attach_search_index(self) -> None:
+        """Index every new artifact for ``lightmem2 search`` (skipped if the index cannot open)."""
+        try:
+            index = SearchIndex.default()
+        except (OSError, sqlite3.Error):
+            return  # search is a convenience: archiving works without it
+        self.registry.on_put = index_hook(index, lambda: self.active_session)
 
     def command(self, line: str) -> str:
         """The reply to a chat command such as ``/lightmem2 status`` (same text as the CLI)."""
@@ -183,6 +194,7 @@ class Session:
 
     def ingest_tool_result(self, call_id: str, output: str) -> str:
         """What the model will see of this tool output; computed once per (call id, content)."""
+        self.plugin.active_session = self.id
         slot = f"{call_id}:{_digest(output)}"
         hit = self.memo.get(slot)
         if hit is not None:

@@ -13,7 +13,7 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import xxhash
@@ -44,8 +44,15 @@ def parse_line_range(spec: str) -> tuple[int, int]:
 class Registry:
     """The artifact store under one directory."""
 
-    def __init__(self, root: Path, max_bytes: int = 1 << 30, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        max_bytes: int = 1 << 30,
+        redactor: Redactor | None = None,
+        on_put: Callable[[str, bytes], None] | None = None,
+    ) -> None:
         self.root = Path(root)
+        self.on_put = on_put  # e.g. the search index; told of each new artifact (redacted bytes)
         self.max_bytes = max_bytes
         self.redactor = redactor or Redactor()
         self._size: int | None = None
@@ -89,6 +96,8 @@ class Registry:
                 raise
         except OSError as err:
             raise RegistryError(f"cannot write artifact {key} under {self.root}: {err}") from None
+        if self.on_put is not None:
+            self.on_put(key, data)
         if self._size is not None:
             self._size += len(data)
         return key

@@ -38,7 +38,8 @@ def test_recover_in_process() -> None:
             [(TOOL, {"key": key}), (TOOL, {"key": key, "lines": "2:3"}), (TOOL, {"key": key, "lines": "9:"})],
         )
     )
-    (tool,) = tools.tools
+    assert sorted(t.name for t in tools.tools) == [TOOL, "lightmem2_search"]
+    tool = next(t for t in tools.tools if t.name == TOOL)
     assert tool.name == TOOL and tool.annotations.read_only_hint is True
     assert tool.input_schema["required"] == ["key"]
     assert [_text(r) for r in results] == [ORIGINAL, "line 2\nline 3\n", "line 9\nline 10\n"]
@@ -76,5 +77,5 @@ def test_recover_over_stdio(isolated_home: Path) -> None:
         return await asyncio.wait_for(_session(params, [(TOOL, {"key": key, "lines": "10:10"})]), 60)
 
     tools, (result,) = asyncio.run(go())
-    assert [t.name for t in tools.tools] == [TOOL]
+    assert sorted(t.name for t in tools.tools) == [TOOL, "lightmem2_search"]
     assert _text(result) == "line 10\n"

@@ -51,6 +51,7 @@ def _record(path: Path, ledger: Ledger) -> None:
     trace = load_trace(path)
     lm = LightMem(config=Config(mode="normal"), ledger=ledger)
     lm.records = RecordStore(data_dir() / "records", lm.registry.redactor)
+    lm.attach_search_index()
     session = lm.session(DEMO_SESSION_ID)
     for call in trace.calls:
         session.before_model_call(call.prompt)

@@ -1,0 +1,80 @@
+"""search QUERY [--session ID | --all] [--regex] [--limit N] [--json]: find lines in archived originals.
+
+A stub names its artifact key, but "where did I see that error?" needs no key: this searches every
+archived original (redacted, as stored) and prints, best first, the artifact key, the line number, a
+short excerpt and the exact ``lightmem2 recover KEY --lines A:B`` call that prints the line. QUERY is
+FTS5 syntax: words (all must appear on the line), "a phrase", prefix*, OR, NOT; put the query in double
+quotes to search punctuation literally. ``--regex`` takes a Python regular expression instead. Without
+``--session`` the session that archived last is searched; ``--all`` searches every session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import UsageError
+from ..search_index import Hit, SearchIndex
+from ._format import to_json
+
+MAX_LIMIT = 200
+
+
+def recover_call(hit: Hit) -> str:
+    """The command that prints the hit's line, byte-exact."""
+    return f"lightmem2 recover {hit.key} --lines {hit.line}:{hit.line}"
+
+
+def _scope(index: SearchIndex, session: str | None, all_sessions: bool) -> str | None:
+    if session is not None and all_sessions:
+        raise UsageError("--session and --all exclude each other; pass one of them")
+    if session is not None:
+        known = index.sessions()
+        if session not in known:
+            shown = ", ".join(known[:10]) or "none yet"
+            raise UsageError(f'unknown session "{session}"; sessions with archives: {shown}; or pass --all')
+        return session
+    if all_sessions:
+        return None
+    known = index.sessions()
+    return known[0] if known else None
+
+
+def hit_dict(hit: Hit) -> dict[str, Any]:
+    """One hit as JSON data."""
+    return {
+        "key": hit.key,
+        "line": hit.line,
+        "excerpt": hit.excerpt,
+        "score": hit.score,
+        "recover": recover_call(hit),
+    }
+
+
+def run(
+    index: SearchIndex,
+    query: str,
+    session: str | None = None,
+    all_sessions: bool = False,
+    regex: bool = False,
+    limit: int = 10,
+    as_json: bool = False,
+) -> str:
+    """The text ``lightmem2 search`` prints."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise UsageError(f"bad --limit {limit}; use 1 to {MAX_LIMIT}")
+    scope = _scope(index, session, all_sessions)
+    hits = index.search(query, session=scope, regex=regex, limit=limit)
+    where = f"session {scope}" if scope is not None else "all sessions"
+    if as_json:
+        return to_json(
+            {"query": query, "regex": regex, "session": scope, "hits": [hit_dict(h) for h in hits]}
+        )
+    if not hits:
+        more = "; try --all" if scope is not None else ""
+        return f'no archived line matches "{query}" in {where}{more}'
+    lines = [f'{len(hits)} hit{"s" if len(hits) > 1 else ""} for "{query}" in {where}, best first:']
+    for n, hit in enumerate(hits, 1):
+        lines.append(f"{n:>3}. {hit.key} line {hit.line}  score {hit.score:g}")
+        lines.append(f"     {hit.excerpt}")
+        lines.append(f"     {recover_call(hit)}")
+    return "\n".join(lines)

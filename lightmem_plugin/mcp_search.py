@@ -1,0 +1,73 @@
+"""The ``lightmem2_search`` MCP tool, beside ``lightmem2_recover``: find archived lines by content.
+
+Why a tool: a stub names one key, but an agent that remembers "an ImportError earlier" does not know
+which. The tool returns ranked hits with keys, line numbers and the recover call, bounded to
+:data:`MAX_CHARS` so a broad query cannot flood the context. The MCP server does not know which session
+is calling, so without ``session`` every session is searched.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from .search_index import SearchIndex
+
+TOOL = "lightmem2_search"
+MAX_CHARS = 4000
+MAX_HITS = 20
+DESCRIPTION = (
+    "Search the originals lightmem2 archived when it shortened tool outputs. `query` is words that must "
+    'all appear on one line ("a phrase", prefix*, OR, NOT; wrap punctuation in double quotes) or, with '
+    "`regex` true, a Python regular expression. Returns ranked hits: artifact key, line number, excerpt "
+    "and the lightmem2_recover call (key, lines) that prints the line. `limit` <= 20."
+)
+
+
+def bounded(text: str, limit: int = MAX_CHARS) -> str:
+    """``text`` cut at a line boundary to at most ``limit`` chars, saying that it was cut."""
+    if len(text) <= limit:
+        return text
+    note = "\n[lightmem2: more hits cut; narrow the query or lower limit]"
+    head = text[: limit - len(note)]
+    return head[: head.rfind("\n")] + note if "\n" in head else head + note
+
+
+def register_search_tool(server: MCPServer, index: SearchIndex | None = None) -> None:
+    """Declare ``lightmem2_search`` on ``server``; ``index`` defaults to the one in the data dir."""
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+    from .errors import LightMemError
+
+    hints = ToolAnnotations(
+        title="Search archived text",
+        read_only_hint=True,
+        destructive_hint=False,
+        idempotent_hint=True,
+        open_world_hint=False,
+    )
+
+    @server.tool(name=TOOL, description=DESCRIPTION, annotations=hints, structured_output=False)
+    def lightmem2_search(query: str, session: str | None = None, regex: bool = False, limit: int = 10) -> str:
+        from .commands import search
+        from .search_index import SearchIndex
+
+        store = index if index is not None else SearchIndex.default()
+        try:
+            text = search.run(
+                store,
+                query,
+                session=session,
+                all_sessions=session is None,
+                regex=regex,
+                limit=min(limit, MAX_HITS),
+            )
+        except LightMemError as err:
+            raise ToolError(f"lightmem2: {err}") from None
+        finally:
+            if index is None:
+                store.close()
+        return bounded(text)

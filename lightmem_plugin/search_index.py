@@ -1,0 +1,267 @@
+"""Full-text index of archived artifacts, so an agent can find "where did I see that error?" by content.
+
+Why SQLite FTS5: it ships with Python's sqlite3, needs no service, ranks with BM25 and answers in
+milliseconds over tens of thousands of artifacts. Why one row per line: a hit then names the line
+numbers that ``lightmem2 recover KEY --lines A:B`` prints, so the agent recovers a few lines instead of a
+whole artifact. Line numbers follow ``str.splitlines`` exactly as :meth:`Registry.recover` does.
+
+Only what the registry stored is indexed, and the registry stores redacted bytes, so the index never
+holds a credential the archive does not. The file is 0600 in a 0700 directory (DESIGN I6). An
+artifact belongs to the sessions that archived it (``docs``); its lines are indexed once per key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import UsageError
+from .registry import KEY_RE, content_key
+
+if TYPE_CHECKING:
+    from .registry import Registry
+
+INDEX_FILE = "search.sqlite3"
+MAX_LINE_CHARS = 4000  # longer lines (minified JSON, base64) are indexed by their start only
+REGEX_SCAN_LINES = 2_000_000  # regex mode reads at most this many indexed lines per query
+EXCERPT_CHARS = 160
+_SCHEMA_VERSION = 1
+_CREATE = """
+CREATE TABLE IF NOT EXISTS docs (key TEXT NOT NULL, session TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (key, session));
+CREATE INDEX IF NOT EXISTS docs_by_session ON docs (session, key);
+CREATE VIRTUAL TABLE IF NOT EXISTS lines USING fts5(text, key UNINDEXED, line_no UNINDEXED,
+    tokenize = 'unicode61');
+"""
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One matching line: artifact ``key``, 1-based ``line``, a short ``excerpt``, higher ``score`` = better."""
+
+    key: str
+    line: int
+    excerpt: str
+    score: float
+
+
+def decode(data: bytes) -> str:
+    """Artifact bytes as the registry's ``recover`` reads them."""
+    try:
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "surrogateescape")
+
+
+def _storable(line: str) -> str:
+    """``line`` clipped and made encodable (lone surrogates become "?", SQLite text must be UTF-8)."""
+    return line[:MAX_LINE_CHARS].encode("utf-8", "replace").decode("utf-8")
+
+
+def excerpt(line: str, at: int = 0, width: int = EXCERPT_CHARS) -> str:
+    """At most ``width`` chars of ``line`` around offset ``at``, whitespace runs folded, "…" where cut."""
+    start = max(0, min(at - width // 3, len(line) - width))
+    piece = " ".join(line[start : start + width].split())
+    head = "…" if start > 0 else ""
+    tail = "…" if start + width < len(line) else ""
+    room = width - len(head) - len(tail)
+    return head + piece[:room] + tail
+
+
+def _fts_error(query: str, err: sqlite3.OperationalError) -> UsageError:
+    quoted = '"' + query.replace('"', '""') + '"'
+    return UsageError(
+        f"bad search query {query!r}: {err}; quote it to search the literal text, e.g. {quoted!r}, "
+        "or pass --regex"
+    )
+
+
+class SearchIndex:
+    """``<data dir>/search.sqlite3``; safe to share between threads, and processes through SQLite locks."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self.path.exists():
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        os.chmod(self.path, 0o600)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        if self._db.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
+            self._db.executescript(_CREATE + f"PRAGMA user_version={_SCHEMA_VERSION};")
+
+    @classmethod
+    def default(cls) -> SearchIndex:
+        """The index in the data dir (``$LIGHTMEM2_HOME/search.sqlite3`` when that is set)."""
+        from .config import data_dir
+
+        return cls(data_dir() / INDEX_FILE)
+
+    def close(self) -> None:
+        """Close the connection (everything is committed already)."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _insert(self, key: str, text: str, session: str) -> bool:
+        """Add one artifact inside an open transaction; False when (key, session) was there already."""
+        db = self._db
+        if db.execute("SELECT 1 FROM docs WHERE key = ? AND session = ?", (key, session)).fetchone():
+            return False
+        known = db.execute("SELECT 1 FROM docs WHERE key = ? LIMIT 1", (key,)).fetchone() is not None
+        seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM docs").fetchone()[0]
+        db.execute("INSERT INTO docs (key, session, seq) VALUES (?, ?, ?)", (key, session, seq))
+        if not known:
+            rows = ((_storable(t), key, n) for n, t in enumerate(text.splitlines(), 1) if t.strip())
+            db.executemany("INSERT INTO lines (text, key, line_no) VALUES (?, ?, ?)", rows)
+        return True
+
+    def _write(self, work: Callable[[], int]) -> int:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                done = work()
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        return done
+
+    def add(self, key: str, text: str | bytes, session: str | None = None) -> bool:
+        """Index artifact ``key`` for ``session`` ('' = none); adding it again is a no-op (returns False)."""
+        body = decode(text) if isinstance(text, bytes) else text
+        return bool(self._write(lambda: int(self._insert(key, body, session or ""))))
+
+    def keys(self) -> set[str]:
+        """Every indexed artifact key."""
+        with self._lock:
+            return {r[0] for r in self._db.execute("SELECT DISTINCT key FROM docs")}
+
+    def sessions(self) -> list[str]:
+        """Session ids, the one that archived most recently first ('' not included)."""
+        sql = "SELECT session FROM docs WHERE session != '' GROUP BY session ORDER BY MAX(seq) DESC"
+        with self._lock:
+            return [r[0] for r in self._db.execute(sql)]
+
+    def stale(self, registry: Registry) -> int:
+        """How many artifacts differ between the registry dir and the index (0 = in step); for doctor."""
+        return len(_artifact_keys(registry) ^ self.keys())
+
+    def rebuild(self, registry: Registry, session: str | None = None) -> int:
+        """Bring the index in step with every artifact in ``registry``'s dir; returns how many were added.
+
+        Keys no longer stored are dropped; known keys keep their sessions; new ones get ``session`` (pass
+        it only for a registry private to one session, as in a replay), else ''.
+        Files are read directly (not through ``Registry.get``) so a rebuild does not reset the LRU order.
+        """
+        on_disk = _artifact_keys(registry)
+
+        def work() -> int:
+            db = self._db
+            indexed = {r[0] for r in db.execute("SELECT DISTINCT key FROM docs")}
+            for gone in sorted(indexed - on_disk):
+                db.execute("DELETE FROM docs WHERE key = ?", (gone,))
+                db.execute("DELETE FROM lines WHERE key = ?", (gone,))
+            added = 0
+            for key in sorted(on_disk - indexed):
+                try:
+                    data = registry.path_of(key).read_bytes()
+                except OSError:
+                    continue  # removed by a concurrent gc
+                if content_key(data) == key:  # a corrupt artifact cannot be recovered: do not offer it
+                    added += self._insert(key, decode(data), session or "")
+            return added
+
+        return self._write(work)
+
+    def _scope(self, session: str | None) -> tuple[str, tuple[str, ...]]:
+        if session is None:
+            return "", ()
+        return " AND key IN (SELECT key FROM docs WHERE session = ?)", (session,)
+
+    def search(
+        self, query: str, session: str | None = None, regex: bool = False, limit: int = 20
+    ) -> list[Hit]:
+        """Lines matching ``query`` (FTS5 syntax, or a Python regex), best first; ``session`` None = all."""
+        if not query.strip():
+            raise UsageError("empty search query; give words to look for, e.g. ImportError")
+        if limit < 1:
+            raise UsageError(f"bad limit {limit}; use a positive number of hits, e.g. 10")
+        return self._regex(query, session, limit) if regex else self._fts(query, session, limit)
+
+    def _fts(self, query: str, session: str | None, limit: int) -> list[Hit]:
+        where, args = self._scope(session)
+        sql = (
+            "SELECT key, line_no, text, bm25(lines) AS rank FROM lines WHERE lines MATCH ?"
+            + where
+            + " ORDER BY rank, key, line_no LIMIT ?"
+        )
+        try:
+            with self._lock:
+                rows = self._db.execute(sql, (query, *args, limit)).fetchall()
+        except sqlite3.OperationalError as err:
+            raise _fts_error(query, err) from None
+        words = [w.lower() for w in _WORD.findall(query) if w.upper() not in ("AND", "OR", "NOT", "NEAR")]
+        hits = []
+        for key, line_no, text, rank in rows:
+            low = text.lower()
+            at = min((i for i in (low.find(w) for w in words) if i >= 0), default=0)
+            hits.append(Hit(key, int(line_no), excerpt(text, at), round(-float(rank), 4)))
+        return hits
+
+    def _regex(self, query: str, session: str | None, limit: int) -> list[Hit]:
+        try:
+            pattern = re.compile(query)
+        except re.error as err:
+            raise UsageError(f"bad regex {query!r}: {err}; fix it or drop --regex to search words") from None
+        where, args = self._scope(session)
+        sql = "SELECT key, line_no, text FROM lines WHERE 1" + where + " ORDER BY rowid LIMIT ?"
+        hits: list[Hit] = []  # the first ``limit`` matches in indexing order (a scan, no sort), then by key
+        with self._lock:
+            for key, line_no, text in self._db.execute(sql, (*args, REGEX_SCAN_LINES)):
+                m = pattern.search(text)
+                if m:
+                    hits.append(Hit(key, int(line_no), excerpt(text, m.start()), 1.0))
+                    if len(hits) >= limit:
+                        break
+        return sorted(hits, key=lambda h: (h.key, h.line))
+
+
+def _artifact_keys(registry: Registry) -> set[str]:
+    root = registry.root
+    if not root.exists():
+        return set()
+    return {p.name for p in root.glob("??/*") if KEY_RE.match(p.name) and p.parent.name == p.name[:2]}
+
+
+def index_hook(
+    index: SearchIndex, session: str | Callable[[], str | None] | None = None
+) -> Callable[[str, bytes], None]:
+    """A ``Registry(on_put=...)`` callback that indexes each archived artifact as it is stored.
+
+    ``session`` is the session id, or a function returning the one being served (a registry is shared
+    by the sessions of one process). Indexing fails open: an unwritable index never stops archiving;
+    ``lightmem2 doctor --fix`` rebuilds it.
+    """
+
+    def on_put(key: str, data: bytes) -> None:
+        sid = session() if callable(session) else session
+        with contextlib.suppress(sqlite3.Error, OSError):  # fail open; doctor --fix rebuilds the index
+            index.add(key, data, sid)
+
+    return on_put

@@ -1,0 +1,41 @@
+"""A real recorded session replayed through lightmem2, for the search and export tests.
+
+The pydicom session archives four tool outputs and keeps a session record; the search index is filled
+the way ``doctor --fix`` does (``rebuild``), standing in for the registry's ``on_put`` hook.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lightmem_plugin.config import Config
+from lightmem_plugin.eviction.record_store import RecordStore
+from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.registry import Registry
+from lightmem_plugin.search_index import SearchIndex
+from lightmem_plugin.traces import load_trace
+
+TRACE = Path(__file__).parent / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
+
+
+@dataclass
+class Replayed:
+    session: str
+    registry: Registry
+    records: RecordStore
+    index: SearchIndex
+
+
+def replay(root: Path) -> Replayed:
+    """Replay the trace with a registry, record store and index under ``root``."""
+    trace = load_trace(TRACE)
+    registry = Registry(root / "artifacts")
+    plugin = LightMem(config=Config(), registry=registry)
+    plugin.records = RecordStore(root / "records")
+    session = plugin.session(trace.id)
+    for call in trace.calls:
+        session.before_model_call(call.prompt)
+    index = SearchIndex(root / "search.sqlite3")
+    index.rebuild(registry, trace.id)
+    return Replayed(trace.id, registry, plugin.records, index)
