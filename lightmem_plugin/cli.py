@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", action="store_true")
     dr = add("doctor", doctor)
     dr.add_argument("--json", action="store_true")
+    dr.add_argument("--fix", action="store_true", help="rebuild the search index if missing or stale")
     vi = add("visual", visual)
     vi.add_argument("--session", metavar="ID")
     vi.add_argument("--out", metavar="DIR")
@@ -144,6 +145,8 @@ def _dispatch(args: argparse.Namespace) -> tuple[str, int]:
     cmd = args.command
     if cmd == "doctor":
         text, ok = doctor.run(as_json=args.json)
+        if args.fix:
+            text = search.fix_index(_plugin().registry) + "\n" + text
         return text, 0 if ok else 1
     table: dict[str, Callable[[], str]] = {
         "status": lambda: _status(args),

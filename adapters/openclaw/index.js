@@ -9,6 +9,7 @@
 //               that same reduced form in the transcript
 //   command     /lightmem2 status|report|doctor|visual|mode ...: the CLI's text, no model call
 //   tool        lightmem2_recover: an archived original, byte for byte
+//   tool        lightmem2_search: find archived text by words, with keys and lines
 //
 // Fail-open: any error (sidecar down, slow, a bad answer) leaves OpenClaw's payload as it was.
 
@@ -17,6 +18,7 @@ import { Sidecar, hostSettings } from "./lib/sidecar.js";
 
 const ID = "lightmem2";
 const RECOVER_TOOL = "lightmem2_recover";
+const SEARCH_TOOL = "lightmem2_search";
 const VERSION = "0.1.0";
 const MEMO_LIMIT = 2000;
 
@@ -153,7 +155,7 @@ export default {
 
     api.registerAgentToolResultMiddleware(
       async (event, ctx) => {
-        if (event.toolName === RECOVER_TOOL) return undefined;
+        if (event.toolName === RECOVER_TOOL || event.toolName === SEARCH_TOOL) return undefined;
         const content = event.result?.content;
         if (!Array.isArray(content) || !content.some((p) => p && p.type === "text")) return undefined;
         try {
@@ -208,6 +210,34 @@ export default {
       description: "lightmem2: status | report | doctor | visual | mode [conservative|normal|aggressive]",
       acceptsArgs: true,
       handler: async (ctx) => ({ text: await runCommand(sidecar, String(ctx.args ?? "").trim()) }),
+    });
+
+    api.registerTool({
+      name: SEARCH_TOOL,
+      description:
+        "Search everything lightmem2 archived (shortened or paged-out tool outputs) for text, e.g. an " +
+        "error message seen earlier. Returns hits with the key and line to pass to lightmem2_recover.",
+      parameters: {
+        type: "object",
+        additionalProperties: false,
+        required: ["query"],
+        properties: {
+          query: { type: "string", description: "Words or a quoted phrase to find." },
+          limit: { type: "integer", description: "At most this many hits (default 10, max 20)." },
+        },
+      },
+      async execute(_id, params) {
+        const body = { query: String(params?.query ?? "") };
+        if (Number.isInteger(params?.limit)) body.limit = params.limit;
+        let text;
+        try {
+          text = (await sidecar.post("/sidecar/search", body)).text;
+        } catch (err) {
+          if (err.status) text = `lightmem2: ${err.detail || err.message}`;
+          else text = await sidecar.cli(["search", body.query, "--all"]);
+        }
+        return { content: [{ type: "text", text }] };
+      },
     });
 
     api.registerTool({

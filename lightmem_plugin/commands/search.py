@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import UsageError
+from ..registry import Registry
 from ..search_index import Hit, SearchIndex
 from ._format import to_json
 
@@ -78,3 +79,13 @@ def run(
         lines.append(f"     {hit.excerpt}")
         lines.append(f"     {recover_call(hit)}")
     return "\n".join(lines)
+
+
+def fix_index(registry: Registry, index: SearchIndex | None = None) -> str:
+    """``doctor --fix``: rebuild the search index when it is missing or stale; one status line."""
+    index = index or SearchIndex.default()
+    stale = index.stale(registry)
+    if not stale:
+        return "[pass] search index: up to date"
+    count = index.rebuild(registry)
+    return f"[fixed] search index: {stale} artifacts were missing or stale; re-indexed {count}"

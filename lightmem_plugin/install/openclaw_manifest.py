@@ -19,6 +19,7 @@ from ..config import json_schema
 
 PLUGIN_ID = "lightmem2"
 RECOVER_TOOL = "lightmem2_recover"
+SEARCH_TOOL = "lightmem2_search"
 MANIFEST_NAME = "openclaw.plugin.json"
 
 HOST_SETTINGS: dict[str, Any] = {
@@ -78,7 +79,7 @@ def manifest() -> dict[str, Any]:
     return {
         "activation": {"onStartup": True},
         "configSchema": config_schema(),
-        "contracts": {"agentToolResultMiddleware": ["openclaw"], "tools": [RECOVER_TOOL]},
+        "contracts": {"agentToolResultMiddleware": ["openclaw"], "tools": [RECOVER_TOOL, SEARCH_TOOL]},
         "description": "Cache-stable, reduced context for long OpenClaw sessions: reduces tool output "
         "once, keeps the prompt prefix byte-stable, recovers every original on request.",
         "id": PLUGIN_ID,

@@ -19,6 +19,9 @@ answers with what it was given.
     message); ``usage`` (the provider's object, read as ``api``) is recorded.
 ``POST /sidecar/command``
     ``{"text": "/lightmem2 mode aggressive"}`` -> ``{"text"}``: the slash command's answer, no LLM call.
+``POST /sidecar/search``
+    ``{"query": "...", "limit": 10}`` -> ``{"text"}``: ranked hits over every archived output (the
+    ``lightmem2_search`` tool), bounded to 4,000 chars.
 ``POST /sidecar/recover``
     ``{"key", "lines"?: "A:B"}`` -> ``{"text"}``: an archived original (404 for an unknown key).
 ``GET /sidecar/health``
@@ -156,6 +159,22 @@ def sidecar_routes(get_proxy: Callable[[], Proxy]) -> list[Route]:
         except LightMemError as err:
             return JSONResponse({"error": str(err)}, status_code=400 if err.exit_code == 2 else 500)
 
+    async def search(request: Request) -> Response:
+        from ..commands import search as search_cmd
+        from ..mcp_search import bounded
+        from ..search_index import SearchIndex
+
+        try:
+            body = await _body(request, get_proxy())
+            query = _field(body, "query", str)
+            limit = _field(body, "limit", int, required=False) or 10
+            text = search_cmd.run(SearchIndex.default(), query, None, True, False, min(int(limit), 20))
+            return JSONResponse({"text": bounded(text)})
+        except BadRequest as err:
+            return JSONResponse({"error": str(err)}, status_code=400)
+        except LightMemError as err:
+            return JSONResponse({"error": str(err)}, status_code=400 if err.exit_code == 2 else 500)
+
     async def health(request: Request) -> Response:
         plugin = get_proxy().plugin
         return JSONResponse(
@@ -175,6 +194,7 @@ def sidecar_routes(get_proxy: Callable[[], Proxy]) -> list[Route]:
         Route("/sidecar/afterTurn", session_route(after_turn), methods=["POST"]),
         Route("/sidecar/command", command, methods=["POST"]),
         Route("/sidecar/recover", recover, methods=["POST"]),
+        Route("/sidecar/search", search, methods=["POST"]),
         Route("/sidecar/health", health, methods=["GET"]),
     ]
 

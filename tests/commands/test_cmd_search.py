@@ -127,3 +127,15 @@ def test_bounded(size: int) -> None:
     text = "".join(f"{i:05d} {'y' * 40}\n" for i in range(size // 46 + 1))[:size]
     out = bounded(text)
     assert len(out) <= MAX_CHARS and (out == text) == (len(text) <= MAX_CHARS)
+
+
+def test_doctor_fix_rebuilds_a_stale_index(tmp_path: Path) -> None:
+    from lightmem_plugin.commands.search import fix_index
+    from lightmem_plugin.registry import Registry
+
+    reg = Registry(tmp_path / "artifacts")
+    reg.put(b"alpha line\nthe needle is here\n")
+    idx = SearchIndex(tmp_path / "search.sqlite3")
+    assert fix_index(reg, idx).startswith("[fixed] search index: 1 artifacts")
+    assert idx.search("needle")
+    assert fix_index(reg, idx) == "[pass] search index: up to date"

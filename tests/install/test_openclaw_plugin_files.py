@@ -48,7 +48,8 @@ def test_manifest_declares_what_the_entry_registers() -> None:
     manifest = load("openclaw.plugin.json")
     source = (ADAPTER / "index.js").read_text(encoding="utf-8")
     assert manifest["id"] == "lightmem2" and manifest["kind"] == "context-engine"
-    assert manifest["contracts"]["tools"] == [RECOVER_TOOL]
+    assert manifest["contracts"]["tools"] == [RECOVER_TOOL, "lightmem2_search"]
+    assert 'const SEARCH_TOOL = "lightmem2_search";' in source
     assert f'const RECOVER_TOOL = "{RECOVER_TOOL}";' in source
     assert manifest["contracts"]["agentToolResultMiddleware"] == ["openclaw"]
     assert 'runtimes: ["openclaw"]' in source

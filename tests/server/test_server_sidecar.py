@@ -135,3 +135,19 @@ def test_not_json_is_a_400(sidecar: Any) -> None:
     client, _, _ = sidecar
     r = client.post("/sidecar/ingest", content=b"{nope")
     assert r.status_code == 400 and "not JSON" in r.json()["error"]
+
+
+def test_search_finds_an_archived_line_for_the_agent_tool(sidecar: Any) -> None:
+    client, plugin, _ = sidecar
+    plugin.attach_search_index()
+    log = (
+        "\n".join(f"step {i}: ok" for i in range(400))
+        + "\nE   KeyError: 'tenant_id' in billing/invoice.py:88\n"
+        + "done\n" * 300
+    )
+    body = {"sessionId": "oc-search", "toolCallId": "c9", "output": log}
+    assert client.post("/sidecar/ingest", json=body).json()["output"] != log
+    text = client.post("/sidecar/search", json={"query": "tenant_id"}).json()["text"]
+    assert "lightmem2 recover" in text and "tenant_id" in text
+    bad = client.post("/sidecar/search", json={"query": "foo AND ("})
+    assert bad.status_code == 400 and "quote it" in bad.json()["error"]
