@@ -16,7 +16,6 @@ disjoint token counts of one request (``write`` are tokens written to the cache,
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 from collections import Counter
@@ -26,6 +25,7 @@ from typing import Any
 
 from .config import data_dir
 from .errors import UsageError
+from .sqlite_store import open_private_db
 
 LEDGER_FILE = "ledger.sqlite3"
 HIT_COST = 0.1
@@ -234,17 +234,9 @@ class Ledger:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not self.path.exists():
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-        os.chmod(self.path, 0o600)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False, isolation_level=None)
+        self._db = open_private_db(self.path, _CREATE, _SCHEMA_VERSION)
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        if self._db.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
-            self._db.executescript(_CREATE + f"PRAGMA user_version={_SCHEMA_VERSION};")
 
     @classmethod
     def default(cls) -> Ledger:

@@ -13,7 +13,6 @@ artifact belongs to the sessions that archived it (``docs``); its lines are inde
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import sqlite3
 import threading
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from .errors import UsageError
 from .registry import KEY_RE, content_key
+from .sqlite_store import open_private_db
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -89,16 +89,8 @@ class SearchIndex:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not self.path.exists():
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-        os.chmod(self.path, 0o600)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        if self._db.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
-            self._db.executescript(_CREATE + f"PRAGMA user_version={_SCHEMA_VERSION};")
+        self._db = open_private_db(self.path, _CREATE, _SCHEMA_VERSION)
 
     @classmethod
     def default(cls) -> SearchIndex:

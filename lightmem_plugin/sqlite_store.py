@@ -1,0 +1,25 @@
+"""Opening the private SQLite files (ledger, search index) the same way everywhere.
+
+Why one helper: both stores must be 0600 in a 0700 directory (DESIGN I6), shared across processes
+(WAL, a busy timeout) and migrated by ``user_version``; doing that in one place keeps them in step.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+
+def open_private_db(path: Path, create_sql: str, version: int) -> sqlite3.Connection:
+    """A connection to ``path`` (created 0600), in WAL mode, with ``create_sql`` applied once per version."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    os.chmod(path, 0o600)
+    db = sqlite3.connect(path, timeout=5.0, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    if db.execute("PRAGMA user_version").fetchone()[0] < version:
+        db.executescript(create_sql + f"PRAGMA user_version={version};")
+    return db
