@@ -104,6 +104,7 @@ class Evictor:
         )
         self.tasks = TaskRegistry()
         self.state = EvictionState()
+        self._applied: dict[int, tuple[Message, Message]] = {}
         self.last_evicted_tokens = 0
 
     # -- applying --------------------------------------------------------------------------------
@@ -113,13 +114,21 @@ class Evictor:
             return req
         out: list[Message] = []
         changed = False
+        done: dict[int, tuple[Message, Message]] = {}
         for msg in req.messages:
-            parts = msg.parts
-            if any(isinstance(p, ToolResultPart) and p.tool_call_id in self.state.stubs for p in parts):
-                parts = [self._stubbed(p) if isinstance(p, ToolResultPart) else p for p in parts]
-                msg = Message(msg.role, parts, dict(msg.extra), dict(msg.hints))
+            hit = self._applied.get(id(msg))
+            if hit is not None and hit[0] is msg:
+                new = hit[1]  # the same stubbed object as last call: later caches see no change
+            elif any(isinstance(p, ToolResultPart) and p.tool_call_id in self.state.stubs for p in msg.parts):
+                parts = [self._stubbed(p) if isinstance(p, ToolResultPart) else p for p in msg.parts]
+                new = Message(msg.role, parts, dict(msg.extra), dict(msg.hints))
+            else:
+                new = msg
+            if new is not msg:
+                done[id(msg)] = (msg, new)
                 changed = True
-            out.append(msg)
+            out.append(new)
+        self._applied = done
         return Request(out, req.tools, req.extra, req.hints) if changed else req
 
     def _stubbed(self, part: ToolResultPart) -> ToolResultPart:
