@@ -22,3 +22,16 @@ def test_config_section_lists_every_nested_key() -> None:
         "server.upstreams.openai",
     ):
         assert f"`{key}`" in section
+
+
+def test_modes_table_matches_the_config_defaults() -> None:
+    from lightmem_plugin.config import MODES, Config
+
+    text = README.read_text(encoding="utf-8")
+    cfg = Config()
+    for mode in MODES:
+        table = cfg.reduction.table(mode)
+        row = next(line for line in text.splitlines() if line.startswith(f"| {mode} |"))
+        assert f"| {table.triggerChars} / {table.capChars} |" in row, row
+        assert ("off" in row.split("|")[-2]) != table.eviction, row
+    assert f"every {cfg.eviction.batchTurns} calls" in text
