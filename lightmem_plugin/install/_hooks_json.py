@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
+
+from ..errors import UsageError
+from . import _edits
 
 # event -> (matcher or None, timeout in seconds the host allows the hook)
 EVENTS: dict[str, tuple[str | None, int]] = {
@@ -104,3 +108,17 @@ def add(data: dict[str, Any], host: str) -> dict[str, Any]:
         new[event] = [*existing, group] if isinstance(existing, list) else [group]
     out["hooks"] = new
     return out
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    """A settings.json / hooks.json holding a ``hooks`` object ({} when absent or empty)."""
+    text = _edits.read_text(path)
+    if text is None or not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise UsageError(f"{path} is not valid JSON ({err}); fix it and rerun the install") from None
+    if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
+        raise UsageError(f'{path}: expected a JSON object with an object "hooks"; fix it and rerun')
+    return data

@@ -48,19 +48,6 @@ def claude_dir(project: str | None) -> Path:
     return root.resolve() / ".claude"
 
 
-def _load(path: Path) -> dict[str, Any]:
-    text = _edits.read_text(path)
-    if text is None or not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as err:
-        raise UsageError(f"{path} is not valid JSON ({err}); fix it and rerun the install") from None
-    if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
-        raise UsageError(f'{path}: expected a JSON object with an object "hooks"; fix it and rerun')
-    return data
-
-
 def _dump(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
@@ -84,7 +71,7 @@ def add(project: str | None) -> str:
     """Add lightmem2 to Claude Code's settings; the report of every change."""
     folder = claude_dir(project)
     settings = folder / "settings.json"
-    data = _load(settings)
+    data = _hooks_json.load_file(settings)
     proxy = base_url(load_config())
     env = data.get("env")
     if env is not None and not isinstance(env, dict):

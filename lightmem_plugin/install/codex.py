@@ -161,19 +161,6 @@ def undo_config(text: str, facts: dict[str, Any]) -> str | None:
     return out
 
 
-def _load_hooks(path: Path) -> dict[str, Any]:
-    text = _edits.read_text(path)
-    if text is None or not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as err:
-        raise UsageError(f"{path} is not valid JSON ({err}); fix it and rerun the install") from None
-    if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
-        raise UsageError(f'{path}: expected a JSON object with an object "hooks"; fix it and rerun')
-    return data
-
-
 def undo_hooks(text: str, facts: dict[str, Any]) -> str | None:
     """hooks.json without our entries."""
     return json.dumps(_hooks_json.remove(json.loads(text), HOST), indent=2) + "\n"
@@ -193,7 +180,7 @@ def add(project: str | None) -> str:
         )
     reports.append(_edits.apply(config_path, new, facts))
     hooks_path = folder / "hooks.json"
-    hooks = _hooks_json.add(_load_hooks(hooks_path), HOST)
+    hooks = _hooks_json.add(_hooks_json.load_file(hooks_path), HOST)
     reports.append(_edits.apply(hooks_path, json.dumps(hooks, indent=2) + "\n", {}))
     flag = f" --project {project}" if project else ""
     notes = (
