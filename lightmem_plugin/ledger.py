@@ -23,13 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import cachesim
 from .config import data_dir
 from .errors import UsageError
 from .sqlite_store import open_private_db
 
 LEDGER_FILE = "ledger.sqlite3"
-HIT_COST = 0.1
-WRITE_COST = 1.25
 _SCHEMA_VERSION = 1
 _SCHEMA = (
     "session_id TEXT NOT NULL, call_index INTEGER NOT NULL, mode TEXT NOT NULL, "
@@ -64,8 +63,12 @@ def _redacted(rec: CallRecord) -> CallRecord:
 
 
 def k_cost(hit: int, miss: int, write: int = 0) -> float:
-    """K of one request: cached tokens at 0.1x, uncached at 1x, cache writes at 1.25x."""
-    return HIT_COST * hit + miss + WRITE_COST * write
+    """K of one request with disjoint counts: cached at 0.1x, uncached at 1x, cache writes at 1.25x.
+
+    The ledger keeps ``write`` apart from ``miss``; the one cost formula (:func:`cachesim.k_cost`)
+    counts writes inside the misses.
+    """
+    return cachesim.k_cost(hit, miss + write, write)
 
 
 @dataclass(frozen=True)
