@@ -463,17 +463,11 @@ def test_real_trace_with_volatile_header_keeps_system_bytes_identical() -> None:
 
 
 def test_runtime_call_counter_without_hash_is_a_per_call_value() -> None:
-    from lightmem_plugin.config import StabilizerConfig as _Cfg
-    from lightmem_plugin.model import Message as _Msg
-    from lightmem_plugin.model import Request as _Req
-    from lightmem_plugin.model import TextPart as _Text
-    from lightmem_plugin.stabilizer import Stabilizer as _Stab
-
-    st = _Stab(_Cfg())
+    stab = Stabilizer(StabilizerConfig())
     heads = []
     for i in range(3):
         text = f"Runtime: call {i + 1}, tokens used so far: {i * 999}\n\nIn turn 3 of the plan, do X."
-        out = st.apply(_Req([_Msg("system", [_Text(text)]), _Msg("user", [_Text("go")])]))
+        out = stab.apply(Request([Message("system", [TextPart(text)]), Message("user", [TextPart("go")])]))
         heads.append(out.messages[0].text())
     assert heads[0] == heads[1] == heads[2]
     assert "In turn 3 of the plan" in heads[0]
