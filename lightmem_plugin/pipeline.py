@@ -160,6 +160,8 @@ class Session:
         self.image_memo: dict[str, tuple[str, str] | None] = {}
         self.dedup = dedup.DedupIndex(plugin.config.reduction.dedupMaxRepeats)
         self.lines = LineIndex()
+        self.cfg: Config = plugin.config  # read once per call: the holder stats the config file
+        self._in_call = False
         self.stabilizer = Stabilizer(plugin.config.stabilizer)
         self.evictor = Evictor(
             plugin.config.eviction, plugin.registry.put, plugin.counter, plugin.config.estimator
@@ -189,7 +191,7 @@ class Session:
 
     # -- ingestion ---------------------------------------------------------------------------------
     def _context(self) -> PassContext:
-        cfg = self.plugin.config
+        cfg = self.cfg
         return PassContext(cfg.mode_table(), cfg.reduction, self.plugin.registry.put)
 
     def ingest_tool_result(self, call_id: str, output: str) -> str:
@@ -199,12 +201,14 @@ class Session:
         hit = self.memo.get(slot)
         if hit is not None:
             return hit
+        if not self._in_call:  # a host hook ingesting between model calls sees the current config
+            self.cfg = self.plugin.config
         result = self.fail.run("reduction", lambda: self._reduce(call_id, output), output)
         self.memo[slot] = result
         return result
 
     def _reduce(self, call_id: str, output: str) -> str:
-        if already_reduced(output) and len(output) <= self.plugin.config.reduction.hardCapChars:
+        if already_reduced(output) and len(output) <= self.cfg.reduction.hardCapChars:
             return output
         ctx = self._context()
         if "dedup" in ctx.table.passes:
@@ -219,7 +223,7 @@ class Session:
         return result
 
     def _ingest_image(self, part: ImagePart) -> ImagePart:
-        if part.data is None or "images" not in self.plugin.config.mode_table().passes:
+        if part.data is None or "images" not in self.cfg.mode_table().passes:
             return part
         slot = _digest(part.data)
         if slot not in self.image_memo:
@@ -261,15 +265,20 @@ class Session:
     def process(self, req: Request) -> Request:
         """The transformed request (neutral model); the original on any failure. Writes a ledger row."""
         self.calls += 1
+        self.cfg = self.plugin.config
         errors_before = Counter(self.fail.errors)
-        out = self.fail.run("pipeline", lambda: self._process(req), req)
+        self._in_call = True
+        try:
+            out = self.fail.run("pipeline", lambda: self._process(req), req)
+        finally:
+            self._in_call = False
         self._record(req, out, self.fail.errors - errors_before)
         return out
 
     def _evict(self, original: Request, reduced: Request) -> Request:
         """Re-apply past evictions; in a mode with eviction, run a batch when one is due and pays."""
         self._evicted_now = False
-        if self.plugin.config.mode_table().eviction:
+        if self.cfg.mode_table().eviction:
             self._evicted_now = self.evictor.maybe_evict(self.calls, original, self.evictor.apply(reduced))
         return self.evictor.apply(reduced)
 
@@ -301,7 +310,7 @@ class Session:
         self._processed = done
         out = Request(messages, list(req.tools), dict(req.extra), dict(req.hints))
         out = self.fail.run("eviction", lambda: self._evict(req, out), out)
-        if self.plugin.records is not None and self.calls % self.plugin.config.eviction.batchTurns == 0:
+        if self.plugin.records is not None and self.calls % self.cfg.eviction.batchTurns == 0:
             self.fail.run("record", lambda: self._snapshot_record(req), None)
         return self.fail.run("stabilizer", lambda: self.stabilizer.apply(out), out)
 
@@ -364,8 +373,8 @@ class Session:
         facts = CallFacts(
             self.id,
             self.calls,
-            self.plugin.config.mode,
-            head_messages=max(1, self.plugin.config.stabilizer.headMessages),
+            self.cfg.mode,
+            head_messages=max(1, self.cfg.stabilizer.headMessages),
             evicted_tokens=self.evictor.last_evicted_tokens if self._evicted_now else 0,
             eviction=self._evicted_now,
             errors=dict(errors),
