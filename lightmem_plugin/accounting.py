@@ -9,11 +9,14 @@ proportional to what is new. Real usage, when the provider reports it, is added 
 
 from __future__ import annotations
 
+import json
 import os
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import xxhash
 
 from .cachesim import make_cache
 from .chat_tokens import MESSAGE_OVERHEAD_TOKENS
@@ -58,10 +61,6 @@ def render(msg: Message) -> str:
 
 def hash_of(part: ImagePart | OpaquePart) -> int:
     """A stable identity for a non-text part (its content, not its object)."""
-    import json
-
-    import xxhash
-
     raw = json.dumps(part.raw if isinstance(part, OpaquePart) else [part.data, part.url], sort_keys=True)
     return int(xxhash.xxh3_64_intdigest(raw.encode("utf-8", "surrogatepass")))
 

@@ -12,6 +12,7 @@ the session, even if the mode changes (mode switches apply to new content only).
 
 from __future__ import annotations
 
+import base64
 import copy
 import sqlite3
 import threading
@@ -234,8 +235,6 @@ class Session:
         return ImagePart(media_type=done[1], data=done[0], url=part.url, extra=dict(part.extra))
 
     def _reduce_image(self, part: ImagePart) -> tuple[str, str] | None:
-        import base64
-
         raw = base64.b64decode(part.data or "", validate=False)
         out = reduce_image(raw, part.media_type or "", self._context())
         if out is None:

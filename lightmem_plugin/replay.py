@@ -28,6 +28,7 @@ import xxhash
 from .cachesim import default_breakpoints, k_cost, make_cache
 from .chat_tokens import REQUEST_OVERHEAD_TOKENS, ChatChunker
 from .config import Config, Mode
+from .errors import LightMemError
 from .retention import RetentionTracker
 from .stabilizer import TAIL_PREFIX
 from .tokens import TokenCounter
@@ -76,7 +77,7 @@ class LightMemPolicy:
     def lookup(self, key: str) -> str | None:
         try:
             return self.plugin.registry.recover(key)
-        except Exception:
+        except LightMemError:  # unknown or corrupt key: the span counts as lost, which is the point
             return None
 
 

@@ -124,6 +124,7 @@ def test_hook_fails_open(tmp_path: Path) -> None:
     idx = SearchIndex(tmp_path / "search.sqlite3")
     idx.close()
     index_hook(idx, "s")("c" * 32, b"text\n")  # closed connection: no exception reaches the registry
+    assert SearchIndex(tmp_path / "search.sqlite3").keys() == set()  # and nothing half-written
 
 
 @settings(max_examples=60, deadline=None)
