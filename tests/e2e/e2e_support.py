@@ -184,3 +184,22 @@ def base_env(home: Path, lightmem_home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in keep}
     env.update({"HOME": str(home), "LIGHTMEM2_HOME": str(lightmem_home), "NO_COLOR": "1"})
     return env
+
+
+def assert_recovers(key: str, expected: str, env: dict[str, str]) -> None:
+    """``key`` recovers ``expected`` through the Python API and through ``lightmem2 recover``.
+
+    A host may strip the final newline before the hook sees the output, so both forms are accepted.
+    """
+    from lightmem_plugin.pipeline import LightMem
+
+    assert LightMem().registry.recover(key) in (expected, expected.rstrip("\n"))
+    done = subprocess.run(
+        [sys.executable, "-m", "lightmem_plugin.cli", "recover", key],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip("\n") == expected.rstrip("\n")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from e2e_support import (
     STUB_KEY,
     Reply,
     ScriptedUpstream,
+    assert_recovers,
     base_env,
     cache_figures,
     npm_cli,
@@ -133,18 +133,7 @@ def test_claude_code_end_to_end(claude: Path, tmp_path: Path, host_home: Path, i
     assert "row 1: compiled module ok" in seen and "row 600: compiled module ok" in seen
 
     # the key recovers the original byte for byte (what Claude Code handed the hook)
-    from lightmem_plugin.pipeline import LightMem
-
-    assert LightMem().registry.recover(keys[0]) in (expected, expected.rstrip("\n"))
-    done = subprocess.run(
-        [sys.executable, "-m", "lightmem_plugin.cli", "recover", keys[0]],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=base_env(host_home, isolated_home),
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.rstrip("\n") == expected.rstrip("\n")
+    assert_recovers(keys[0], expected, base_env(host_home, isolated_home))
 
     # the hook reduced it at ingestion: the transcript holds the reduced output too
     path = transcripts.transcript_for(result["session_id"])

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from e2e_support import (
     STUB_KEY,
     Reply,
     ScriptedUpstream,
+    assert_recovers,
     base_env,
     cache_figures,
     npm_cli,
@@ -161,18 +161,7 @@ def test_codex_end_to_end(codex: Path, tmp_path: Path, host_home: Path, isolated
     assert "row 1: compiled module ok" in seen and "row 220: compiled module ok" in seen
 
     # the key recovers the original byte for byte: CLI, and the MCP tool the model called
-    from lightmem_plugin.pipeline import LightMem
-
-    assert LightMem().registry.recover(keys[0]) in (expected, expected.rstrip("\n"))
-    done = subprocess.run(
-        [sys.executable, "-m", "lightmem_plugin.cli", "recover", keys[0]],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=base_env(host_home, isolated_home),
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.rstrip("\n") == expected.rstrip("\n")
+    assert_recovers(keys[0], expected, base_env(host_home, isolated_home))
     outputs = _outputs(bodies[-1])
     assert len(outputs) == 2, f"the recover tool was not called: tools {_tool_names(bodies[-1])}"
     recovered = outputs[1]["output"]  # MCP results come back as input_text parts
