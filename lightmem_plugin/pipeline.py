@@ -17,7 +17,7 @@ import copy
 import sqlite3
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,7 +27,8 @@ import xxhash
 from .accounting import Accountant, CallFacts, detect_api, real_usage, with_real_usage
 from .codecs import openai_chat
 from .config import Config, ConfigHolder, data_dir
-from .eviction.evictor import Evictor, chat_view
+from .eviction.evictor import Batch, EvictionState, Evictor, chat_view
+from .eviction.lifecycle import TaskRegistry
 from .eviction.record_render import render as render_record
 from .eviction.record_store import LEVELS, RecordStore
 from .eviction.session_record import extract
@@ -41,12 +42,13 @@ from .reduction.linedup import LineIndex
 from .reduction.reduce import reduce_text
 from .registry import Registry
 from .search_index import SearchIndex, index_hook
+from .session_state import STATE_VERSION, Journal, StateStore, StoredSession
 from .stabilizer import Stabilizer
 from .tokens import TokenCounter
 
 T = TypeVar("T")
 MAX_SESSIONS = 64
-"""Sessions kept in memory per process (least recently used dropped; their reductions are reproducible)."""
+"""Sessions kept in memory per process (least recently used dropped; reloaded from the state store)."""
 
 
 @dataclass
@@ -78,10 +80,15 @@ class LightMem:
     """The plugin for one process: config, artifact registry and the sessions it serves."""
 
     def __init__(
-        self, config: Config | None = None, registry: Registry | None = None, ledger: Ledger | None = None
+        self,
+        config: Config | None = None,
+        registry: Registry | None = None,
+        ledger: Ledger | None = None,
+        states: StateStore | None = None,
     ) -> None:
         self._holder = None if config is not None else ConfigHolder()
         self.ledger = ledger
+        self.states = states  # where sessions persist their decisions (None: in memory only)
         self.records: RecordStore | None = None
         self.counter = TokenCounter()
         self._fixed = config
@@ -101,7 +108,11 @@ class LightMem:
             ledger: Ledger | None = Ledger.default()
         except (OSError, sqlite3.Error):  # an unusable data dir must not break the host; doctor says why
             ledger = None
-        plugin = cls(ledger=ledger)
+        try:
+            states: StateStore | None = StateStore.default()
+        except (OSError, sqlite3.Error):  # without it sessions still work, they only forget on restart
+            states = None
+        plugin = cls(ledger=ledger, states=states)
         plugin.attach_search_index()
         plugin.records = RecordStore(data_dir() / "records", plugin.registry.redactor)
         return plugin
@@ -157,7 +168,7 @@ class Session:
         self.plugin = plugin
         self.id = session_id
         self.fail = FailOpen()
-        self.memo: dict[str, str] = {}
+        self.memo: dict[str, str | None] = {}  # (call id, content) -> what the model sees; None: unchanged
         self.image_memo: dict[str, tuple[str, str] | None] = {}
         self.dedup = dedup.DedupIndex(plugin.config.reduction.dedupMaxRepeats)
         self.lines = LineIndex()
@@ -179,6 +190,80 @@ class Session:
         self._encoded: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._accountant = Accountant(plugin.counter) if plugin.ledger is not None else None
         self.last_record: CallRecord | None = None
+        self.journal: Journal | None = None
+        if plugin.states is not None:
+            store = plugin.states
+            self.fail.run("state", lambda: self._load_state(store), None)
+
+    # -- persisted state ---------------------------------------------------------------------------
+    def _load_state(self, store: StateStore) -> None:
+        """Continue the session from what was saved (a restart, or dropped from memory): same bytes."""
+        loaded = store.load(self.id)
+        try:
+            if not loaded.empty:
+                self._adopt(loaded)
+        except Exception:
+            store.forget(self.id)  # a damaged or outdated state: start the session over, cleanly
+            self.journal = Journal(store, self.id)
+            raise
+        self.journal = Journal(store, self.id, loaded)
+
+    def _adopt(self, loaded: StoredSession) -> None:
+        """Set every decision from ``loaded``; raises (changing nothing) when any part is malformed."""
+        core, maps = loaded.blobs.get("core") or {}, loaded.maps
+        if core.get("version") != STATE_VERSION:
+            raise ValueError(f"session state version {core.get('version')!r}, expected {STATE_VERSION}")
+        cfg = self.plugin.config
+        stabilizer = Stabilizer.from_state(cfg.stabilizer, loaded.blobs["stabilizer"])
+        ev = loaded.blobs.get("eviction") or {}
+        state = EvictionState(
+            {str(k): str(v) for k, v in ev.get("stubs", {}).items()},
+            [Batch(int(b[0]), str(b[1]), [str(c) for c in b[2]], int(b[3])) for b in ev.get("batches", [])],
+            int(ev.get("last", 0)),
+        )
+        tasks = TaskRegistry.from_dict(loaded.blobs["tasks"]) if "tasks" in loaded.blobs else TaskRegistry()
+        images = {k: (str(v[0]), str(v[1])) if v else None for k, v in maps["images"].items()}
+        repeats = {str(k): int(v) for k, v in maps["dedup_repeats"].items()}
+        counts: dict[str, int] = {}
+        for slot, n in repeats.items():
+            digest = slot.split(":", 1)[0]
+            counts[digest] = max(counts.get(digest, 0), n)
+        # nothing above raised: adopt it all at once
+        self.memo = {str(k): (None if v is None else str(v)) for k, v in maps["memo"].items()}
+        self.image_memo = images
+        self.dedup.first = {str(k): str(v) for k, v in maps["dedup_first"].items()}
+        self.dedup.repeats, self.dedup.counts = repeats, counts
+        self.lines.seen = dict.fromkeys(int(k) for k in maps["lines"])
+        self.stabilizer = stabilizer
+        self.evictor.state, self.evictor.tasks = state, tasks
+        self.calls = max(self.calls, int(core.get("calls", 0)))
+        self._last_record = {str(k): str(v) for k, v in (core.get("record") or {}).items()}
+
+    def _save(self) -> None:
+        """Write what this call decided (new entries and changed documents only); fail-open."""
+        journal = self.journal
+        if journal is None:
+            return
+        ev = self.evictor
+        blobs: dict[str, Any] = {
+            "core": {"version": STATE_VERSION, "calls": self.calls, "record": self._last_record},
+            "stabilizer": self.stabilizer.state_dict(),
+            "eviction": {
+                "stubs": ev.state.stubs,
+                "batches": [[b.call_index, b.key, b.call_ids, b.tokens_saved] for b in ev.state.batches],
+                "last": ev.state.last_batch_call,
+            },
+        }
+        if ev.tasks.chunks or ev.tasks.rejected:
+            blobs["tasks"] = ev.tasks.to_dict()
+        maps: dict[str, Mapping[Any, Any]] = {
+            "memo": self.memo,
+            "images": self.image_memo,
+            "dedup_first": self.dedup.first,
+            "dedup_repeats": self.dedup.repeats,
+            "lines": self.lines.seen,
+        }
+        self.fail.run("state", lambda: journal.save(maps, blobs), None)
 
     @staticmethod
     def _recorded_calls(ledger: Ledger | None, session_id: str) -> int:
@@ -199,13 +284,15 @@ class Session:
         """What the model will see of this tool output; computed once per (call id, content)."""
         self.plugin.active_session = self.id
         slot = f"{call_id}:{_digest(output)}"
-        hit = self.memo.get(slot)
-        if hit is not None:
-            return hit
+        if slot in self.memo:
+            hit = self.memo[slot]
+            return output if hit is None else hit
         if not self._in_call:  # a host hook ingesting between model calls sees the current config
             self.cfg = self.plugin.config
         result = self.fail.run("reduction", lambda: self._reduce(call_id, output), output)
-        self.memo[slot] = result
+        self.memo[slot] = None if result == output else result
+        if not self._in_call:
+            self._save()
         return result
 
     def _reduce(self, call_id: str, output: str) -> str:
@@ -272,6 +359,7 @@ class Session:
         finally:
             self._in_call = False
         self._record(req, out, self.fail.errors - errors_before)
+        self._save()
         return out
 
     def _evict(self, original: Request, reduced: Request) -> Request:

@@ -40,13 +40,18 @@ def marker(first: int, last: int) -> str:
 
 @dataclass
 class LineIndex:
-    """Hashes of the substantial lines the model has been shown in tool outputs so far."""
+    """Hashes of the substantial lines the model has been shown in tool outputs so far.
 
-    seen: set[int] = field(default_factory=set)
+    ``seen`` is an insertion-ordered set (a dict of None), so the session state saves only new hashes.
+    """
+
+    seen: dict[int, None] = field(default_factory=dict)
 
     def add(self, text: str) -> None:
         """Remember the lines of an output as the model sees it."""
-        self.seen.update(_h(line) for line in text.split("\n") if len(line.strip()) >= MIN_LINE_CHARS)
+        for line in text.split("\n"):
+            if len(line.strip()) >= MIN_LINE_CHARS:
+                self.seen.setdefault(_h(line))
 
     def _runs(self, lines: list[str]) -> list[tuple[int, int]]:
         """Maximal runs (start, end exclusive) of repeated lines worth a marker."""
