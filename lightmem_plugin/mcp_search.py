@@ -41,6 +41,7 @@ def register_search_tool(server: MCPServer, index: SearchIndex | None = None) ->
     from mcp.types import ToolAnnotations
 
     from .errors import LightMemError
+    from .faults import tool_failure
 
     hints = ToolAnnotations(
         title="Search archived text",
@@ -55,7 +56,10 @@ def register_search_tool(server: MCPServer, index: SearchIndex | None = None) ->
         from .commands import search
         from .search_index import SearchIndex
 
-        store = index if index is not None else SearchIndex.default()
+        try:
+            store = index if index is not None else SearchIndex.default()
+        except Exception as err:  # fail-open (I5): a tool error for the model, a fault for doctor
+            raise ToolError(tool_failure(TOOL, err)) from None
         try:
             text = search.run(
                 store,
@@ -67,6 +71,8 @@ def register_search_tool(server: MCPServer, index: SearchIndex | None = None) ->
             )
         except LightMemError as err:
             raise ToolError(f"lightmem2: {err}") from None
+        except Exception as err:  # fail-open (I5)
+            raise ToolError(tool_failure(TOOL, err)) from None
         finally:
             if index is None:
                 store.close()

@@ -33,6 +33,7 @@ def build_server(registry: Registry | None = None, index: SearchIndex | None = N
 
     from . import __version__
     from .errors import LightMemError
+    from .faults import tool_failure
 
     server: MCPServer = MCPServer(
         name="lightmem2",
@@ -65,6 +66,8 @@ def build_server(registry: Registry | None = None, index: SearchIndex | None = N
             return recover.run(store(), key, lines)
         except LightMemError as err:
             raise ToolError(f"lightmem2: {err}") from None
+        except Exception as err:  # fail-open (I5): a tool error for the model, a fault for doctor
+            raise ToolError(tool_failure(TOOL, err)) from None
 
     from .mcp_search import register_search_tool
 

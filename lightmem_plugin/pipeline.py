@@ -32,6 +32,7 @@ from .eviction.lifecycle import TaskRegistry
 from .eviction.record_render import render as render_record
 from .eviction.record_store import LEVELS, RecordStore
 from .eviction.session_record import extract
+from .faults import FaultSink, describe, open_sink, report, safecall
 from .ledger import CallRecord, Ledger
 from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
 from .redaction import Redactor
@@ -60,20 +61,30 @@ class PassFailure:
 
 
 class FailOpen:
-    """Runs a step; on any exception returns the fallback, counts it and remembers the last error."""
+    """A session's view of the fail-open guard: per-step counters for its ledger rows, and the sink.
 
-    def __init__(self) -> None:
+    Every failure is counted here (the ledger row of the call says which steps failed) and written to
+    the plugin's :class:`~.faults.FaultSink` at once, with the surface it ran on, for status and doctor.
+    """
+
+    def __init__(self, sink: FaultSink | None = None, session_id: str | None = None) -> None:
         self.errors: Counter[str] = Counter()
         self.last: PassFailure | None = None
+        self.sink = sink
+        self.session_id = session_id
 
     def run(self, name: str, fn: Callable[[], T], fallback: T) -> T:
-        """``fn()``, or ``fallback`` if it raised (the error is counted under ``name``)."""
-        try:
-            return fn()
-        except Exception as err:  # fail-open by design: the host must never break because of us
-            self.errors[name] += 1
-            self.last = PassFailure(name, f"{type(err).__name__}: {err}"[:300])
-            return fallback
+        """``fn()``, or ``fallback`` if it raised (the error is counted under ``name`` and reported)."""
+        return safecall(name, fn, fallback, self.sink, self.session_id, self._count)
+
+    def _count(self, name: str, err: BaseException) -> None:
+        self.errors[name] += 1
+        self.last = PassFailure(name, describe(err))
+
+    def report(self, name: str, err: BaseException) -> None:
+        """Count and report a failure that the caller already handled (e.g. a codec it fell back from)."""
+        self._count(name, err)
+        report(self.sink, name, err, self.session_id)
 
 
 class LightMem:
@@ -85,9 +96,11 @@ class LightMem:
         registry: Registry | None = None,
         ledger: Ledger | None = None,
         states: StateStore | None = None,
+        faults: FaultSink | None = None,
     ) -> None:
         self._holder = None if config is not None else ConfigHolder()
         self.ledger = ledger
+        self.faults = faults  # where failures are reported for status/doctor (None: counted only)
         self.states = states  # where sessions persist their decisions (None: in memory only)
         self.records: RecordStore | None = None
         self.counter = TokenCounter()
@@ -112,7 +125,7 @@ class LightMem:
             states: StateStore | None = StateStore.default()
         except (OSError, sqlite3.Error):  # without it sessions still work, they only forget on restart
             states = None
-        plugin = cls(ledger=ledger, states=states)
+        plugin = cls(ledger=ledger, states=states, faults=open_sink())
         plugin.attach_search_index()
         plugin.records = RecordStore(data_dir() / "records", plugin.registry.redactor)
         return plugin
@@ -167,7 +180,7 @@ class Session:
     def __init__(self, plugin: LightMem, session_id: str) -> None:
         self.plugin = plugin
         self.id = session_id
-        self.fail = FailOpen()
+        self.fail = FailOpen(plugin.faults, session_id)
         self.memo: dict[str, str | None] = {}  # (call id, content) -> what the model sees; None: unchanged
         self.image_memo: dict[str, tuple[str, str] | None] = {}
         self.dedup = dedup.DedupIndex(plugin.config.reduction.dedupMaxRepeats)
@@ -442,10 +455,9 @@ class Session:
         """
         try:
             req = self._decode_chat(messages, tools)
-        except Exception as err:
+        except Exception as err:  # fail-open (I5): the caller's messages go out as they were
             self._chat_in, self._decoded = [], []
-            self.fail.errors["codec"] += 1
-            self.fail.last = PassFailure("codec", str(err)[:300])
+            self.fail.report("codec", err)
             return messages
         out = self.process(req)
         encoded = self.fail.run("codec", lambda: self._encode_chat(out), {"messages": messages})

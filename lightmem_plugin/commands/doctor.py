@@ -3,8 +3,10 @@
 Checks: the config file against the schema; the artifact registry directory (writable, private 0700);
 the shipped tokenizer file (present, sha256 verified); the ``lightmem2 serve`` proxy (not running is
 only a warning); each host agent (OpenClaw, Claude Code, Codex: installed, version supported,
-lightmem2 wired in); the LLM estimator endpoint when ``estimator.kind`` is ``llm``; pass errors in
-recent calls. Every failure comes with a fix. Exit code 1 when any check fails.
+lightmem2 wired in); the LLM estimator endpoint when ``estimator.kind`` is ``llm``; errors that any
+surface (proxy, sidecar, hooks, MCP tools, the Python API) reported into the fault sink, by surface and
+step (the ledger's per-call counts when no sink exists yet). Every failure comes with a fix. Exit code 1
+when any check fails.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from ..config import Config, config_path, data_dir, load_config
 from ..errors import ConfigError, TokenizerError
+from ..faults import FAULTS_FILE, Fault, FaultSink
 from ..ledger import LEDGER_FILE, Ledger
 from ..tokens import RANKS_SHA256, ranks_bytes
 from ._format import to_json
@@ -120,10 +123,27 @@ def check_estimator(config: Config, probe: Probe) -> Check:
     return Check("estimator", "pass", f"{url} reachable (model {est.model or 'unset'})")
 
 
+def check_faults(faults: list[Fault]) -> Check:
+    """What the fault sink holds: each surface/step that failed, how often, and its latest error."""
+    if not faults:
+        return Check("errors", "pass", "none reported by any surface")
+    parts = []
+    for f in faults[:6]:
+        sid = f" in session {f.last_session}" if f.last_session else ""
+        parts.append(f"{f.where} x{f.count} (last{sid}: {f.last_error})")
+    more = f"; {len(faults) - 6} more" if len(faults) > 6 else ""
+    return Check(
+        "errors",
+        "warn",
+        "; ".join(parts) + more,
+        "the host's payloads were passed through unchanged; file the error with this line",
+    )
+
+
 def check_pass_errors(ledger: Ledger | None) -> Check:
     """Pass failures in the most recent calls (fail-open kept the originals, but something is wrong)."""
     if ledger is None:
-        return Check("pass errors", "pass", "no calls recorded yet")
+        return Check("errors", "pass", "no calls recorded yet")
     calls = ledger.recent_calls(RECENT_CALLS)
     totals: dict[str, int] = {}
     last = None
@@ -133,18 +153,34 @@ def check_pass_errors(ledger: Ledger | None) -> Check:
         if c.errors:
             last = c
     if last is None:
-        return Check("pass errors", "pass", f"none in the last {len(calls)} calls")
+        return Check("errors", "pass", f"none in the last {len(calls)} calls")
     counts = ", ".join(f"{n} x{v}" for n, v in sorted(totals.items()))
     detail = (
         f"{counts} in the last {len(calls)} calls (last: session {last.session_id} call {last.call_index}"
     )
     detail += f": {last.last_error})" if last.last_error else ")"
     return Check(
-        "pass errors",
+        "errors",
         "warn",
         detail,
         "originals were passed through; see `lightmem2 report` and file the error",
     )
+
+
+def _errors_check(ledger: Ledger | None) -> Check:
+    """One truth for errors: the fault sink when there is one, else the ledger's per-call counts."""
+    if (data_dir() / FAULTS_FILE).exists():
+        sink = FaultSink.default()
+        try:
+            faults = sink.summary()
+        finally:
+            sink.close()
+        if faults or ledger is None:
+            return check_faults(faults)
+    if ledger is None and (data_dir() / LEDGER_FILE).exists():
+        with Ledger.default() as own:
+            return check_pass_errors(own)
+    return check_pass_errors(ledger)
 
 
 def run(
@@ -159,11 +195,7 @@ def run(
     checks = [config_check, check_registry(config), check_tokenizer(), check_server(config, probe)]
     checks += [check_host(host, probe) for host in HOSTS]
     checks.append(check_estimator(config, probe))
-    if ledger is None and (data_dir() / LEDGER_FILE).exists():
-        with Ledger.default() as own:
-            checks.append(check_pass_errors(own))
-    else:
-        checks.append(check_pass_errors(ledger))
+    checks.append(_errors_check(ledger))
     ok = all(c.status != "fail" for c in checks)
     if as_json:
         data = [{"check": c.name, "status": c.status, "detail": c.detail, "fix": c.fix} for c in checks]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import Config
+from ..config import Config, data_dir
+from ..faults import FAULTS_FILE, FaultSink
 from ..ledger import Ledger, SessionTotals
 from ..registry import Registry
 from ._format import pct, size, to_json, tokens, totals_dict
@@ -40,6 +41,24 @@ def _session_lines(t: SessionTotals) -> list[str]:
     ]
 
 
+def last_error(totals: SessionTotals | None, sid: str | None) -> str | None:
+    """The newest failure: the fault sink's (this session's, else any surface's), else the ledger's."""
+    if (data_dir() / FAULTS_FILE).exists():
+        sink = FaultSink.default()
+        try:
+            fault = (sink.latest(sid) if sid else None) or sink.latest()
+        finally:
+            sink.close()
+        if fault is not None:
+            where = (
+                f" in session {fault.last_session}"
+                if fault.last_session and fault.last_session != sid
+                else ""
+            )
+            return f"{fault.where}{where}: {fault.last_error}"
+    return totals.last_error if totals else None
+
+
 def run(
     ledger: Ledger,
     registry: Registry,
@@ -50,6 +69,7 @@ def run(
     """The text (or JSON) ``lightmem2 status`` prints."""
     sid = ledger.resolve(session_id)
     totals = ledger.totals(sid) if sid is not None else None
+    error = last_error(totals, sid)
     modules = _modules(config)
     artifacts, stored = registry.count(), registry.size_bytes()
     if as_json:
@@ -61,7 +81,7 @@ def run(
                 "artifacts": artifacts,
                 "registryBytes": stored,
                 "registryDir": str(registry.root),
-                "lastError": totals.last_error if totals else None,
+                "lastError": error,
             }
         )
     on = "on" if modules["stabilizer"] else "off"
@@ -71,5 +91,5 @@ def run(
     ]
     lines += _session_lines(totals) if totals else ["session: none recorded yet"]
     lines.append(f"archived originals: {artifacts} ({size(stored)})")
-    lines.append(f"last error: {totals.last_error if totals and totals.last_error else 'none'}")
+    lines.append(f"last error: {error or 'none'}")
     return "\n".join(lines)

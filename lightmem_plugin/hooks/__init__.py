@@ -26,6 +26,8 @@ import threading
 from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
+from ..faults import on_surface, open_sink, report
+
 __all__ = ["EVENTS", "HOSTS", "budget_s", "exit_with", "main", "run", "run_stream"]
 
 HOSTS = ("claude-code", "codex")
@@ -91,16 +93,20 @@ def _guarded(host: str, event: str, work: Callable[[], str], budget: float | Non
     box: list[str] = []
 
     def target() -> None:
-        try:
-            box.append(work())
-        except BaseException as err:  # fail-open (I5): the host goes on with the original
-            _log(host, event, f"{type(err).__name__}: {err}")
+        with on_surface("hook"):
+            try:
+                box.append(work())
+            except BaseException as err:  # fail-open (I5): the host goes on with the original
+                _log(host, event, f"{type(err).__name__}: {err}")
+                report(open_sink(), f"{host} {event}", err)
 
     thread = threading.Thread(target=target, name=f"lightmem2-hook-{event}", daemon=True)
     thread.start()
     thread.join(budget_s(event) if budget is None else budget)
     if thread.is_alive():
         _log(host, event, "timed out; the host continues with the original")
+        late = TimeoutError(f"no answer within the {event} budget")
+        report(open_sink(), f"{host} {event}", late, surface="hook")
         return "", 0
     return (box[0] if box else ""), 0
 

@@ -50,7 +50,9 @@ def call_id(payload: dict[str, Any]) -> str:
 
 
 def reducing_session(payload: dict[str, Any]) -> Session:
-    """A pipeline session for this payload: the user's config, no ledger (the proxy keeps that)."""
+    """A pipeline session for this payload: the user's config, no ledger (the proxy keeps that), and
+    the fault sink, so a pass that fails inside a hook shows in ``doctor`` and ``status``."""
+    from ..faults import open_sink
     from ..pipeline import LightMem
 
-    return LightMem().session(session_id(payload))
+    return LightMem(faults=open_sink()).session(session_id(payload))

@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import __version__
+from ..faults import on_surface
 from ..pipeline import LightMem
 from .proxy import Outgoing, Proxy, TooLarge, error_response, read_body
 from .sidecar import sidecar_routes
@@ -65,8 +66,9 @@ def create_app(
                 "raise server.maxRequestBytes in the lightmem2 config or send a smaller request",
             )
         p = proxy()
-        out = await p.prepare(api, body, request.headers) if transform else Outgoing(body)
-        return await p.forward(request, api, url, out)
+        with on_surface("proxy"):
+            out = await p.prepare(api, body, request.headers) if transform else Outgoing(body)
+            return await p.forward(request, api, url, out)
 
     def openai_base(request: Request) -> str | None:
         name = request.path_params.get("name")

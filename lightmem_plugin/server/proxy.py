@@ -32,7 +32,8 @@ from starlette.responses import Response, StreamingResponse
 
 from ..codecs import anthropic, openai_chat, openai_responses
 from ..errors import PayloadError
-from ..pipeline import LightMem, PassFailure, Session
+from ..faults import on_surface
+from ..pipeline import LightMem, Session
 from .identity import HEADER, session_identity
 from .responses_stream import ResponsesStream
 from .rewrite import AnthropicStream, ChatStream, StreamRewriter, body_usage, restore_body
@@ -94,12 +95,16 @@ class Outgoing:
 
 
 def _count(session: Session, name: str, err: Exception) -> None:
-    session.fail.errors[name] += 1
-    session.fail.last = PassFailure(name, f"{type(err).__name__}: {err}"[:300])
+    session.fail.report(name, err)
 
 
 def transform(session: Session, api: str, payload: dict[str, Any], body: bytes) -> Outgoing:
     """Decode, run the session's pipeline, encode; the original bytes on any failure or no change."""
+    with on_surface("proxy"):  # also when run in a worker thread, which does not inherit the context
+        return _transform(session, api, payload, body)
+
+
+def _transform(session: Session, api: str, payload: dict[str, Any], body: bytes) -> Outgoing:
     codec = {"anthropic": anthropic, "chat": openai_chat, "responses": openai_responses}[api]
     try:
         req = codec.decode_request(payload)
@@ -216,6 +221,7 @@ class Proxy:
         session, values = out.session, out.values or {}
         if kind.startswith("text/event-stream"):
             rewriter = STREAMS[api](values)
+            rewriter.on_error = session.fail.report
 
             def done() -> None:
                 if rewriter.usage:

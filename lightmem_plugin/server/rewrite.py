@@ -21,7 +21,7 @@ events we do not change are forwarded byte for byte.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from ..placeholders import restore_json, restore_text
@@ -120,6 +120,7 @@ class StreamRewriter:
         self.values = dict(values)
         self.usage: JSON | None = None
         self._parser = SSEParser()
+        self.on_error: Callable[[str, BaseException], None] | None = None  # the session's fault report
 
     def feed(self, chunk: bytes) -> bytes:
         """The bytes to send the client for this upstream chunk."""
@@ -130,7 +131,8 @@ class StreamRewriter:
         out = self._emit(self._parser.close())
         try:
             return out + b"".join(self.end())
-        except Exception:  # fail-open: a tail we cannot flush is dropped, never the stream
+        except Exception as err:  # fail-open: a tail we cannot flush is dropped, never the stream
+            self._failed(err)
             return out
 
     def _emit(self, events: list[Event]) -> bytes:
@@ -139,9 +141,14 @@ class StreamRewriter:
             try:
                 data = ev.json() if ev.data and ev.data != "[DONE]" else None
                 out.extend(self.rewrite(ev, data if isinstance(data, dict) else None))
-            except Exception:  # fail-open (I5): forward what the provider sent
+            except Exception as err:  # fail-open (I5): forward what the provider sent
+                self._failed(err)
                 out.append(ev.raw)
         return b"".join(out)
+
+    def _failed(self, err: BaseException) -> None:
+        if self.on_error is not None:
+            self.on_error("stream restore", err)
 
     def rewrite(self, ev: Event, data: JSON | None) -> list[bytes]:
         """Bytes for one event (``data`` is its JSON object, None when it has none)."""

@@ -40,6 +40,7 @@ from starlette.routing import Route
 
 from .. import __version__
 from ..errors import ArtifactNotFound, LightMemError
+from ..faults import on_surface
 from ..pipeline import LightMem, Session
 from .proxy import Proxy, TooLarge, read_body
 from .usage import record_usage
@@ -85,7 +86,7 @@ def _assemble(session: Session, body: JSON) -> JSON:
         req = anthropic.decode_request(payload)
         encoded = anthropic.encode_request(session.process(req))
     except Exception as err:  # fail-open (I5): the host gets its own messages back
-        session.fail.errors["codec"] += 1
+        session.fail.report("codec", err)
         return {"messages": messages, "system": body.get("system"), "error": str(err)[:300]}
     out: JSON = {"messages": encoded.get("messages", messages)}
     if "system" in body:
@@ -122,9 +123,10 @@ def sidecar_routes(get_proxy: Callable[[], Proxy]) -> list[Route]:
             try:
                 body = await _body(request, proxy)
                 sid = _field(body, "sessionId", str)
-                session = proxy.plugin.session(sid)
-                async with proxy.locks[sid]:
-                    return JSONResponse(work(proxy, session, body))
+                with on_surface("sidecar"):
+                    session = proxy.plugin.session(sid)
+                    async with proxy.locks[sid]:
+                        return JSONResponse(work(proxy, session, body))
             except BadRequest as err:
                 return JSONResponse({"error": str(err)}, status_code=400)
 

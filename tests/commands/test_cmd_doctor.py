@@ -83,7 +83,7 @@ def test_clean_machine_passes_with_warnings(home: Path, isolated_home: Path) -> 
         "claude-code",
         "codex",
         "estimator",
-        "pass errors",
+        "errors",
     ]
     assert checks["config"].startswith("[pass]") and "defaults in force" in checks["config"]
     assert checks["tokenizer"].startswith("[pass]") and "verified" in checks["tokenizer"]
@@ -115,7 +115,7 @@ def test_everything_wired_and_supported(home: Path, isolated_home: Path, ledger:
     assert checks["claude-code"].startswith("[pass] claude-code: 2.1.332 (supported)")
     assert checks["codex"].startswith("[pass] codex: 0.169.0 (supported)")
     assert checks["server"].startswith("[pass]")
-    assert checks["pass errors"].startswith("[warn] pass errors: html x1 in the last 77 calls")
+    assert checks["errors"].startswith("[warn] errors: html x1 in the last 77 calls")
 
 
 @pytest.mark.parametrize(
@@ -248,7 +248,7 @@ def test_pass_errors_only_count_recent_calls(home: Path, tmp_path: Path) -> None
         for i in range(1, doctor.RECENT_CALLS + 1):
             led.record_call(CallRecord("s", i, "normal", 10, 10, 9, 1))
         text, ok = doctor.run(ledger=led, probe=FakeMachine(home, {}, {}).probe())
-    assert ok and f"[pass] pass errors: none in the last {doctor.RECENT_CALLS} calls" in text
+    assert ok and f"[pass] errors: none in the last {doctor.RECENT_CALLS} calls" in text
 
 
 def test_json_shape(home: Path) -> None:
@@ -316,4 +316,4 @@ def test_reads_the_default_ledger_when_none_is_given(home: Path, isolated_home: 
     with Ledger.default() as led:
         led.record_call(CallRecord("s", 1, "normal", 10, 10, 0, 10, errors={"images": 2}, last_error="E"))
     text, ok = doctor.run(probe=FakeMachine(home, {}, {}).probe())
-    assert ok and "[warn] pass errors: images x2 in the last 1 calls (last: session s call 1: E)" in text
+    assert ok and "[warn] errors: images x2 in the last 1 calls (last: session s call 1: E)" in text

@@ -103,7 +103,7 @@ def test_registry_path_that_is_a_file(tmp_path: Path) -> None:
     text, ok = doctor.run(lm.ledger, probe=_offline_probe(tmp_path), config_file=config_file)
     assert not ok
     assert f"[fail] registry: {blocker} is not a directory" in text
-    assert "[warn] pass errors: reduction x3" in text
+    assert "[warn] errors: reduction x3" in text
     lm.ledger.close()
 
 
