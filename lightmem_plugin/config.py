@@ -12,28 +12,32 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 from .errors import ConfigError
+from .reduction import passes
 
 Mode = Literal["conservative", "normal", "aggressive"]
 MODES: tuple[Mode, ...] = ("conservative", "normal", "aggressive")
-PassName = Literal["whitespace", "dedup", "html", "images", "json", "log", "diff", "truncate"]
-ALL_PASSES: tuple[PassName, ...] = (
-    "whitespace",
-    "dedup",
-    "html",
-    "images",
-    "json",
-    "log",
-    "diff",
-    "truncate",
-)
-LOSSLESS_PASSES: tuple[PassName, ...] = ("whitespace", "dedup", "html", "images")
+
+
+def _known_pass(name: str) -> str:
+    known = [p.name for p in passes.PASSES]  # read at validation time: the registry is the truth
+    if name not in known:
+        raise ValueError(f"unknown pass {name!r}; use one of {', '.join(known)}")
+    return name
+
+
+PassName = Annotated[
+    str, AfterValidator(_known_pass), WithJsonSchema({"enum": list(passes.NAMES), "type": "string"})
+]
+"""A reduction pass, by the name its module declares (the registry is :data:`.reduction.passes.PASSES`)."""
+ALL_PASSES: tuple[str, ...] = passes.NAMES
+LOSSLESS_PASSES: tuple[str, ...] = passes.LOSSLESS
 PLACEHOLDERS = (
     "WORKDIR",
     "HOME",

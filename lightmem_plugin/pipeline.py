@@ -36,11 +36,10 @@ from .faults import FaultSink, describe, open_sink, report, safecall
 from .ledger import CallRecord, Ledger
 from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
 from .redaction import Redactor
-from .reduction import dedup
-from .reduction.base import PassContext, already_reduced
-from .reduction.images import reduce_image
-from .reduction.linedup import LineIndex
-from .reduction.reduce import reduce_text
+from .reduction import passes
+from .reduction.base import PassContext
+from .reduction.dedup import DedupIndex, Repeats
+from .reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_text
 from .registry import Registry
 from .search_index import SearchIndex, index_hook
 from .session_state import STATE_VERSION, Journal, StateStore, StoredSession
@@ -183,8 +182,7 @@ class Session:
         self.fail = FailOpen(plugin.faults, session_id)
         self.memo: dict[str, str | None] = {}  # (call id, content) -> what the model sees; None: unchanged
         self.image_memo: dict[str, tuple[str, str] | None] = {}
-        self.dedup = dedup.DedupIndex(plugin.config.reduction.dedupMaxRepeats)
-        self.lines = LineIndex()
+        self.repeats = Repeats(DedupIndex(plugin.config.reduction.dedupMaxRepeats))
         self.cfg: Config = plugin.config  # read once per call: the holder stats the config file
         self._in_call = False
         self.stabilizer = Stabilizer(plugin.config.stabilizer)
@@ -195,7 +193,7 @@ class Session:
         self._last_record: dict[str, str] = {}
         # a restarted sidecar or proxy continues the session's call numbering instead of overwriting rows
         self.calls = self._recorded_calls(plugin.ledger, session_id)
-        self.passes_override: dict[str, Callable[[str, PassContext], str]] = {}
+        self.passes_override: dict[str, TextReducer] = {}  # tests: replace the text passes
         # incremental state: the previous call's chat input, decoded and processed messages, encodings
         self._chat_in: list[dict[str, Any]] = []
         self._decoded: list[Message] = []
@@ -244,9 +242,9 @@ class Session:
         # nothing above raised: adopt it all at once
         self.memo = {str(k): (None if v is None else str(v)) for k, v in maps["memo"].items()}
         self.image_memo = images
-        self.dedup.first = {str(k): str(v) for k, v in maps["dedup_first"].items()}
-        self.dedup.repeats, self.dedup.counts = repeats, counts
-        self.lines.seen = dict.fromkeys(int(k) for k in maps["lines"])
+        self.repeats.outputs.first = {str(k): str(v) for k, v in maps["dedup_first"].items()}
+        self.repeats.outputs.repeats, self.repeats.outputs.counts = repeats, counts
+        self.repeats.lines.seen = dict.fromkeys(int(k) for k in maps["lines"])
         self.stabilizer = stabilizer
         self.evictor.state, self.evictor.tasks = state, tasks
         self.calls = max(self.calls, int(core.get("calls", 0)))
@@ -272,9 +270,9 @@ class Session:
         maps: dict[str, Mapping[Any, Any]] = {
             "memo": self.memo,
             "images": self.image_memo,
-            "dedup_first": self.dedup.first,
-            "dedup_repeats": self.dedup.repeats,
-            "lines": self.lines.seen,
+            "dedup_first": self.repeats.outputs.first,
+            "dedup_repeats": self.repeats.outputs.repeats,
+            "lines": self.repeats.lines.seen,
         }
         self.fail.run("state", lambda: journal.save(maps, blobs), None)
 
@@ -309,22 +307,11 @@ class Session:
         return result
 
     def _reduce(self, call_id: str, output: str) -> str:
-        if already_reduced(output) and len(output) <= self.cfg.reduction.hardCapChars:
-            return output
-        ctx = self._context()
-        if "dedup" in ctx.table.passes:
-            first = self.dedup.check(call_id, output)
-            if first is not None:
-                key = ctx.archive(output.encode("utf-8", "surrogatepass"))
-                return dedup.reference(first, key, len(output))
         reducer = self.passes_override.get("text", reduce_text)
-        deduped = self.lines.reduce(output, ctx.archive) if "dedup" in ctx.table.passes else None
-        result = reducer(output, ctx) if deduped is None else reducer(deduped[0], ctx) + "\n" + deduped[1]
-        self.lines.add(result)
-        return result
+        return reduce_output(call_id, output, self._context(), self.repeats, reducer)
 
     def _ingest_image(self, part: ImagePart) -> ImagePart:
-        if part.data is None or "images" not in self.cfg.mode_table().passes:
+        if part.data is None or not passes.of_stage("media", self.cfg.mode_table().passes):
             return part
         slot = _digest(part.data)
         if slot not in self.image_memo:
@@ -336,7 +323,7 @@ class Session:
 
     def _reduce_image(self, part: ImagePart) -> tuple[str, str] | None:
         raw = base64.b64decode(part.data or "", validate=False)
-        out = reduce_image(raw, part.media_type or "", self._context())
+        out = reduce_media(raw, part.media_type or "", self._context())
         if out is None:
             return None
         return base64.b64encode(out[0]).decode("ascii"), out[1]

@@ -10,8 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..config import ModeTable, ReductionConfig
+if TYPE_CHECKING:  # the config builds its pass names from this package: no import back at run time
+    from ..config import ModeTable, ReductionConfig
 
 Archiver = Callable[[bytes], str]
 """Stores bytes in the artifact registry and returns their content key (32 hex chars)."""

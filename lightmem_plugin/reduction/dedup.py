@@ -7,9 +7,17 @@ which hooks happened to run. The reference names the artifact key too, so it is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import xxhash
+
+from .linedup import LineIndex
+from .spec import PassSpec
+
+if TYPE_CHECKING:
+    from .base import PassContext
 
 MIN_CHARS = 300
 
@@ -50,3 +58,25 @@ class DedupIndex:
             self.counts[digest] = seen
             self.repeats[slot] = seen
         return first if seen <= self.max_repeats else None
+
+
+@dataclass
+class Repeats:
+    """What this session's model was already shown: whole outputs (by hash) and substantial lines."""
+
+    outputs: DedupIndex = field(default_factory=DedupIndex)
+    lines: LineIndex = field(default_factory=LineIndex)
+
+
+def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Callable[[str], str]) -> str:
+    """A repeated output becomes a reference to its first call; runs of lines already shown become
+    markers before ``inner`` (the text passes) reduces the rest. Both archive the original."""
+    first = repeats.outputs.check(call_id, text)
+    if first is not None:
+        key = ctx.archive(text.encode("utf-8", "surrogatepass"))
+        return reference(first, key, len(text))
+    elided = repeats.lines.reduce(text, ctx.archive)
+    return inner(text) if elided is None else inner(elided[0]) + "\n" + elided[1]
+
+
+PASS = PassSpec("dedup", "repeat", True, "repeated outputs and runs of lines already shown", apply)

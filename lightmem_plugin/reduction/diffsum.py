@@ -11,6 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from . import truncate
+from .spec import PassSpec
+from .work import Piece, Work, selectable
+
+if TYPE_CHECKING:
+    from .base import PassContext
 
 S_FILE_HEADER = 100
 S_HUNK_HEADER = 90
@@ -82,3 +90,19 @@ def _near_changes(scores: list[int]) -> None:
             for k in (i - dist, i + dist):
                 if 0 <= k < len(scores) and scores[k] < bonus:
                     scores[k] = bonus
+
+
+WHAT = "chars of diff (context lines elided)"
+
+
+def select(work: Work, ctx: PassContext) -> list[Piece] | None:
+    """Headers and changed lines of a unified diff under the budget, then one stub."""
+    if not selectable(work) or not is_diff(work.lines):
+        return None
+    lengths = [len(line) for line in work.lines]
+    keep = truncate.select_by_score(lengths, score_lines(work.lines), ctx.table.capChars, 0)
+    kept: list[Piece] = [line for line, k in zip(work.lines, keep, strict=True) if k]
+    return [*kept, work.whole(WHAT)]
+
+
+PASS = PassSpec("diff", "select", False, "a unified diff keeps headers and changed lines", select, WHAT)

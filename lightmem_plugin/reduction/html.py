@@ -15,6 +15,9 @@ import re
 from lxml import etree
 from lxml import html as lxml_html
 
+from .spec import PassSpec
+from .work import Work
+
 _DOC_START_RE = re.compile(r"^[ \t]*<(?:!doctype\s+html|html|head|body)(?=[\s>])", re.I | re.M)
 _DOC_END_RE = re.compile(r"</html\s*>", re.I)
 _TEMPLATE_RE = re.compile(r"\{%|\{\{|<%|<\?php")
@@ -188,3 +191,15 @@ def slim(text: str) -> str | None:
     head = [f"# {_SPACE_RE.sub(' ', title)}"] if title else []
     body = "\n".join(head + lines)
     return text[:start] + body + ("\n" if end < len(text) else "") + text[end:].lstrip("\n")
+
+
+WHAT = "chars of HTML"
+
+
+def clean_work(work: Work) -> Work | None:
+    """The page's readable text as the new work text (line origins are lost), or None."""
+    text = slim("\n".join(work.lines))
+    return None if text is None else Work(work.original, text.splitlines(), None, WHAT)
+
+
+PASS = PassSpec("html", "clean", True, "an HTML document becomes the text a reader sees", clean_work, WHAT)

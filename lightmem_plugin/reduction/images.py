@@ -21,6 +21,7 @@ from typing import Any
 from PIL import Image, UnidentifiedImageError
 
 from .base import PassContext
+from .spec import PassSpec
 
 MAX_PIXELS = 16_000_000
 """Refuse to decode images above this many pixels: a small file can expand to gigabytes."""
@@ -110,3 +111,6 @@ def reduce_image(data: bytes, media_type: str, ctx: PassContext) -> tuple[bytes,
         return None
     ctx.archive(data)
     return result
+
+
+PASS = PassSpec("images", "media", True, "downsample bitmaps and SVGs above their size limits", reduce_image)

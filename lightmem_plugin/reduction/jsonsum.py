@@ -12,7 +12,13 @@ shorter strings, shallower nesting. Object keys keep document order, so the outp
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from .spec import PassSpec
+from .work import Piece, Work
+
+if TYPE_CHECKING:
+    from .base import PassContext
 
 MAX_JSON_CHARS = 8_000_000
 """Above this the parse itself is too costly for a pass; truncation handles such outputs."""
@@ -118,3 +124,17 @@ def summarize(text: str, budget: int) -> str | None:
         if len(result) <= budget:
             return result
     return None
+
+
+WHAT = "chars of JSON"
+
+
+def select(work: Work, ctx: PassContext) -> list[Piece] | None:
+    """The summary and one stub, when the whole work text is one JSON document."""
+    if work.origin is None:
+        return None
+    summary = summarize("\n".join(work.lines), ctx.table.capChars)
+    return None if summary is None else [summary, work.whole(WHAT)]
+
+
+PASS = PassSpec("json", "select", False, "one JSON document becomes a summary of its shape", select, WHAT)

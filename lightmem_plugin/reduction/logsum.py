@@ -19,6 +19,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from . import truncate
+from .spec import PassSpec
+from .work import MARK_COST, Piece, Work, masked, selectable
+
+if TYPE_CHECKING:
+    from .base import PassContext
 
 S_SUMMARY = 100
 S_TAIL = 97
@@ -234,3 +242,23 @@ def score_lines(lines: Sequence[str], head_chars: int, tail_chars: int) -> list[
                 scores[k] = max(scores[k], S_NEAR_ERROR - 5 * abs(k - i))
     _mark_ends(lines, scores, head_chars, tail_chars)
     return scores
+
+
+WHAT = "chars of log (errors, summaries, head and tail shown)"
+
+
+def select(work: Work, ctx: PassContext) -> list[Piece] | None:
+    """Errors, tracebacks, summaries, head and tail of a log under the budget, regions marked."""
+    if not selectable(work) or not is_log(work.lines):
+        return None
+    table = ctx.table
+    scores = score_lines(work.lines, table.headChars, table.tailChars)
+    keep = truncate.select_by_score(
+        [len(line) for line in work.lines], scores, table.capChars, MARK_COST, True
+    )
+    return masked(work, keep, WHAT)
+
+
+PASS = PassSpec(
+    "log", "select", False, "a log keeps errors, tracebacks, summaries, head and tail", select, WHAT
+)

@@ -14,6 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from .spec import PassSpec
+from .work import Work
+
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ESC \), and two-byte escapes (ESC + one char).
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 
@@ -46,3 +49,13 @@ def clean(lines: Sequence[str]) -> tuple[list[str], list[int]]:
         out.append(line)
         index.append(i)
     return out, index
+
+
+def clean_work(work: Work) -> Work:
+    """The whitespace pass on a :class:`Work` (line origins composed with the cleaning's)."""
+    lines, index = clean(work.lines)
+    origin = None if work.origin is None else [work.origin[i] for i in index]
+    return Work(work.original, lines, origin, work.what)
+
+
+PASS = PassSpec("whitespace", "clean", True, "ANSI escapes, trailing blanks, blank-line runs", clean_work)

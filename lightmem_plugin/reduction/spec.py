@@ -1,0 +1,42 @@
+"""What a reduction pass declares about itself, so that the registry can drive everything else.
+
+Why a declaration and not a string switch: the config's pass names, the modes' default pass lists
+(lossless passes only in conservative mode), the JSON schema, the README's pass table and the order
+in which passes run are all read from :data:`.passes.PASSES`. A new pass is one module that defines a
+``PASS`` and one line in that tuple.
+
+Stages, in the order the runner (:mod:`.reduce`) applies them:
+
+``repeat``  session-level: sees the session's :class:`Repeats` (outputs and lines already shown) and
+            the call id; wraps the text reduction (``run(repeats, call_id, text, ctx, inner)``).
+``clean``   rewrites the work text it is sure of and keeps line origins (``run(work) -> Work | None``).
+``select``  chooses lines under the budget; the first that applies wins (``run(work, ctx)`` ->
+            pieces or None).
+``media``   images (``run(data, media_type, ctx) -> (bytes, media type) | None``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Stage = Literal["repeat", "clean", "select", "media"]
+STAGES: tuple[Stage, ...] = ("repeat", "clean", "select", "media")
+
+
+@dataclass(frozen=True)
+class PassSpec:
+    """One reduction pass: its config name, stage, whether it loses information, and its function.
+
+    ``lossless`` passes only drop what carries no information (or keep it recoverable in place);
+    conservative mode runs only those. ``what`` labels the stub of a select pass ("chars of JSON").
+    ``run``'s signature is the stage's (see the module docstring).
+    """
+
+    name: str
+    stage: Stage
+    lossless: bool
+    summary: str
+    run: Callable[..., Any]
+    what: str = "chars"

@@ -1,0 +1,138 @@
+"""The text a reduction works on, and the pieces (kept lines, stubs, markers) a reduction renders.
+
+Why one shared shape: every lossy pass ends the same way, by keeping some lines of its input verbatim
+and eliding the rest behind stubs that name the 1-based line range of the archived original. Passes
+that clean the text first (whitespace, HTML) hand on a :class:`Work` that still knows, for each line,
+which original line it came from, so a later pass can still name exact ranges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import truncate
+from .base import STUB_PREFIX, stub
+
+
+@dataclass(frozen=True)
+class Gap:
+    """An elided region: 0-based inclusive original line range, its size, and what it was."""
+
+    first: int
+    last: int
+    chars: int
+    what: str = "chars"
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A short in-place marker for one elided region when a single stub covers the whole output."""
+
+    first: int
+    last: int
+
+    def text(self) -> str:
+        return f"{STUB_PREFIX}lines {self.first + 1}:{self.last + 1} elided]"
+
+
+Piece = str | Gap | Mark
+
+
+@dataclass
+class Work:
+    """The text as the passes see it: its lines and, while known, each line's original index."""
+
+    original: list[str]
+    lines: list[str]
+    origin: list[int] | None
+    what: str = "chars"
+
+    def chars(self) -> int:
+        return sum(len(line) + 1 for line in self.lines)
+
+    def gap(self, first: int, last: int) -> Gap:
+        """The stub for work lines ``first..last``, widened over neighbouring dropped blank lines."""
+        n = len(self.original)
+        if self.origin is None:
+            return Gap(0, n - 1, sum(len(x) + 1 for x in self.original), self.what)
+        lo = self.origin[first - 1] + 1 if first > 0 else 0
+        hi = self.origin[last + 1] - 1 if last + 1 < len(self.lines) else n - 1
+        return Gap(lo, hi, sum(len(x) + 1 for x in self.original[lo : hi + 1]), self.what)
+
+    def whole(self, what: str, ranged: bool = True) -> Gap:
+        """A stub for the whole original; ``ranged=False`` leaves the range to in-place markers."""
+        last = len(self.original) - 1 if ranged else -2
+        return Gap(0, last, sum(len(x) + 1 for x in self.original), what)
+
+
+def piece_text(piece: Piece, key: str) -> str:
+    """The text of one piece once the archive key is known."""
+    if isinstance(piece, str):
+        return piece
+    if isinstance(piece, Mark):
+        return piece.text()
+    lines = (piece.first + 1, piece.last + 1) if piece.last >= piece.first else None
+    return stub(key, piece.chars, lines, piece.what)
+
+
+def render(pieces: list[Piece], key: str) -> str:
+    """The reduced output: pieces joined by newlines."""
+    return "\n".join(piece_text(p, key) for p in pieces)
+
+
+MAX_SELECT_CHARS = 4_000_000
+"""Above this, scoring every line costs seconds; such outputs go straight to head/tail truncation."""
+
+
+def selectable(work: Work) -> bool:
+    """True when line origins are known and the text is small enough to score line by line."""
+    return work.origin is not None and sum(len(line) for line in work.lines) <= MAX_SELECT_CHARS
+
+
+MARK_COST = len(Mark(999_999, 999_999).text()) + 1
+"""Chars one in-place marker costs, used as the per-region cost when selecting lines."""
+
+
+def masked(work: Work, keep: list[bool], what: str) -> list[Piece]:
+    """Kept lines with elided regions marked: one stub if there is one region, else a stub on top
+    for the whole output and a short line-range marker per region (a stub per region costs ~150
+    chars, which a 1,200-char budget cannot afford several times)."""
+    gaps = {first: last for first, last in truncate.regions(keep)}
+    single = len(gaps) == 1
+    pieces: list[Piece] = [] if single else [work.whole(what, ranged=False)]
+    i = 0
+    while i < len(work.lines):
+        if i in gaps:
+            gap = work.gap(i, gaps[i])
+            pieces.append(gap if single else Mark(gap.first, gap.last))
+            i = gaps[i] + 1
+        else:
+            pieces.append(work.lines[i])
+            i += 1
+    return pieces
+
+
+def cut(work: Work, head_chars: int, tail_chars: int) -> list[Piece] | None:
+    """Head ``head_chars`` and tail ``tail_chars`` around one stub; None when it all fits."""
+    lengths = [len(line) for line in work.lines]
+    plan = truncate.head_tail(lengths, head_chars, tail_chars)
+    if plan is None:
+        return None
+    n = len(work.lines)
+    first = plan.head_lines
+    last = n - 1 - plan.tail_lines
+    pieces: list[Piece] = list(work.lines[:first])
+    if plan.head_part:
+        pieces.append(work.lines[first][: plan.head_part])
+    pieces.append(work.gap(first, last))
+    if plan.tail_part:
+        pieces.append(work.lines[last][-plan.tail_part :])
+    pieces.extend(work.lines[n - plan.tail_lines :])
+    return pieces
+
+
+def size(pieces: list[Piece], stub_len: int) -> int:
+    """Chars of the rendered pieces, with ``stub_len`` per stub."""
+    return sum(
+        len(p) + 1 if isinstance(p, str) else (MARK_COST if isinstance(p, Mark) else stub_len) for p in pieces
+    )
