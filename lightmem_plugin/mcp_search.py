@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .commands import search
+from .errors import LightMemError
+from .search_index import SearchIndex
+
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-    from .search_index import SearchIndex
 
 TOOL = "lightmem2_search"
 MAX_CHARS = 4000
@@ -40,8 +43,6 @@ def register_search_tool(server: MCPServer, index: SearchIndex | None = None) ->
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 
-    from .errors import LightMemError
-
     hints = ToolAnnotations(
         title="Search archived text",
         read_only_hint=True,
@@ -52,9 +53,6 @@ def register_search_tool(server: MCPServer, index: SearchIndex | None = None) ->
 
     @server.tool(name=TOOL, description=DESCRIPTION, annotations=hints, structured_output=False)
     def lightmem2_search(query: str, session: str | None = None, regex: bool = False, limit: int = 10) -> str:
-        from .commands import search
-        from .search_index import SearchIndex
-
         store = index if index is not None else SearchIndex.default()
         try:
             text = search.run(

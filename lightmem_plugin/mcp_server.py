@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._version import __version__
+from .errors import LightMemError
+from .mcp_search import register_search_tool
+
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
@@ -31,9 +35,6 @@ def build_server(registry: Registry | None = None, index: SearchIndex | None = N
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 
-    from . import __version__
-    from .errors import LightMemError
-
     server: MCPServer = MCPServer(
         name="lightmem2",
         version=__version__,
@@ -44,7 +45,7 @@ def build_server(registry: Registry | None = None, index: SearchIndex | None = N
     def store() -> Registry:
         if registry is not None:
             return registry
-        from .pipeline import LightMem
+        from .pipeline import LightMem  # lazy: ~0.4 s, and only a recover call needs the store
 
         return LightMem().registry
 
@@ -59,14 +60,12 @@ def build_server(registry: Registry | None = None, index: SearchIndex | None = N
 
     @server.tool(name=TOOL, description=DESCRIPTION, annotations=hints, structured_output=False)
     def lightmem2_recover(key: str, lines: str | None = None) -> str:
-        from .commands import recover
+        from .commands import recover  # lazy: it imports the pipeline (see store())
 
         try:
             return recover.run(store(), key, lines)
         except LightMemError as err:
             raise ToolError(f"lightmem2: {err}") from None
-
-    from .mcp_search import register_search_tool
 
     register_search_tool(server, index)
     return server
