@@ -10,8 +10,10 @@ To add a command, touch two files:
    terminal) — see :mod:`lightmem_plugin.commands.base`;
 2. one line in :data:`COMMANDS` below.
 
-The CLI parser, ``/lightmem2 ...`` in chat (:func:`run_line`: hooks, the sidecar, ``LightMem.command``),
-the README's command table and the installers all read this tuple; nothing else lists commands.
+The CLI parser, ``/lightmem2 ...`` in chat (:func:`run_line`: hooks, the sidecar, ``LightMem.command``)
+and the README's command table (``make docs``) all read this tuple; nothing else lists commands.
+``tests/test_command_registry.py`` fails when a module under ``commands/`` declares a ``COMMAND`` that
+is not listed here (modules that are not commands start with ``_``, apart from ``chart``).
 """
 
 from __future__ import annotations
