@@ -1,7 +1,71 @@
-"""lightmem2: cache-stable, reduced, cost-aware context for long-running LLM agents."""
+"""lightmem2: cache-stable, reduced, cost-aware context for long-running LLM agents.
 
-from __future__ import annotations
+The public surface is what :data:`__all__` lists: :class:`LightMem` (the plugin: ``from_config()``,
+``session(id)``, ``command(line)``), :class:`Session` (``before_model_call``, ``ingest_tool_result``,
+``after_model_call``), :class:`Config` and the error tree of :mod:`lightmem_plugin.errors`. Everything
+else is importable from its module but may change.
 
-__version__ = "0.1.0"
+Importing this package has no side effects: no files, network or threads. ``LightMem``, ``Session``
+and ``Config`` load on first use (PEP 562), because Python runs this file before any submodule: every
+``lightmem2 hook`` a host runs and every ``python -m lightmem_plugin.X`` would otherwise pay ~0.4 s
+for the pipeline it may not need.
+"""
 
-__all__ = ["__version__"]
+import typing as _typing
+
+from ._version import __version__
+from .errors import (
+    ArtifactCorrupt,
+    ArtifactNotFound,
+    ConfigError,
+    EstimatorError,
+    LightMemError,
+    PassError,
+    PayloadError,
+    RegistryError,
+    TokenizerError,
+    TraceError,
+    UsageError,
+)
+
+if _typing.TYPE_CHECKING:
+    from .api import LightMem, Session
+    from .config import Config
+
+__all__ = [
+    "ArtifactCorrupt",
+    "ArtifactNotFound",
+    "Config",
+    "ConfigError",
+    "EstimatorError",
+    "LightMem",
+    "LightMemError",
+    "PassError",
+    "PayloadError",
+    "RegistryError",
+    "Session",
+    "TokenizerError",
+    "TraceError",
+    "UsageError",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """``LightMem``, ``Session`` and ``Config``, imported on first access."""
+    if name in ("LightMem", "Session"):
+        from . import api  # lazy: see the module docstring
+
+        value = getattr(api, name)
+    elif name == "Config":
+        from .config import Config  # lazy: see the module docstring
+
+        value = Config
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

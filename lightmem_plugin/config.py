@@ -10,15 +10,15 @@ keeps the last good config in force.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import platformdirs
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 from .errors import ConfigError
+from .paths import data_dir as data_dir  # re-exported: most modules import it from here
+from .paths import home_dir
 from .reduction import passes
 
 Mode = Literal["conservative", "normal", "aggressive"]
@@ -205,18 +205,6 @@ class Config(_Model):
     def mode_table(self) -> ModeTable:
         """Reduction table of the current mode."""
         return self.reduction.table(self.mode)
-
-
-def home_dir() -> Path:
-    """``$LIGHTMEM2_HOME`` if set, else the platformdirs user config dir."""
-    env = os.environ.get("LIGHTMEM2_HOME")
-    return Path(env) if env else Path(platformdirs.user_config_dir("lightmem2"))
-
-
-def data_dir() -> Path:
-    """``$LIGHTMEM2_HOME`` if set, else the platformdirs user data dir (registry, ledger)."""
-    env = os.environ.get("LIGHTMEM2_HOME")
-    return Path(env) if env else Path(platformdirs.user_data_dir("lightmem2"))
 
 
 def config_path() -> Path:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from .config import data_dir
+from .paths import data_dir
 from .sqlite_store import open_private_db
 
 T = TypeVar("T")

@@ -19,13 +19,14 @@ import json
 import sqlite3
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from . import cachesim
 from .config import data_dir
 from .errors import UsageError
+from .redaction import Redactor
 from .sqlite_store import open_private_db
 
 LEDGER_FILE = "ledger.sqlite3"
@@ -50,10 +51,6 @@ _CREATE = (
 
 def _redacted(rec: CallRecord) -> CallRecord:
     """``rec`` with credentials removed from its free-text fields (an error may quote its input)."""
-    from dataclasses import replace
-
-    from .redaction import Redactor
-
     redactor = Redactor()
     return replace(
         rec,

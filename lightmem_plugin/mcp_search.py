@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .commands import search
+from .errors import LightMemError
+from .faults import tool_failure
+from .search_index import SearchIndex
+
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-    from .search_index import SearchIndex
 
 TOOL = "lightmem2_search"
 MAX_CHARS = 4000
@@ -40,9 +44,6 @@ def register_search_tool(server: MCPServer, index: SearchIndex | None = None) ->
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 
-    from .errors import LightMemError
-    from .faults import tool_failure
-
     hints = ToolAnnotations(
         title="Search archived text",
         read_only_hint=True,
@@ -53,9 +54,6 @@ def register_search_tool(server: MCPServer, index: SearchIndex | None = None) ->
 
     @server.tool(name=TOOL, description=DESCRIPTION, annotations=hints, structured_output=False)
     def lightmem2_search(query: str, session: str | None = None, regex: bool = False, limit: int = 10) -> str:
-        from .commands import search
-        from .search_index import SearchIndex
-
         try:
             store = index if index is not None else SearchIndex.default()
         except Exception as err:  # fail-open (I5): a tool error for the model, a fault for doctor

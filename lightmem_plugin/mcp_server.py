@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._version import __version__
+from .errors import LightMemError
+from .faults import tool_failure
+from .mcp_search import register_search_tool
+
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
@@ -31,10 +36,6 @@ def build_server(registry: Registry | None = None, index: SearchIndex | None = N
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 
-    from . import __version__
-    from .errors import LightMemError
-    from .faults import tool_failure
-
     server: MCPServer = MCPServer(
         name="lightmem2",
         version=__version__,
@@ -45,7 +46,7 @@ def build_server(registry: Registry | None = None, index: SearchIndex | None = N
     def store() -> Registry:
         if registry is not None:
             return registry
-        from .pipeline import LightMem
+        from .pipeline import LightMem  # lazy: ~0.4 s, and only a recover call needs the store
 
         return LightMem().registry
 
@@ -60,7 +61,7 @@ def build_server(registry: Registry | None = None, index: SearchIndex | None = N
 
     @server.tool(name=TOOL, description=DESCRIPTION, annotations=hints, structured_output=False)
     def lightmem2_recover(key: str, lines: str | None = None) -> str:
-        from .commands import recover
+        from .commands import recover  # lazy: it imports the pipeline (see store())
 
         try:
             return recover.run(store(), key, lines)
@@ -68,8 +69,6 @@ def build_server(registry: Registry | None = None, index: SearchIndex | None = N
             raise ToolError(f"lightmem2: {err}") from None
         except Exception as err:  # fail-open (I5): a tool error for the model, a fault for doctor
             raise ToolError(tool_failure(TOOL, err)) from None
-
-    from .mcp_search import register_search_tool
 
     register_search_tool(server, index)
     return server

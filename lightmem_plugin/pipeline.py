@@ -20,7 +20,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import xxhash
 
@@ -114,7 +114,7 @@ class LightMem:
         self._sessions_lock = threading.Lock()
 
     @classmethod
-    def from_config(cls) -> LightMem:
+    def from_config(cls) -> Self:
         """A plugin that follows the user's config file (reloaded when it changes) and keeps a ledger."""
         try:
             ledger: Ledger | None = Ledger.default()
@@ -149,12 +149,6 @@ class LightMem:
         except (OSError, sqlite3.Error):
             return  # search is a convenience: archiving works without it
         self.registry.on_put = index_hook(index, lambda: self.active_session)
-
-    def command(self, line: str) -> str:
-        """The reply to a chat command such as ``/lightmem2 status`` (same text as the CLI)."""
-        from .cli import run_line
-
-        return run_line(line)[0]
 
     def session(self, session_id: str) -> Session:
         """The session with this id (created on first use)."""

@@ -29,6 +29,8 @@ from .cachesim import default_breakpoints, k_cost, make_cache
 from .chat_tokens import REQUEST_OVERHEAD_TOKENS, ChatChunker
 from .config import Config, Mode
 from .errors import LightMemError
+from .pipeline import LightMem
+from .registry import Registry
 from .retention import RetentionTracker
 from .stabilizer import TAIL_PREFIX
 from .tokens import TokenCounter
@@ -64,9 +66,6 @@ class LightMemPolicy:
     """A lightmem2 mode, through the same Python API the adapters use, with a private registry."""
 
     def __init__(self, trace: Trace, mode: Mode, root: Path, config: Config | None = None) -> None:
-        from .pipeline import LightMem
-        from .registry import Registry
-
         cfg = (config or Config()).model_copy(update={"mode": mode})
         self.plugin = LightMem(config=cfg, registry=Registry(root / "artifacts"))
         self.session = self.plugin.session(trace.id)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .config import data_dir
 from .errors import UsageError
 from .registry import KEY_RE, content_key
 from .sqlite_store import open_private_db
@@ -95,8 +96,6 @@ class SearchIndex:
     @classmethod
     def default(cls) -> SearchIndex:
         """The index in the data dir (``$LIGHTMEM2_HOME/search.sqlite3`` when that is set)."""
-        from .config import data_dir
-
         return cls(data_dir() / INDEX_FILE)
 
     def close(self) -> None:

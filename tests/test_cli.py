@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from lightmem_plugin.cli import main, run_line
+from lightmem_plugin.cli import main
+from lightmem_plugin.commands.registry import run_line
 from lightmem_plugin.config import config_path
 from lightmem_plugin.pipeline import LightMem
 

@@ -6,9 +6,11 @@ one line naming the file, key path, bad value and allowed values when the file i
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from ..config import config_path, load_config
+from .base import Command, Outcome
 
 
 def run(action: str) -> str:
@@ -24,3 +26,16 @@ def run(action: str) -> str:
     if data["estimator"].get("proxyApiKey"):
         data["estimator"]["proxyApiKey"] = "***"
     return json.dumps(data, indent=2)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``path``, ``show`` or ``validate``."""
+    parser.add_argument("action", choices=["path", "show", "validate"])
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """``lightmem2 config ACTION``."""
+    return run(args.action)
+
+
+COMMAND = Command("config", __doc__, configure, main)

@@ -8,6 +8,7 @@ Then it records the normal-mode run in the ledger and prints ``report`` for it a
 
 from __future__ import annotations
 
+import argparse
 from importlib import resources
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from ..pipeline import LightMem
 from ..replay import replay_paths, summarize
 from ..traces import load_trace
 from . import report, visual
+from .base import Command, Outcome
 
 POLICIES = ("vanilla", "conservative", "normal", "aggressive")
 DEMO_SESSION_ID = "demo-django-14997"
@@ -69,3 +71,16 @@ def run(trace: str | None = None) -> str:
     _record(path, ledger)
     out += ["", report.run(ledger, DEMO_SESSION_ID), "", visual.run(ledger, DEMO_SESSION_ID)]
     return "\n".join(out)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``--trace PATH``."""
+    parser.add_argument("--trace", help="a trace file to use instead of the bundled session")
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """``lightmem2 demo``."""
+    return run(args.trace)
+
+
+COMMAND = Command("demo", __doc__, configure, main, chat=False)

@@ -11,6 +11,7 @@ when any check fails.
 
 from __future__ import annotations
 
+import argparse
 import os
 import stat
 import tempfile
@@ -20,9 +21,12 @@ from ..config import Config, config_path, data_dir, load_config
 from ..errors import ConfigError, TokenizerError
 from ..faults import FAULTS_FILE, Fault, FaultSink
 from ..ledger import LEDGER_FILE, Ledger
+from ..pipeline import LightMem
 from ..tokens import RANKS_SHA256, ranks_bytes
 from ._format import to_json
 from ._hosts import HOSTS, Check, Probe, check_host
+from .base import Command, Outcome
+from .search import fix_index
 
 RECENT_CALLS = 200
 
@@ -208,3 +212,20 @@ def run(
     counts = {s: sum(1 for c in checks if c.status == s) for s in ("pass", "warn", "fail")}
     lines.append(f"doctor: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail")
     return "\n".join(lines), ok
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``--json``, ``--fix``."""
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--fix", action="store_true", help="rebuild the search index if missing or stale")
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """``lightmem2 doctor``: exit code 1 when a check failed."""
+    text, ok = run(as_json=args.json)
+    if args.fix:
+        text = fix_index(LightMem.from_config().registry) + "\n" + text
+    return text, 0 if ok else 1
+
+
+COMMAND = Command("doctor", __doc__, configure, main)

@@ -9,13 +9,16 @@ decision to the one that superseded it. The record comes from the latest snapsho
 
 from __future__ import annotations
 
+import argparse
 import re
 from typing import Any
 
+from ..config import data_dir
 from ..errors import UsageError
 from ..eviction.record_store import LEVELS, RecordStore
 from ..ledger import Ledger
 from ._format import to_json, totals_dict
+from .base import Command, Outcome
 
 FORMATS = ("json", "markdown", "canvas")
 _LISTS = {
@@ -153,8 +156,6 @@ def run(
     if format not in FORMATS:
         raise UsageError(f'unknown export format "{format}"; allowed: {", ".join(FORMATS)}')
     if store is None:
-        from ..config import data_dir
-
         store = RecordStore(data_dir() / "records")
     if ledger is None:
         with Ledger.default() as own:
@@ -166,3 +167,17 @@ def run(
     if format == "markdown":
         return markdown(d)
     return to_json(canvas(d))
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``--format``, ``--session ID``."""
+    parser.add_argument("--format", required=True, choices=["json", "markdown", "canvas"])
+    parser.add_argument("--session", metavar="ID")
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """``lightmem2 export`` of the user's records."""
+    return run(args.format, args.session)
+
+
+COMMAND = Command("export", __doc__, configure, main)

@@ -3,3 +3,33 @@
 Events: SessionStart, UserPromptSubmit, PostToolUse. A hook never blocks its host on our failure: a
 crash, a timeout or unreadable stdin exits 0 and prints nothing, so the host goes on with the original.
 """
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from ..hooks import HOSTS, exit_with
+from .base import Command, Outcome
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``HOST``, ``EVENT``."""
+    parser.add_argument("host", choices=HOSTS)
+    parser.add_argument("event")
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """Answer the hook on this process's stdin/stdout and end the process."""
+    exit_with(args.host, args.event)
+
+
+def run_raw(argv: list[str]) -> NoReturn:
+    """``lightmem2 hook HOST EVENT`` before argparse runs: a host reads exit code 2 as "blocking
+    error", so no usage error may escape; a miswired hook (missing arguments) ends with exit code 0.
+    """
+    host, event = [*argv[:2], "", ""][:2]
+    exit_with(host, event)
+
+
+COMMAND = Command("hook", __doc__, configure, main, chat=False)

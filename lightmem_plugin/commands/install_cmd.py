@@ -7,18 +7,35 @@ the user's.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
+
+from ..install import claude_code, codex, openclaw
+from .base import Command, Outcome
 
 HOSTS = ("openclaw", "claude-code", "codex")
 
 
 def run(host: str, uninstall: bool, project: str | None) -> str:
     """The text ``lightmem2 install HOST`` prints."""
-    from ..install import claude_code, codex, openclaw
-
     runners: dict[str, Callable[..., str]] = {
         "openclaw": openclaw.run,
         "claude-code": claude_code.run,
         "codex": codex.run,
     }
     return runners[host](uninstall=uninstall, project=project)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``HOST``, ``--uninstall``, ``--project DIR``."""
+    parser.add_argument("host", choices=HOSTS)
+    parser.add_argument("--uninstall", action="store_true")
+    parser.add_argument("--project", metavar="DIR")
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """``lightmem2 install HOST``."""
+    return run(args.host, args.uninstall, args.project)
+
+
+COMMAND = Command("install", __doc__, configure, main, chat=False)

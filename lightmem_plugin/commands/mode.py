@@ -7,6 +7,7 @@ model call. What is already in the history keeps the form it was given.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 from ..config import MODES, Config, config_path, load_config, parse_config
 from ..errors import ConfigError, UsageError
+from .base import Command, Outcome
 
 
 def describe(config: Config) -> str:
@@ -64,3 +66,16 @@ def run(value: str | None) -> str:
         return describe(load_config())
     config = set_mode(value)
     return f"mode set to {config.mode} (takes effect on the next model call)\n" + describe(config)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The optional mode to switch to."""
+    parser.add_argument("value", nargs="?", metavar="conservative|normal|aggressive")
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """``lightmem2 mode [VALUE]``."""
+    return run(args.value)
+
+
+COMMAND = Command("mode", __doc__, configure, main)

@@ -10,12 +10,15 @@ scenario: a per-call clock and runtime stats in the system prompt.
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from pathlib import Path
 
 from ..cachesim import PROVIDERS
 from ..errors import UsageError
 from ..replay import Head, replay_paths, summarize, trace_files
+from .base import Command, Outcome
 
 POLICIES = ("vanilla", "conservative", "normal", "aggressive")
 
@@ -70,3 +73,23 @@ def run(
     summary["mode"] = mode
     summary["head"] = head
     return json.dumps(summary, sort_keys=True) if as_json else render(summary, mode, head)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``PATH...``, ``--mode``, ``--provider``, ``--head``, ``--dump-requests DIR``, ``--json``."""
+    parser.add_argument("paths", nargs="+", metavar="PATH")
+    parser.add_argument("--mode", default="normal", choices=POLICIES)
+    parser.add_argument("--provider", choices=["deepseek", "openai", "anthropic", "vllm"])
+    parser.add_argument("--head", default="plain", choices=["plain", "volatile"])
+    parser.add_argument("--dump-requests", metavar="DIR")
+    parser.add_argument("--json", action="store_true")
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """``lightmem2 replay``; a progress line on stderr when it is a terminal."""
+    return run(
+        args.paths, args.mode, args.provider, args.head, args.dump_requests, args.json, sys.stderr.isatty()
+    )
+
+
+COMMAND = Command("replay", __doc__, configure, main, chat=False)

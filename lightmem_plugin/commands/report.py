@@ -10,11 +10,13 @@ changed an old message). Without options: the session recorded last.
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from ..errors import UsageError
 from ..ledger import CallRecord, Ledger, summarize
 from ._format import call_dict, pct, to_json, tokens, totals_dict, where
+from .base import Command, Outcome
 
 _HEADER = f"{'call':>5} {'mode':<12} {'input':>9} {'vanilla':>9} {'hit%':>7} {'K':>9} {'K vanilla':>10} "
 _HEADER += f"{'evicted':>8}  break"
@@ -112,3 +114,19 @@ def run(
     if not ids:
         return f"no sessions recorded yet (ledger: {ledger.path})"
     return "\n\n".join(session_text(s, ledger.calls(s)) for s in ids)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``--session ID`` or ``--all``, ``--json``."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--session", metavar="ID")
+    group.add_argument("--all", action="store_true")
+    parser.add_argument("--json", action="store_true")
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """``lightmem2 report`` on the user's ledger."""
+    return run(Ledger.default(), args.session, args.all, args.json)
+
+
+COMMAND = Command("report", __doc__, configure, main)

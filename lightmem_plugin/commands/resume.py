@@ -9,8 +9,10 @@ transcript), so sessions run without lightmem2 can be resumed too.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
+from ..config import data_dir
 from ..errors import UsageError
 from ..eviction.heuristic import HeuristicEstimator
 from ..eviction.lifecycle import TaskRegistry
@@ -18,6 +20,7 @@ from ..eviction.record_render import render
 from ..eviction.record_store import LEVELS, RecordStore
 from ..eviction.session_record import extract
 from ..traces import load_trace
+from .base import Command, Outcome
 
 
 def from_trace(path: str, level: str, at_turn: int | None) -> str:
@@ -48,3 +51,19 @@ def run(
         return from_trace(trace, level, at_turn)
     snap = store.snapshot(session_id, at_turn)
     return f"[lightmem2 session record: {snap['session']} at turn {snap['turn']}]\n{snap[level]}"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``--level``, ``--session ID``, ``--at-turn N``, ``--trace PATH``."""
+    parser.add_argument("--level", default="standard", choices=["critical", "standard", "full"])
+    parser.add_argument("--session", metavar="ID")
+    parser.add_argument("--at-turn", type=int, metavar="N")
+    parser.add_argument("--trace", metavar="PATH")
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """``lightmem2 resume`` on the user's record store."""
+    return run(RecordStore(data_dir() / "records"), args.level, args.session, args.at_turn, args.trace)
+
+
+COMMAND = Command("resume", __doc__, configure, main)

@@ -10,12 +10,14 @@ quotes to search punctuation literally. ``--regex`` takes a Python regular expre
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from ..errors import UsageError
 from ..registry import Registry
 from ..search_index import Hit, SearchIndex
 from ._format import to_json
+from .base import Command, Outcome
 
 MAX_LIMIT = 200
 
@@ -89,3 +91,22 @@ def fix_index(registry: Registry, index: SearchIndex | None = None) -> str:
         return "[pass] search index: up to date"
     count = index.rebuild(registry)
     return f"[fixed] search index: {stale} artifacts were missing or stale; re-indexed {count}"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``QUERY``, ``--session ID`` or ``--all``, ``--regex``, ``--limit N``, ``--json``."""
+    parser.add_argument("query", metavar="QUERY")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--session", metavar="ID")
+    group.add_argument("--all", action="store_true")
+    parser.add_argument("--regex", action="store_true")
+    parser.add_argument("--limit", type=int, default=10, metavar="N")
+    parser.add_argument("--json", action="store_true")
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """``lightmem2 search`` in the user's index."""
+    return run(SearchIndex.default(), args.query, args.session, args.all, args.regex, args.limit, args.json)
+
+
+COMMAND = Command("search", __doc__, configure, main)

@@ -7,10 +7,29 @@ unless ``--allow-remote`` is given. Runs until interrupted.
 
 from __future__ import annotations
 
+import argparse
+
+from ..server import serve
+from .base import Command, Outcome
+
 
 def run(host: str | None, port: int | None, allow_remote: bool) -> str:
     """Serve until interrupted; returns nothing to print."""
-    from ..server import serve
 
     serve(None, host, port, allow_remote)
     return ""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``--host``, ``--port N``, ``--allow-remote``."""
+    parser.add_argument("--host")
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--allow-remote", action="store_true")
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """``lightmem2 serve`` until interrupted."""
+    return run(args.host, args.port, args.allow_remote)
+
+
+COMMAND = Command("serve", __doc__, configure, main, chat=False)

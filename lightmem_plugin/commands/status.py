@@ -8,13 +8,16 @@ archived originals, and the last pass error if any. Short enough for a chat bubb
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from ..config import Config, data_dir
 from ..faults import FAULTS_FILE, FaultSink
 from ..ledger import Ledger, SessionTotals
+from ..pipeline import LightMem
 from ..registry import Registry
 from ._format import pct, size, to_json, tokens, totals_dict
+from .base import Command, Outcome
 
 
 def _modules(config: Config) -> dict[str, Any]:
@@ -93,3 +96,18 @@ def run(
     lines.append(f"archived originals: {artifacts} ({size(stored)})")
     lines.append(f"last error: {error or 'none'}")
     return "\n".join(lines)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``--session ID``, ``--json``."""
+    parser.add_argument("--session", metavar="ID")
+    parser.add_argument("--json", action="store_true")
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """``lightmem2 status``: the user's plugin, ledger and registry."""
+    plugin = LightMem.from_config()
+    return run(Ledger.default(), plugin.registry, plugin.config, args.session, args.json)
+
+
+COMMAND = Command("status", __doc__, configure, main)

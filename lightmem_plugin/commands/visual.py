@@ -11,6 +11,7 @@ same bytes. Without ``--session``: the session recorded last.
 
 from __future__ import annotations
 
+import argparse
 import html
 import re
 import webbrowser
@@ -22,6 +23,7 @@ from ..config import data_dir
 from ..errors import UsageError
 from ..ledger import CallRecord, Ledger, summarize
 from ._format import where
+from .base import Command, Outcome
 from .chart import HEIGHT, WIDTH, Chart, Label, Line, Rect, layout, render_png
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -184,3 +186,18 @@ def run(
     if open_browser:
         webbrowser.open(html_path.resolve().as_uri())
     return f"{html_path}\n{png_path}"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``--session ID``, ``--out DIR``, ``--open``."""
+    parser.add_argument("--session", metavar="ID")
+    parser.add_argument("--out", metavar="DIR")
+    parser.add_argument("--open", action="store_true")
+
+
+def main(args: argparse.Namespace) -> Outcome:
+    """``lightmem2 visual`` on the user's ledger."""
+    return run(Ledger.default(), args.session, Path(args.out) if args.out else None, args.open)
+
+
+COMMAND = Command("visual", __doc__, configure, main)

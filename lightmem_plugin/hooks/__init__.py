@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
 from ..faults import on_surface, open_sink, report
+from . import claude_code, codex
 
 __all__ = ["EVENTS", "HOSTS", "budget_s", "exit_with", "main", "run", "run_stream"]
 
@@ -50,21 +51,13 @@ def budget_s(event: str) -> float:
 
 
 def _handler(host: str) -> Handler | None:
-    if host == "claude-code":
-        from . import claude_code
-
-        return claude_code.handle
-    if host == "codex":
-        from . import codex
-
-        return codex.handle
-    return None
+    return {"claude-code": claude_code.handle, "codex": codex.handle}.get(host)
 
 
 def _log(host: str, event: str, what: str) -> None:
     """One line in ``<data dir>/hooks.log`` (best effort, bounded; the host never sees it)."""
     try:
-        from ..config import data_dir
+        from ..config import data_dir  # lazy: pydantic costs ~0.1 s and only a failure logs
 
         path = data_dir() / "hooks.log"
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

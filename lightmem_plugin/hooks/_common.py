@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from ..faults import open_sink
+
 if TYPE_CHECKING:
     from ..pipeline import Session
 
@@ -24,7 +26,8 @@ def is_command(prompt: object) -> bool:
 
 def command_reply(prompt: str) -> str:
     """The text ``/lightmem2 ...`` answers with (same code and text as the CLI), never empty."""
-    from ..cli import run_line
+    # lazy: the command table imports every command (~0.4 s); only a /lightmem2 prompt needs it
+    from ..commands.registry import run_line
 
     m = COMMAND_RE.match(prompt)
     rest = prompt[m.end() :] if m else prompt
@@ -52,7 +55,6 @@ def call_id(payload: dict[str, Any]) -> str:
 def reducing_session(payload: dict[str, Any]) -> Session:
     """A pipeline session for this payload: the user's config, no ledger (the proxy keeps that), and
     the fault sink, so a pass that fails inside a hook shows in ``doctor`` and ``status``."""
-    from ..faults import open_sink
-    from ..pipeline import LightMem
+    from ..pipeline import LightMem  # lazy: ~0.4 s that UserPromptSubmit and SessionStart do not need
 
     return LightMem(faults=open_sink()).session(session_id(payload))

@@ -93,8 +93,9 @@ def user_prompt_submit(payload: dict[str, Any]) -> dict[str, Any] | None:
 
 def session_start(payload: dict[str, Any], host: str = "claude-code") -> dict[str, Any] | None:
     """Remember the transcript; start the proxy if it is not running. Prints nothing."""
+    # lazy: config (pydantic) and the process helpers; the other events stay light
     from ..config import load_config
-    from . import serve_ctl, transcripts  # imported here: the other events stay light
+    from . import serve_ctl, transcripts
 
     path = payload.get("transcript_path")
     if isinstance(path, str) and path:

@@ -8,7 +8,6 @@ copies and an uninstall removes exactly them, leaving the user's own hooks and t
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import shlex
@@ -16,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..commands.hook_cmd import COMMAND as HOOK
 from ..errors import UsageError
 from . import _edits
 
@@ -27,25 +27,11 @@ EVENTS: dict[str, tuple[str | None, int]] = {
 }
 
 
-def _cli_has_hook() -> bool:
-    """True when this install's ``lightmem2`` CLI has the ``hook`` subcommand."""
-    try:
-        from ..cli import build_parser
-
-        parser = build_parser()
-    except Exception:
-        return False
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction) and "hook" in action.choices:
-            return True
-    return False
-
-
 def hook_command(host: str, event: str) -> str:
     """The command the host runs for ``event``: absolute paths, so PATH and shells do not matter."""
     exe = Path(sys.executable).with_name("lightmem2")
-    if exe.exists() and _cli_has_hook():
-        return f"{shlex.quote(str(exe))} hook {host} {event}"
+    if exe.exists():  # this install's console script: it has the hook command imported above
+        return f"{shlex.quote(str(exe))} {HOOK.name} {host} {event}"
     return f"{shlex.quote(sys.executable)} -m lightmem_plugin.hooks {host} {event}"
 
 

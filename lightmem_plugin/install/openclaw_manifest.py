@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..config import json_schema
 
 PLUGIN_ID = "lightmem2"

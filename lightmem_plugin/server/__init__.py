@@ -65,6 +65,7 @@ def serve(
     ``config`` None follows the user's config file (a ``lightmem2 mode`` switch applies to the next
     call); a given config is used as is. ``host``/``port`` default to ``server.host``/``server.port``.
     """
+    # lazy: uvicorn, starlette and the pipeline load only when a server runs (see the docstring)
     import uvicorn
 
     from ..config import load_config

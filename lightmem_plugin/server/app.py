@@ -28,7 +28,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .. import __version__
+from .._version import __version__
 from ..faults import on_surface
 from ..pipeline import LightMem
 from .proxy import Outgoing, Proxy, TooLarge, error_response, read_body

@@ -38,7 +38,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .. import __version__
+from .._version import __version__
+from ..commands.registry import run_line
 from ..errors import ArtifactNotFound, LightMemError
 from ..faults import on_surface
 from ..pipeline import LightMem, Session
@@ -64,7 +65,7 @@ def _field(body: JSON, name: str, kind: type, required: bool = True) -> Any:
 
 def run_command(plugin: LightMem, text: str) -> str:
     """The answer to a ``/lightmem2 ...`` command line: the same text the CLI prints."""
-    return plugin.command(text)
+    return run_line(text)[0]
 
 
 def _assemble(session: Session, body: JSON) -> JSON:
