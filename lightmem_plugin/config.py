@@ -78,6 +78,8 @@ class ModeTable(_Model):
     tailChars: int = Field(..., ge=0, description="Characters kept verbatim after a truncation stub.")
     passes: list[PassName] = Field(..., description="Reduction passes enabled in this mode.")
     eviction: bool = Field(False, description="Page out finished tasks in batches.")
+    fileViewChars: int = Field(8000, ge=0, description="File views and search results up to this stay whole.")
+    keepErrorLines: bool = Field(True, description="Never cut error lines, traceback frames or failures.")
 
 
 class ConservativeTable(ModeTable):
@@ -89,6 +91,9 @@ class ConservativeTable(ModeTable):
     tailChars: int = Field(600, ge=0, description="Characters kept verbatim after a truncation stub.")
     passes: list[PassName] = Field(default_factory=lambda: list(LOSSLESS_PASSES), description="Passes on.")
     eviction: bool = Field(False, description="Page out finished tasks in batches.")
+    fileViewChars: int = Field(
+        12000, ge=0, description="File views and search results up to this stay whole."
+    )
 
 
 class NormalTable(ModeTable):
@@ -100,6 +105,7 @@ class NormalTable(ModeTable):
     tailChars: int = Field(400, ge=0, description="Characters kept verbatim after a truncation stub.")
     passes: list[PassName] = Field(default_factory=lambda: list(ALL_PASSES), description="Passes on.")
     eviction: bool = Field(False, description="Page out finished tasks in batches.")
+    fileViewChars: int = Field(8000, ge=0, description="File views and search results up to this stay whole.")
 
 
 class AggressiveTable(ModeTable):
@@ -111,6 +117,7 @@ class AggressiveTable(ModeTable):
     tailChars: int = Field(300, ge=0, description="Characters kept verbatim after a truncation stub.")
     passes: list[PassName] = Field(default_factory=lambda: list(ALL_PASSES), description="Passes on.")
     eviction: bool = Field(True, description="Page out finished tasks in batches.")
+    fileViewChars: int = Field(6000, ge=0, description="File views and search results up to this stay whole.")
 
 
 class ReductionConfig(_Model):
@@ -119,6 +126,11 @@ class ReductionConfig(_Model):
     conservative: ConservativeTable = Field(default_factory=ConservativeTable)
     normal: NormalTable = Field(default_factory=NormalTable)
     aggressive: AggressiveTable = Field(default_factory=AggressiveTable)
+    recoverHint: Literal["tool", "shell"] = Field(
+        "tool",
+        description='How stubs say to recover: the lightmem2_recover tool, or "shell" (lightmem2 recover KEY) '
+        "for hosts without the tool.",
+    )
     hardCapChars: int = Field(50_000, ge=1000, description="No tool output enters the context above this.")
     imageBitmapMaxBytes: int = Field(100 * 1024, ge=1024, description="Downsample bitmaps above this size.")
     imageSvgMaxBytes: int = Field(50 * 1024, ge=1024, description="Rasterise or stub SVGs above this size.")
@@ -139,7 +151,12 @@ class EvictionConfig(_Model):
     expectedRemainingCalls: int = Field(
         20, ge=1, description="Calls assumed still to come when weighing an eviction's saving."
     )
-    minSavingRatio: float = Field(1.0, ge=0, description="Evict only if saving >= ratio x re-miss cost.")
+    minSavingRatio: float = Field(
+        2.0,
+        ge=0,
+        description="Evict only if saving >= ratio x re-miss cost (2: the remaining calls are a guess; a "
+        "session that ends sooner must not turn a batch into a loss).",
+    )
     recordLevel: Literal["critical", "standard", "full"] = Field(
         "standard", description="Session record budget rendered in the eviction block."
     )

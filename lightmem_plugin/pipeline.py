@@ -39,6 +39,7 @@ from .redaction import Redactor
 from .reduction import passes
 from .reduction.base import PassContext
 from .reduction.dedup import DedupIndex, Repeats
+from .reduction.kinds import ToolCall
 from .reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_text
 from .registry import Registry
 from .search_index import SearchIndex, index_hook
@@ -192,6 +193,7 @@ class Session:
         self._chat_in: list[dict[str, Any]] = []
         self._decoded: list[Message] = []
         self._processed: dict[int, tuple[Message, Message]] = {}
+        self._tool_calls: dict[str, ToolCall] = {}
         self._encoded: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._accountant = Accountant(plugin.counter) if plugin.ledger is not None else None
         self.last_record: CallRecord | None = None
@@ -281,12 +283,15 @@ class Session:
             return 0
 
     # -- ingestion ---------------------------------------------------------------------------------
-    def _context(self) -> PassContext:
+    def _context(self, call: ToolCall | None = None) -> PassContext:
         cfg = self.cfg
-        return PassContext(cfg.mode_table(), cfg.reduction, self.plugin.registry.put)
+        return PassContext(cfg.mode_table(), cfg.reduction, self.plugin.registry.put, call)
 
-    def ingest_tool_result(self, call_id: str, output: str) -> str:
-        """What the model will see of this tool output; computed once per (call id, content)."""
+    def ingest_tool_result(self, call_id: str, output: str, call: ToolCall | None = None) -> str:
+        """What the model will see of this tool output; computed once per (call id, content).
+
+        ``call`` is the tool call that produced it (its command tells the output's kind); within a
+        request the pipeline finds it itself, a host hook passes it."""
         self.plugin.active_session = self.id
         slot = f"{call_id}:{_digest(output)}"
         if slot in self.memo:
@@ -294,15 +299,15 @@ class Session:
             return output if hit is None else hit
         if not self._in_call:  # a host hook ingesting between model calls sees the current config
             self.cfg = self.plugin.config
-        result = self.fail.run("reduction", lambda: self._reduce(call_id, output), output)
+        result = self.fail.run("reduction", lambda: self._reduce(call_id, output, call), output)
         self.memo[slot] = None if result == output else result
         if not self._in_call:
             self._save()
         return result
 
-    def _reduce(self, call_id: str, output: str) -> str:
+    def _reduce(self, call_id: str, output: str, call: ToolCall | None) -> str:
         reducer = self.passes_override.get("text", reduce_text)
-        return reduce_output(call_id, output, self._context(), self.repeats, reducer)
+        return reduce_output(call_id, output, self._context(call), self.repeats, reducer)
 
     def _ingest_image(self, part: ImagePart) -> ImagePart:
         if part.data is None or not passes.of_stage("media", self.cfg.mode_table().passes):
@@ -329,7 +334,9 @@ class Session:
             new = sub
             if isinstance(sub, TextPart):
                 text = self.ingest_tool_result(
-                    f"{part.tool_call_id}#{i}" if i else part.tool_call_id, sub.text
+                    f"{part.tool_call_id}#{i}" if i else part.tool_call_id,
+                    sub.text,
+                    self._tool_calls.get(part.tool_call_id),
                 )
                 if text != sub.text:
                     new = TextPart(text, dict(sub.extra))
@@ -375,6 +382,9 @@ class Session:
             self._last_record = renders
 
     def _process_message(self, msg: Message) -> Message:
+        for p in msg.parts:
+            if isinstance(p, ToolCallPart):  # the call a later tool result answers: names its kind
+                self._tool_calls[p.id] = ToolCall(p.name, p.arguments)
         parts = [self._reduce_result(p) if isinstance(p, ToolResultPart) else p for p in msg.parts]
         if all(a is b for a, b in zip(parts, msg.parts, strict=True)):
             return msg

@@ -14,9 +14,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
+from ..reduction.kinds import ToolCall
 from . import _common
 
 MIN_UPDATED_OUTPUT = (2, 1, 121)
@@ -77,7 +79,13 @@ def post_tool_use(payload: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(tool, str) or response is None:
         return None
     session = _common.reducing_session(payload)
-    new = reduce_response(tool, response, session.ingest_tool_result, _common.call_id(payload))
+    tool_input = payload.get("tool_input")
+    call = ToolCall(tool, json.dumps(tool_input) if isinstance(tool_input, dict) else "")
+
+    def reduce(key: str, text: str) -> str:
+        return session.ingest_tool_result(key, text, call)  # the command tells the output's kind
+
+    new = reduce_response(tool, response, reduce, _common.call_id(payload))
     if new is response:
         return None
     return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": new}}

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .kinds import ToolCall
+
 if TYPE_CHECKING:  # the config builds its pass names from this package: no import back at run time
     from ..config import ModeTable, ReductionConfig
 
@@ -19,7 +21,7 @@ Archiver = Callable[[bytes], str]
 """Stores bytes in the artifact registry and returns their content key (32 hex chars)."""
 
 STUB_PREFIX = "[lightmem2: "
-STUB_RE = re.compile(r"\[lightmem2: [^\]\n]*?archived as ([0-9a-f]{32})[^\]\n]*\]")
+STUB_RE = re.compile(r"\[lightmem2: [^\]\n]*?(?:archived as|lightmem2 recover) ([0-9a-f]{32})[^\]\n]*\]")
 
 
 @dataclass(frozen=True)
@@ -29,18 +31,30 @@ class PassContext:
     table: ModeTable
     reduction: ReductionConfig
     archive: Archiver
+    call: ToolCall | None = None  # the tool call that produced the output (its command names the kind)
 
 
-def stub(key: str, chars: int, lines: tuple[int, int] | None = None, what: str = "chars") -> str:
+def stub(
+    key: str, chars: int, lines: tuple[int, int] | None = None, what: str = "chars", shell: bool = False
+) -> str:
     """The byte-stable stub left where content was removed.
 
     ``lines`` names the 1-based inclusive line range of the original that was cut, so the agent can
     ask for exactly that part. No clock, no path: only the size, the key and how to recover. The key
     appears once: every stub is re-read on every later call, so each token in it is paid many times
-    (naming the key twice cost 28 more tokens per stub).
+    (naming the key twice cost 28 more tokens per stub). ``shell`` gives the hint that works in a host
+    without the recover tool (``reduction.recoverHint = "shell"``): the command line to run.
     """
-    hint = f'lines="{lines[0]}:{lines[1]}"' if lines else 'lines="a:b"'
-    return f"{STUB_PREFIX}{chars:,} {what} archived as {key}; recover with lightmem2_recover(key, {hint})]"
+    if shell:
+        rng = f" --lines {lines[0]}:{lines[1]}" if lines else ""
+        return f"{STUB_PREFIX}{chars:,} {what} elided; run: lightmem2 recover {key}{rng}]"
+    hint = f', lines="{lines[0]}:{lines[1]}"' if lines else ""
+    return f"{STUB_PREFIX}{chars:,} {what} archived as {key}; recover with lightmem2_recover(key{hint})]"
+
+
+def shell_hint(ctx: PassContext) -> bool:
+    """True when stubs should name the shell command rather than the tool (the host has no tool)."""
+    return ctx.reduction.recoverHint == "shell"
 
 
 def stub_keys(text: str) -> list[str]:

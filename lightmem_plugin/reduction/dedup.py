@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import xxhash
 
+from .base import shell_hint
 from .linedup import LineIndex
 from .spec import PassSpec
 
@@ -22,12 +23,12 @@ if TYPE_CHECKING:
 MIN_CHARS = 300
 
 
-def reference(first_call_id: str, key: str, chars: int) -> str:
+def reference(first_call_id: str, key: str, chars: int, shell: bool = False) -> str:
     """The byte-stable text that replaces a repeated output."""
-    return (
-        f"[lightmem2: identical to the output of tool call {first_call_id} ({chars:,} chars), "
-        f'archived as {key}; recover with lightmem2_recover(key, lines="a:b")]'
-    )
+    same = f"[lightmem2: identical to the output of tool call {first_call_id} ({chars:,} chars)"
+    if shell:
+        return f"{same}; run: lightmem2 recover {key}]"
+    return f"{same}, archived as {key}; recover with lightmem2_recover(key)]"
 
 
 @dataclass
@@ -74,8 +75,8 @@ def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Ca
     first = repeats.outputs.check(call_id, text)
     if first is not None:
         key = ctx.archive(text.encode("utf-8", "surrogatepass"))
-        return reference(first, key, len(text))
-    elided = repeats.lines.reduce(text, ctx.archive)
+        return reference(first, key, len(text), shell_hint(ctx))
+    elided = repeats.lines.reduce(text, ctx.archive, shell_hint(ctx))
     return inner(text) if elided is None else inner(elided[0]) + "\n" + elided[1]
 
 

@@ -197,9 +197,13 @@ WHAT = "chars of HTML"
 
 
 def clean_work(work: Work) -> Work | None:
-    """The page's readable text as the new work text (line origins are lost), or None."""
+    """The page's readable text as the new work text (line origins are lost), or None.
+
+    Not for a file view: an agent that ``cat``s or reads an HTML file is about to edit its markup."""
+    if work.kind == "file_view":
+        return None
     text = slim("\n".join(work.lines))
-    return None if text is None else Work(work.original, text.splitlines(), None, WHAT)
+    return None if text is None else Work(work.original, text.splitlines(), None, WHAT, work.kind)
 
 
 PASS = PassSpec("html", "clean", True, "an HTML document becomes the text a reader sees", clean_work, WHAT)

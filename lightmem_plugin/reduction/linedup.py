@@ -76,7 +76,9 @@ class LineIndex:
             i = end
         return runs
 
-    def reduce(self, text: str, archive: Callable[[bytes], str]) -> tuple[str, str] | None:
+    def reduce(
+        self, text: str, archive: Callable[[bytes], str], shell: bool = False
+    ) -> tuple[str, str] | None:
         """(``text`` with repeated runs replaced by markers, the stub naming the archived original).
 
         None when there is nothing worth replacing.
@@ -94,4 +96,4 @@ class LineIndex:
             out.append(marker(a + 1, b))
             pos = b
         out.extend(lines[pos:])
-        return "\n".join(out), stub(key, len(text), None, "chars (repeated lines elided)")
+        return "\n".join(out), stub(key, len(text), None, "chars (repeated lines elided)", shell)

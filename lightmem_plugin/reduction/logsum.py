@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from . import truncate
 from .spec import PassSpec
-from .work import MARK_COST, Piece, Work, masked, selectable
+from .work import MARK_COST, Piece, Work, selectable, with_protected
 
 if TYPE_CHECKING:
     from .base import PassContext
@@ -256,7 +256,7 @@ def select(work: Work, ctx: PassContext) -> list[Piece] | None:
     keep = truncate.select_by_score(
         [len(line) for line in work.lines], scores, table.capChars, MARK_COST, True
     )
-    return masked(work, keep, WHAT)
+    return with_protected(work, keep, WHAT, table.keepErrorLines)
 
 
 PASS = PassSpec(

@@ -10,7 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from . import dedup, diffsum, headtail, html, images, jsonsum, logsum, whitespace
+from . import (
+    dedup,
+    diffsum,
+    fileview,
+    headtail,
+    html,
+    images,
+    jsonsum,
+    logsum,
+    searchsum,
+    testrun,
+    tracesum,
+    whitespace,
+)
 from .spec import PassSpec, Stage
 
 PASSES: tuple[PassSpec, ...] = (
@@ -18,6 +31,10 @@ PASSES: tuple[PassSpec, ...] = (
     dedup.PASS,
     html.PASS,
     images.PASS,
+    fileview.PASS,
+    testrun.PASS,
+    tracesum.PASS,
+    searchsum.PASS,
     jsonsum.PASS,
     diffsum.PASS,
     logsum.PASS,

@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import passes, whitespace
-from .base import PassContext, already_reduced, stub
+from .base import PassContext, already_reduced, shell_hint, stub
 from .dedup import Repeats
+from .kinds import classify
 from .work import Piece, Work, cut, render, size
 
 MIN_SAVING = 200
@@ -39,6 +40,8 @@ def _stub_len(text: str, n_lines: int) -> int:
 def _lossy(work: Work, ctx: PassContext) -> list[Piece] | None:
     """The select passes in registry order: the first one that applies wins."""
     for spec in passes.of_stage("select", ctx.table.passes):
+        if spec.kinds and work.kind not in spec.kinds:
+            continue
         pieces: list[Piece] | None = spec.run(work, ctx)
         if pieces is not None:
             return pieces
@@ -49,7 +52,7 @@ def _plan(text: str, ctx: PassContext) -> list[Piece] | None:
     """What the model will see, as text pieces and stubs; None to leave ``text`` as it is."""
     table = ctx.table
     original = whitespace.split_lines(text)
-    work = Work(original, original, list(range(len(original))))
+    work = Work(original, original, list(range(len(original))), kind=classify(text, ctx.call))
     for spec in passes.of_stage("clean", table.passes):
         cleaned: Work | None = spec.run(work)
         if cleaned is not None:
@@ -81,11 +84,12 @@ def reduce_text(text: str, ctx: PassContext) -> str:
     pieces = _plan(text, ctx)
     if pieces is None:
         return text
-    draft = render(pieces, _DUMMY_KEY)
+    shell = shell_hint(ctx)
+    draft = render(pieces, _DUMMY_KEY, shell)
     if len(draft) > len(text) - MIN_SAVING and len(text) <= ctx.reduction.hardCapChars:
         return text
     key = ctx.archive(text.encode("utf-8", "surrogatepass"))
-    return render(pieces, key)
+    return render(pieces, key, shell)
 
 
 TextReducer = Callable[[str, PassContext], str]

@@ -10,8 +10,8 @@ Stages, in the order the runner (:mod:`.reduce`) applies them:
 ``repeat``  session-level: sees the session's :class:`Repeats` (outputs and lines already shown) and
             the call id; wraps the text reduction (``run(repeats, call_id, text, ctx, inner)``).
 ``clean``   rewrites the work text it is sure of and keeps line origins (``run(work) -> Work | None``).
-``select``  chooses lines under the budget; the first that applies wins (``run(work, ctx)`` ->
-            pieces or None).
+``select``  chooses lines under the budget; the first that applies to the output's kind wins
+            (``run(work, ctx)`` -> pieces or None).
 ``media``   images (``run(data, media_type, ctx) -> (bytes, media type) | None``).
 """
 
@@ -40,3 +40,5 @@ class PassSpec:
     summary: str
     run: Callable[..., Any]
     what: str = "chars"
+    kinds: tuple[str, ...] = ()
+    """Output kinds (:data:`.kinds.KINDS`) a select pass is for; empty: any kind (content decides)."""

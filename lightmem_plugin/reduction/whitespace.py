@@ -1,9 +1,14 @@
-"""Whitespace pass: drop what a terminal would not show and what carries no information.
+"""Whitespace pass: drop runs of blank lines, and nothing else.
 
-Why it is (nearly) lossless: it only removes ANSI escape sequences (colours, cursor moves), trailing
-whitespace and repeated blank lines. Every line it keeps is its input line minus those bytes, and it
-reports the original line number of each kept line so that later passes can still name exact line
-ranges of the archived original in their stubs.
+Why so little: every line the model sees outside a stub must be byte-exact (DESIGN I4): stripping a
+trailing blank turned a diff context line ``" "`` into ``""``, and an agent that copies a kept line
+into an edit must get the real bytes. So the pass only removes lines, never bytes of a line: the
+second and later lines of a run of blank (whitespace-only) lines (the first is kept as it was), and
+the caret lines Python 3.11+ prints under a traceback's code line (only ``^`` and ``~``), which
+point at a column and cost ~10 tokens each, dozens per traceback. ANSI escapes stay
+too (the patterns that classify lines look at an escape-free copy, :func:`strip_ansi`). It reports
+the original line number of each kept line so that later passes can still name exact line ranges
+of the archived original in their stubs.
 
 Lines are split the way the artifact registry splits them for ``lightmem2_recover(lines=...)``
 (``str.splitlines``), so line numbers in stubs and in recovery agree.
@@ -14,11 +19,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from .ansi import strip_ansi as strip_ansi  # re-exported
 from .spec import PassSpec
 from .work import Work
 
-# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ESC \), and two-byte escapes (ESC + one char).
-_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+_CARETS = re.compile(r"^\s*[\^~]+\s*$")
 
 
 def split_lines(text: str) -> list[str]:
@@ -26,24 +31,18 @@ def split_lines(text: str) -> list[str]:
     return text.splitlines()
 
 
-def strip_ansi(line: str) -> str:
-    """``line`` without ANSI escape sequences."""
-    return _ANSI_RE.sub("", line) if "\x1b" in line else line
-
-
 def clean(lines: Sequence[str]) -> tuple[list[str], list[int]]:
-    """Cleaned lines and, for each, the 0-based index of the input line it came from.
+    """Kept lines (byte-exact) and, for each, the 0-based index of the input line it came from.
 
-    Strips ANSI escapes and trailing whitespace, and keeps only the first of consecutive blank
-    lines. Pure and linear in the input size.
+    Keeps only the first of consecutive blank (whitespace-only) lines and drops caret lines. Pure and
+    linear in the input.
     """
     out: list[str] = []
     index: list[int] = []
     prev_blank = False
-    for i, raw in enumerate(lines):
-        line = strip_ansi(raw).rstrip()
-        blank = not line
-        if blank and prev_blank:
+    for i, line in enumerate(lines):
+        blank = not line.strip()
+        if (blank and prev_blank) or (not blank and _CARETS.match(line)):
             continue
         prev_blank = blank
         out.append(line)
@@ -55,7 +54,13 @@ def clean_work(work: Work) -> Work:
     """The whitespace pass on a :class:`Work` (line origins composed with the cleaning's)."""
     lines, index = clean(work.lines)
     origin = None if work.origin is None else [work.origin[i] for i in index]
-    return Work(work.original, lines, origin, work.what)
+    return Work(work.original, lines, origin, work.what, work.kind)
 
 
-PASS = PassSpec("whitespace", "clean", True, "ANSI escapes, trailing blanks, blank-line runs", clean_work)
+PASS = PassSpec(
+    "whitespace",
+    "clean",
+    True,
+    "blank-line runs and traceback carets (kept lines stay byte-exact)",
+    clean_work,
+)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import error_lines
 from . import truncate
+from .ansi import strip_ansi
 from .base import STUB_PREFIX, stub
 
 
@@ -46,6 +48,7 @@ class Work:
     lines: list[str]
     origin: list[int] | None
     what: str = "chars"
+    kind: str = "other"
 
     def chars(self) -> int:
         return sum(len(line) + 1 for line in self.lines)
@@ -65,19 +68,19 @@ class Work:
         return Gap(0, last, sum(len(x) + 1 for x in self.original), what)
 
 
-def piece_text(piece: Piece, key: str) -> str:
-    """The text of one piece once the archive key is known."""
+def piece_text(piece: Piece, key: str, shell: bool = False) -> str:
+    """The text of one piece once the archive key is known (``shell``: the CLI recovery hint)."""
     if isinstance(piece, str):
         return piece
     if isinstance(piece, Mark):
         return piece.text()
     lines = (piece.first + 1, piece.last + 1) if piece.last >= piece.first else None
-    return stub(key, piece.chars, lines, piece.what)
+    return stub(key, piece.chars, lines, piece.what, shell)
 
 
-def render(pieces: list[Piece], key: str) -> str:
+def render(pieces: list[Piece], key: str, shell: bool = False) -> str:
     """The reduced output: pieces joined by newlines."""
-    return "\n".join(piece_text(p, key) for p in pieces)
+    return "\n".join(piece_text(p, key, shell) for p in pieces)
 
 
 MAX_SELECT_CHARS = 4_000_000
@@ -136,3 +139,38 @@ def size(pieces: list[Piece], stub_len: int) -> int:
     return sum(
         len(p) + 1 if isinstance(p, str) else (MARK_COST if isinstance(p, Mark) else stub_len) for p in pieces
     )
+
+
+def protected(lines: list[str]) -> set[int]:
+    """Indexes of lines no selection may cut: error lines and the code line under each frame."""
+    out = {i for i, line in enumerate(lines) if error_lines.is_error_line(strip_ansi(line))}
+    return out | error_lines.frame_code_lines(lines) if out else out
+
+
+def head_tail_mask(lines: list[str], head_chars: int, tail_chars: int) -> list[bool]:
+    """Whole lines kept from the start up to ``head_chars`` and from the end up to ``tail_chars``."""
+    keep = [False] * len(lines)
+    used = 0
+    for i, line in enumerate(lines):
+        if used + len(line) + 1 > head_chars:
+            break
+        keep[i] = True
+        used += len(line) + 1
+    used = 0
+    for i in range(len(lines) - 1, -1, -1):
+        if keep[i] or used + len(lines[i]) + 1 > tail_chars:
+            break
+        keep[i] = True
+        used += len(lines[i]) + 1
+    return keep
+
+
+def with_protected(work: Work, keep: list[bool], what: str, protect: bool) -> list[Piece]:
+    """``masked`` after adding the protected lines (``protect``: the mode keeps error lines)."""
+    if protect:
+        for i in protected(work.lines):
+            keep[i] = True
+    for first, last in truncate.regions(keep):  # a run shorter than its marker is shown instead
+        if sum(len(x) + 1 for x in work.lines[first : last + 1]) <= MARK_COST:
+            keep[first : last + 1] = [True] * (last - first + 1)
+    return masked(work, keep, what)

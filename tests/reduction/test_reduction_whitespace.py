@@ -23,11 +23,11 @@ def test_strip_ansi(raw: str, expected: str) -> None:
     assert strip_ansi(raw) == expected
 
 
-def test_clean_strips_trailing_space_and_collapses_blank_runs_keeping_origins() -> None:
-    lines = ["first   ", "", "", "   ", "\x1b[33mwarn\x1b[0m\t", "", "last"]
+def test_clean_keeps_bytes_and_drops_only_blank_runs_and_carets() -> None:
+    lines = ["first   ", "", "", "   ", "\x1b[33mwarn\x1b[0m\t", "    x = y[0]", "        ^^^^", "", "last"]
     out, origin = clean(lines)
-    assert out == ["first", "", "warn", "", "last"]
-    assert origin == [0, 1, 4, 5, 6]
+    assert out == ["first   ", "", "\x1b[33mwarn\x1b[0m\t", "    x = y[0]", "", "last"]
+    assert origin == [0, 1, 4, 5, 7, 8]
 
 
 def test_split_lines_numbers_like_the_registry() -> None:
@@ -37,10 +37,10 @@ def test_split_lines_numbers_like_the_registry() -> None:
 
 
 @given(st.lists(st.text(max_size=30), max_size=40))
-def test_clean_keeps_each_line_as_a_cleaned_prefix_of_its_origin(lines: list[str]) -> None:
+def test_clean_keeps_every_line_byte_exact(lines: list[str]) -> None:
     out, origin = clean(lines)
     assert len(out) == len(origin)
     assert origin == sorted(set(origin))
     for line, i in zip(out, origin, strict=True):
-        assert line == strip_ansi(lines[i]).rstrip()
-    assert all(not (a == "" and b == "") for a, b in pairwise(out))
+        assert line == lines[i]  # DESIGN I4: a kept line is the original line, whitespace included
+    assert all(not (a.strip() == "" and b.strip() == "") for a, b in pairwise(out))

@@ -1,0 +1,200 @@
+"""What kind of output a tool result is, from the command that produced it and from its content.
+
+Why kinds: agents use different lines of different outputs. Measured on the dev traces (swe, outputs
+above the normal trigger), what the agent later quotes or acts on is: in a test run, the failures with
+their tracebacks and the summary line; in a traceback, the frames and the exception; in search
+results, the match lines; in a file view, whatever part it asked for (its lines are spread over the
+whole view, not at the ends). Head + tail truncation serves none of these, so each kind gets its own
+selection (:mod:`.kindsel`) and head + tail stays the fallback for ``other``.
+
+The command is read from the tool call's arguments (``{"command": ...}`` of a shell tool, or a host's
+named tool such as Claude Code's ``Read``/``Grep``/``Glob``); a chain such as ``cd /repo && python
+-m pytest -x 2>&1 | tail -50`` is classified by its most telling program. Content decides when the
+command says nothing (``python reproduce.py`` printing a traceback) and confirms what the command
+claims (a ``pytest`` run that never started is a traceback or ``other``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal[
+    "file_view", "search", "test_run", "traceback", "build_log", "diff", "json", "html", "listing", "other"
+]
+KINDS: tuple[Kind, ...] = (
+    "file_view",
+    "search",
+    "test_run",
+    "traceback",
+    "build_log",
+    "diff",
+    "json",
+    "html",
+    "listing",
+    "other",
+)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """The call that produced an output: tool name and raw arguments (JSON text or plain)."""
+
+    name: str = ""
+    arguments: str = ""
+
+    @property
+    def command(self) -> str:
+        """The shell command line, when the tool is a shell (``command``/``cmd``/``script`` argument)."""
+        try:
+            args = json.loads(self.arguments) if self.arguments.strip().startswith("{") else None
+        except ValueError:
+            args = None
+        if isinstance(args, dict):
+            for key in ("command", "cmd", "script", "code"):
+                value = args.get(key)
+                if isinstance(value, str):
+                    return value
+                if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                    return " ".join(value)
+            return ""
+        return self.arguments if self.name.lower() in ("bash", "shell", "sh", "exec_command") else ""
+
+
+_TOOL_KINDS: dict[str, Kind] = {
+    "read": "file_view",
+    "view": "file_view",
+    "read_file": "file_view",
+    "grep": "search",
+    "search": "search",
+    "glob": "listing",
+    "ls": "listing",
+    "list_dir": "listing",
+}
+_TEST_PROGRAMS = re.compile(
+    r"(?:^|[\s/])(?:pytest|py\.test|tox|nox|runtests\.py|unittest|nosetests|"
+    r"manage\.py\s+test|go\s+test|cargo\s+test|npm\s+(?:run\s+)?test|yarn\s+test|jest|mocha|phpunit|rspec)\b"
+)
+_SEARCH = re.compile(r"^(?:grep|egrep|fgrep|rg|ag|ack|git\s+grep)\b")
+_VIEW = re.compile(r"^(?:cat|nl|head|tail|less|more|bat|sed\s+-n|awk\s+'NR)\b")
+_LIST = re.compile(r"^(?:ls|find|tree|du|git\s+ls-files|git\s+status)\b")
+_BUILD = re.compile(
+    r"^(?:pip3?\s+install|python3?\s+-m\s+pip\s+install|python3?\s+setup\.py|make|cmake|npm\s+(?:install|ci|run\s+build)"
+    r"|yarn\s+(?:install|build)|cargo\s+build|go\s+build|mvn|gradle|apt(?:-get)?\s+install|conda\s+install|uv\s+pip)\b"
+)
+_DIFF_CMD = re.compile(r"^(?:git\s+(?:diff|show|log\s+-p)|diff\s+-u|diff\b)")
+_SETUP = re.compile(
+    r"^(?:cat\s[^|]*(?:>|<<)|tee\b|printf\b|mkdir\b|cp\b|mv\b|rm\b|touch\b|chmod\b|ln\b|sleep\b|true\b|set\b"
+    r"|git\s+(?:add|commit|checkout|stash|apply)\b|patch\b|sed\s+-i)"
+)
+"""Segments that write or set up rather than print what the agent asked to see."""
+_RUN = re.compile(r"^(?:python3?|node|bash|sh|ruby|perl|java|\./)\S*\s")
+_SEGMENT_SPLIT = re.compile(r"\s*(?:&&|\|\||;|\n)\s*")
+
+_PYTEST_HEADER = re.compile(
+    r"^={3,} (?:test session starts|FAILURES|ERRORS|short test summary info) ={3,}", re.M
+)
+_PYTEST_SUMMARY = re.compile(
+    r"^=+ .*\b(?:passed|failed|error|errors|skipped|no tests ran)\b.* in [\d.]+s", re.M
+)
+_UNITTEST_RAN = re.compile(r"^Ran \d+ tests? in [\d.]+s$", re.M)
+_UNITTEST_HEAD = re.compile(r"^(?:FAIL|ERROR): \S+ \(", re.M)
+_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):$", re.M)
+_SEARCH_LINE = re.compile(r"^(?:[^\s:][^:\n]{0,300}:\d+[:-]|\d+[:-])")
+_NUMBERED_LINE = re.compile(r"^\s*\d+(?:\t| {1,3}|→)")
+
+
+_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n.*?\n\s*\1\s*(?:\n|$)", re.S)
+
+
+def _programs(command: str) -> list[str]:
+    """The program part of each segment of a shell chain (``cd``, env assignments and heredoc
+    bodies dropped: a heredoc is data the command writes, not a command)."""
+    out: list[str] = []
+    command = _HEREDOC.sub("<<HEREDOC\n", command)
+    for segment in _SEGMENT_SPLIT.split(command.strip()):
+        for piece in segment.split("|"):
+            words = piece.strip()
+            while re.match(r"^[A-Za-z_][A-Za-z0-9_]*=\S*\s+", words):  # VAR=value prefix
+                words = re.sub(r"^[A-Za-z_][A-Za-z0-9_]*=\S*\s+", "", words, count=1)
+            if (
+                words
+                and not words.startswith(("cd ", "cd\t", "#", "echo ", "export ", "source "))
+                and words != "cd"
+            ):
+                out.append(words)
+    return out
+
+
+def kind_of_command(call: ToolCall | None) -> Kind | None:
+    """The kind the command (or tool) promises, or None when it says nothing."""
+    if call is None:
+        return None
+    named = _TOOL_KINDS.get(call.name.lower())
+    if named is not None:
+        return named
+    programs = _programs(call.command)
+    if not programs:
+        return None
+    joined = " ".join(programs)
+    if _TEST_PROGRAMS.search(joined):
+        return "test_run"
+    telling = [p for p in programs if not _SETUP.match(p)]
+    if not telling:
+        return None
+    first = telling[0]
+    programs = telling
+    if _RUN.match(first):
+        return None  # a script's output: its content decides (a traceback, a log, plain prints)
+    if _DIFF_CMD.match(first):
+        return "diff"
+    if _BUILD.match(first):
+        return "build_log"
+    if _SEARCH.match(first):
+        return "search"
+    if _VIEW.match(first):
+        # `cat -n f | grep x` is a search over a file view; `grep x f | head` stays a search
+        return "search" if any(_SEARCH.match(p) for p in programs[1:]) else "file_view"
+    if _LIST.match(first):
+        return "search" if any(_SEARCH.match(p) for p in programs[1:]) else "listing"
+    return None
+
+
+def _share(lines: Sequence[str], pattern: re.Pattern[str]) -> float:
+    sample = [line for line in lines[:400] if line.strip()]
+    return sum(1 for line in sample if pattern.match(line)) / len(sample) if sample else 0.0
+
+
+def classify(text: str, call: ToolCall | None = None) -> Kind:
+    """The output's kind: the command's promise checked against the content, else the content alone."""
+    lines = text.splitlines()
+    promised = kind_of_command(call)
+    is_test = bool(_PYTEST_HEADER.search(text) or _PYTEST_SUMMARY.search(text) or _UNITTEST_RAN.search(text))
+    is_test = is_test or bool(_UNITTEST_HEAD.search(text) and _TRACEBACK.search(text))
+    if promised == "test_run" and is_test:
+        return "test_run"
+    if promised in ("file_view", "search", "listing", "diff", "build_log"):
+        return promised
+    if is_test:
+        return "test_run"
+    if _TRACEBACK.search(text):
+        return "traceback"
+    if promised == "test_run":
+        return "other"  # a test command that printed no test output (not installed, a syntax error ...)
+    if _share(lines, _SEARCH_LINE) >= 0.6:
+        return "search"
+    if _share(lines, _NUMBERED_LINE) >= 0.8:
+        return "file_view"
+    return "other"
+
+
+def split_command(command: str) -> list[str]:
+    """``shlex`` words of a command, or a whitespace split when it does not parse (unbalanced quotes)."""
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()

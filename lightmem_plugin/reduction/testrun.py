@@ -1,0 +1,88 @@
+"""Test runs: every failure with its whole traceback, and the summary; the passing noise goes.
+
+Why: what an agent does after a test run depends on which tests failed, where, and why (the frames
+and the ``E`` lines of pytest, the ``FAIL:`` block of unittest), and on the outcome line (``2 failed,
+40 passed``, ``Ran 12 tests ... FAILED (failures=1)``). The rest, per-test ``PASSED`` lines, progress
+dots, collection and platform headers, states one fact many times. So the failure sections and
+summary lines are kept whole, whatever the budget; the rest gets the head and tail of the budget.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from .ansi import strip_ansi
+from .spec import PassSpec
+from .work import Piece, Work, head_tail_mask, with_protected
+
+if TYPE_CHECKING:
+    from .base import PassContext
+
+WHAT = "chars of test run (failures and summary shown)"
+_SECTION = re.compile(r"^={3,} ?(FAILURES|ERRORS|short test summary info|warnings summary)? ?={3,}$")
+_PYTEST_SECTION = re.compile(r"^={3,} (FAILURES|ERRORS|short test summary info) ={3,}$")
+_OTHER_SECTION = re.compile(r"^={3,} .* ={3,}$")
+_UNITTEST_RULE = re.compile(r"^(?:={20,}|-{20,})$")
+_UNITTEST_HEAD = re.compile(r"^(?:FAIL|ERROR): ")
+_SUMMARY = re.compile(
+    r"^(?:=+ .*\b(?:passed|failed|errors?|skipped|xfailed|deselected|no tests ran)\b.*=+"
+    r"|Ran \d+ tests? in .*|OK(?: \(.*\))?|FAILED \(.*\)|(?:FAILED|ERROR) \S+.*"
+    r"|test result: .*|Tests?: .*\d+ (?:passed|failed).*|\d+ (?:passed|failed)[,.].*)$"
+)
+
+
+def failure_lines(lines: list[str]) -> set[int]:
+    """Indexes of lines inside failure sections (pytest FAILURES/ERRORS/summary, unittest blocks)."""
+    keep: set[int] = set()
+    inside = False
+    unittest_block = False
+    for i, raw in enumerate(lines):
+        line = strip_ansi(raw)
+        if _PYTEST_SECTION.match(line):
+            inside = True
+        elif _OTHER_SECTION.match(line) and inside:
+            inside = False
+        if _UNITTEST_HEAD.match(line):
+            unittest_block = True
+            if i > 0 and _UNITTEST_RULE.match(lines[i - 1]):
+                keep.add(i - 1)
+        elif (
+            unittest_block
+            and line.startswith("-" * 20)
+            and i + 1 < len(lines)
+            and lines[i + 1].startswith("Ran ")
+        ) or (
+            unittest_block
+            and line.startswith("=" * 20)
+            and i + 1 < len(lines)
+            and not _UNITTEST_HEAD.match(lines[i + 1])
+        ):
+            unittest_block = False
+        if inside or unittest_block or _SUMMARY.match(line):
+            keep.add(i)
+    return keep
+
+
+def select(work: Work, ctx: PassContext) -> list[Piece] | None:
+    """Failures and summaries whole, head and tail of the rest; None when there is nothing to drop."""
+    if work.origin is None:
+        return None
+    table = ctx.table
+    keep = head_tail_mask(work.lines, table.headChars, table.tailChars)
+    for i in failure_lines(work.lines):
+        keep[i] = True
+    if all(keep):
+        return None
+    return with_protected(work, keep, WHAT, True)
+
+
+PASS = PassSpec(
+    "testrun",
+    "select",
+    False,
+    "a test run keeps every failure whole and the summary",
+    select,
+    WHAT,
+    kinds=("test_run",),
+)

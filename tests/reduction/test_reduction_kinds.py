@@ -1,0 +1,164 @@
+"""Output kinds from the command and the content, and what each kind's pass keeps."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from lightmem_plugin.config import ReductionConfig
+from lightmem_plugin.error_lines import is_error_line
+from lightmem_plugin.reduction.base import STUB_RE, PassContext
+from lightmem_plugin.reduction.kinds import ToolCall, classify, kind_of_command
+from lightmem_plugin.reduction.reduce import reduce_text
+
+
+def bash(command: str) -> ToolCall:
+    return ToolCall("bash", json.dumps({"command": command}))
+
+
+@pytest.mark.parametrize(
+    ("command", "kind"),
+    [
+        ("cd /testbed && cat -n src/a.py | sed -n '100,200p'", "file_view"),
+        ("sed -n '1,80p' setup.cfg", "file_view"),
+        ("cd /testbed && grep -rn 'def foo' src/ | head -40", "search"),
+        ("cat -n src/a.py | grep -n foo", "search"),
+        ("cd /testbed && python -m pytest tests/test_x.py -x 2>&1 | tail -50", "test_run"),
+        ("python runtests.py auth_tests", "test_run"),
+        ("pip install -e .", "build_log"),
+        ("git diff", "diff"),
+        ("ls -la src", "listing"),
+        ("python reproduce.py", None),
+        ("cat > t.py << 'EOF'\nimport os\ngrep = 1\nEOF\npython t.py", None),
+        ("sed -i 's/a/b/' f.py && cat f.py", "file_view"),
+    ],
+)
+def test_kind_of_command(command: str, kind: str | None) -> None:
+    assert kind_of_command(bash(command)) == kind
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"), [("Read", "file_view"), ("Grep", "search"), ("Glob", "listing"), ("WebFetch", None)]
+)
+def test_named_host_tools(name: str, kind: str | None) -> None:
+    assert kind_of_command(ToolCall(name, json.dumps({"file_path": "/x"}))) == kind
+
+
+TRACEBACK = (
+    "starting\n"
+    + "".join(f"step {i} ok with some padding text to make it long enough\n" for i in range(60))
+    + "Traceback (most recent call last):\n"
+    + "".join(f'  File "/repo/mod_{i}.py", line {10 + i}, in f{i}\n    call_{i}(x)\n' for i in range(12))
+    + "AttributeError: 'NoneType' object has no attribute 'x'\n"
+    + "".join(f"cleanup {i} done with some padding text to make it long enough\n" for i in range(40))
+)
+
+
+def test_content_decides_when_the_command_says_nothing() -> None:
+    assert classify(TRACEBACK, bash("python repro.py")) == "traceback"
+    assert classify("a.py:1:import os\n" * 50, None) == "search"
+    assert classify("nothing special\n" * 50, bash("python repro.py")) == "other"
+    # a test command that printed no test output is not a test run
+    assert classify("bash: pytest: command not found\n", bash("pytest")) == "other"
+
+
+def _ctx(mode: str, call: ToolCall | None) -> PassContext:
+    cfg = ReductionConfig()
+    return PassContext(cfg.table(mode), cfg, lambda b: "f" * 32, call)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["normal", "aggressive"])
+def test_a_traceback_keeps_every_frame_and_the_exception(mode: str) -> None:
+    out = reduce_text(TRACEBACK, _ctx(mode, bash("python repro.py")))
+    assert STUB_RE.search(out) and len(out) < len(TRACEBACK)
+    for line in TRACEBACK.splitlines():
+        if is_error_line(line) or line.startswith("    call_"):
+            assert line in out.splitlines(), line
+
+
+def test_head_tail_fallback_keeps_error_lines_in_the_middle() -> None:
+    """The `other` kind: head and tail, but an exception in the middle is not cut (it was, before)."""
+    text = "".join(f"line {i} of a long and plain program output\n" for i in range(200))
+    text = text.replace("line 100 of a long", "ValueError: the real cause\nline 100 of a long")
+    out = reduce_text(text, _ctx("normal", bash("./run.sh")))
+    assert "ValueError: the real cause" in out.splitlines()
+    assert re.search(r"\[lightmem2: lines \d+:\d+ elided\]", out)
+
+
+PYTEST = (
+    "============================= test session starts ==============================\n"
+    + "".join(
+        f"tests/test_a.py::test_{i} PASSED                                  [ {i}%]\n" for i in range(80)
+    )
+    + "=================================== FAILURES ===================================\n"
+    + "_________________________________ test_broken __________________________________\n\n"
+    + "    def test_broken():\n>       assert f(1) == 2\nE       assert 3 == 2\n\ntests/test_a.py:12: AssertionError\n"
+    + "=========================== short test summary info ============================\n"
+    + "FAILED tests/test_a.py::test_broken - assert 3 == 2\n"
+    + "========================= 1 failed, 80 passed in 0.42s =========================\n"
+)
+
+
+def test_a_test_run_keeps_the_failure_whole_and_drops_passing_lines() -> None:
+    out = reduce_text(PYTEST, _ctx("aggressive", bash("python -m pytest tests")))
+    for line in PYTEST.split("= FAILURES =")[1].splitlines()[1:]:
+        assert line in out.splitlines(), line
+    assert out.count(" PASSED ") < 20
+    assert "1 failed, 80 passed in 0.42s" in out
+
+
+def test_a_requested_file_view_is_kept_whole() -> None:
+    view = "".join(f"{i:6}\t    value_{i} = compute({i})  # a line of code\n" for i in range(1, 120))
+    assert 2200 < len(view) < 8000
+    assert reduce_text(view, _ctx("normal", bash("cat -n src/a.py | sed -n '1,120p'"))) == view
+    # numbered lines read as a file view whatever printed them; plain program output is cut
+    assert reduce_text(view, _ctx("normal", bash("./gen.sh"))) == view
+    plain = "".join(f"    value_{i} = compute({i})  # a line of code\n" for i in range(1, 160))
+    assert reduce_text(plain, _ctx("normal", bash("./gen.sh"))) != plain
+    assert reduce_text(plain, _ctx("normal", bash("cat src/a.py"))) == plain
+
+
+def test_a_long_file_view_keeps_its_outline() -> None:
+    body = "".join(
+        f"def function_{i}(arg):\n" + "".join(f"    statement_{i}_{j} = arg + {j}\n" for j in range(12))
+        for i in range(60)
+    )
+    out = reduce_text(body, _ctx("normal", ToolCall("Read", json.dumps({"file_path": "/r/a.py"}))))
+    assert len(out) < len(body)
+    assert all(f"def function_{i}(arg):" in out for i in range(60))
+
+
+def test_search_results_name_every_file() -> None:
+    text = "".join(
+        f"src/pkg/module_{f}.py:{n}:    needle = {f * n}  # padding padding\n"
+        for f in range(40)
+        for n in range(12)
+    )
+    out = reduce_text(text, _ctx("normal", bash("grep -rn needle src")))
+    assert len(out) < len(text)
+    assert all(f"src/pkg/module_{f}.py:0:" in out for f in range(40))
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        ('  File "/testbed/django/db/models/base.py", line 122, in __new__', True),
+        ("Traceback (most recent call last):", True),
+        ("AttributeError: 'NoneType' object has no attribute 'x'", True),
+        ("django.core.exceptions.ImproperlyConfigured: Requested setting", True),
+        ("E       assert 3 == 2", True),
+        ("E   ModuleNotFoundError: No module named 'pytz'", True),
+        ("FAILED tests/test_a.py::test_broken - assert 3 == 2", True),
+        ("FAIL: test_x (tests.test_mod.TestCase)", True),
+        ("src/module_42.c:131:5: error: implicit declaration of function 'foo'", True),
+        ('    raise ValueError("x")', False),
+        ("    except KeyError:", False),
+        ("class MyError(Exception):", False),
+        ("  12\t    raise TypeError(msg)", False),
+        ("tests/test_a.py::test_ok PASSED", False),
+    ],
+)
+def test_error_lines(line: str, error: bool) -> None:
+    assert is_error_line(line) is error
