@@ -198,9 +198,12 @@ class Session:
     def ingest_tool_result(self, call_id: str, output: str) -> str:
         """What the model will see of this tool output; computed once per (call id, content)."""
         self.plugin.active_session = self.id
-        slot = f"{call_id}:{_digest(output)}"
+        # keyed by the id's spelling-independent form: a host may hand the same call twice, spelled
+        # two ways (OpenClaw: middleware, then assemble); the second sighting gets the same bytes
+        slot = f"{dedup.call_key(call_id)}:{_digest(output)}"
         hit = self.memo.get(slot)
         if hit is not None:
+            self.dedup.seen(call_id)
             return hit
         if not self._in_call:  # a host hook ingesting between model calls sees the current config
             self.cfg = self.plugin.config
