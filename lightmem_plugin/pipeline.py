@@ -34,7 +34,7 @@ from .eviction.session_record import extract
 from .ledger import CallRecord, Ledger
 from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
 from .redaction import Redactor
-from .reduction import dedup
+from .reduction import dedup, envelope
 from .reduction.base import PassContext, already_reduced
 from .reduction.images import reduce_image
 from .reduction.linedup import LineIndex
@@ -207,7 +207,10 @@ class Session:
             return hit
         if not self._in_call:  # a host hook ingesting between model calls sees the current config
             self.cfg = self.plugin.config
-        result = self.fail.run("reduction", lambda: self._reduce(call_id, output), output)
+        # a host's header around the output (exit code, wall time) stays byte-exact: only the body is reduced
+        result = self.fail.run(
+            "reduction", lambda: envelope.apply(output, lambda body: self._reduce(call_id, body)), output
+        )
         self.memo[slot] = result
         return result
 
