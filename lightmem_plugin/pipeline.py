@@ -38,7 +38,7 @@ from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPa
 from .redaction import Redactor
 from .reduction import passes
 from .reduction.base import PassContext
-from .reduction.dedup import DedupIndex, Repeats
+from .reduction.dedup import DedupIndex, Repeats, call_key
 from .reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_text
 from .registry import Registry
 from .search_index import SearchIndex, index_hook
@@ -238,6 +238,7 @@ class Session:
         self.image_memo = images
         self.repeats.outputs.first = {str(k): str(v) for k, v in maps["dedup_first"].items()}
         self.repeats.outputs.repeats, self.repeats.outputs.counts = repeats, counts
+        self.repeats.outputs.replay({str(k): str(v) for k, v in maps["dedup_spellings"].items()})
         self.repeats.lines.seen = dict.fromkeys(int(k) for k in maps["lines"])
         self.stabilizer = stabilizer
         self.evictor.state, self.evictor.tasks = state, tasks
@@ -266,6 +267,7 @@ class Session:
             "images": self.image_memo,
             "dedup_first": self.repeats.outputs.first,
             "dedup_repeats": self.repeats.outputs.repeats,
+            "dedup_spellings": self.repeats.outputs.spellings,
             "lines": self.repeats.lines.seen,
         }
         self.fail.run("state", lambda: journal.save(maps, blobs), None)
@@ -288,8 +290,11 @@ class Session:
     def ingest_tool_result(self, call_id: str, output: str) -> str:
         """What the model will see of this tool output; computed once per (call id, content)."""
         self.plugin.active_session = self.id
-        slot = f"{call_id}:{_digest(output)}"
+        # keyed by the id's spelling-independent form: a host may hand the same call twice, spelled
+        # two ways (OpenClaw: middleware, then assemble); the second sighting gets the same bytes
+        slot = f"{call_key(call_id)}:{_digest(output)}"
         if slot in self.memo:
+            self.repeats.outputs.seen(call_id)
             hit = self.memo[slot]
             return output if hit is None else hit
         if not self._in_call:  # a host hook ingesting between model calls sees the current config

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from . import dedup, diffsum, headtail, html, images, jsonsum, logsum, whitespace
+from . import dedup, diffsum, envelope, headtail, html, images, jsonsum, logsum, whitespace
 from .spec import PassSpec, Stage
 
 PASSES: tuple[PassSpec, ...] = (
+    envelope.PASS,
     whitespace.PASS,
     dedup.PASS,
     html.PASS,
