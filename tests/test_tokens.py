@@ -44,7 +44,22 @@ KNOWN_O200K = [
 ]
 
 
-@pytest.mark.parametrize(("text", "expected"), KNOWN_O200K)
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    KNOWN_O200K,
+    ids=[
+        "digits",
+        "contractions",
+        "whitespace",
+        "cjk",
+        "accents-emoji",
+        "special-text",
+        "x100",
+        "x1000",
+        "traceback",
+        "lint-line",
+    ],
+)
 def test_counter_matches_independent_o200k_counts(text: str, expected: int) -> None:
     c = TokenCounter()
     assert c.count(text) == expected
