@@ -114,7 +114,9 @@ def test_make_bench_writes_results_and_the_readme_table(tmp_path: Path) -> None:
     """`benchmarks/run.py --quick` end to end, on a copy of the tree: results JSON and README agree."""
     tree = tmp_path / "repo"
     shutil.copytree(
-        ROOT / "benchmarks", tree / "benchmarks", ignore=shutil.ignore_patterns(".peer-venv", "results")
+        ROOT / "benchmarks",
+        tree / "benchmarks",
+        ignore=shutil.ignore_patterns(".peer-venv*", "results", "__pycache__"),
     )
     readme = ROOT / "README.md"
     shutil.copy(readme, tree / "README.md")
