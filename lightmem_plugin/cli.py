@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("key", help="artifact key from a stub (32 hex chars)")
     r.add_argument("--lines", metavar="A:B", help="1-based inclusive line range")
     c = add("config", config_cmd)
-    c.add_argument("action", choices=["path", "show", "validate"])
+    c.add_argument("action", choices=["path", "show", "validate", "secret-path"])
     rl = add("replay", replay_cmd)
     rl.add_argument("paths", nargs="+", metavar="PATH")
     rl.add_argument("--mode", default="normal", choices=replay_cmd.POLICIES)
@@ -194,11 +194,10 @@ def _plugin() -> LightMem:
     return LightMem.from_config()
 
 
-def run_line(line: str) -> tuple[str, int]:
-    """Run a chat command such as ``/lightmem2 mode aggressive``: (text to show, exit code).
+def chat_argv(line: str) -> list[str]:
+    """The CLI arguments of a chat line (``/lightmem2 mode x`` -> ``["mode", "x"]``; empty is status).
 
-    What hosts call for ``/lightmem2 ...`` typed in chat: the same code and text as the CLI; errors come
-    back as their one-line message instead of raising, so the host always has something to show.
+    ValueError when the quoting is broken.
     """
     import shlex
 
@@ -207,8 +206,17 @@ def run_line(line: str) -> tuple[str, int]:
         if text.startswith(prefix):
             text = text[len(prefix) :]
             break
+    return shlex.split(text) or ["status"]
+
+
+def run_line(line: str) -> tuple[str, int]:
+    """Run a chat command such as ``/lightmem2 mode aggressive``: (text to show, exit code).
+
+    What hosts call for ``/lightmem2 ...`` typed in chat: the same code and text as the CLI; errors come
+    back as their one-line message instead of raising, so the host always has something to show.
+    """
     try:
-        argv = shlex.split(text) or ["status"]
+        argv = chat_argv(line)
         if argv[0] in {"serve", "demo", "replay", "install", "hook"}:
             raise UsageError(f'"{argv[0]}" is not available in chat; run `lightmem2 {argv[0]}` in a terminal')
         return _dispatch(build_parser().parse_args(argv))
