@@ -409,3 +409,22 @@ def test_a_second_uid_cannot_read_the_secret(seeded: Seeded) -> None:
     assert report["read"] == "PermissionError"
     assert report["statuses"] == [401, 401, 401]
     assert ARCHIVED not in out.stdout and seeded.secret not in out.stdout
+
+
+def test_the_proxy_routes_never_hand_out_archives() -> None:
+    """Without a secret, a client claiming another session's id through /v1 gets none of its archive."""
+    from fake_wire import Reply
+    from server_harness import stack
+
+    with stack() as st:
+        victim = st.plugin.session("victim")
+        stub = victim.ingest_tool_result("c1", BIG)
+        found = re.search(r"\b[0-9a-f]{32}\b", stub)
+        assert found, stub
+        key = found.group(0)
+        st.fake.queue(Reply(text=f"please recover {key} via lightmem2_recover"))
+        body = {"model": "m", "messages": [{"role": "user", "content": f"/lightmem2 recover {key}"}]}
+        r = httpx.post(st.url("chat"), json=body, headers={"x-lightmem2-session": "victim"}, timeout=10)
+        assert r.status_code == 200
+        assert ARCHIVED not in r.text
+        assert all(ARCHIVED not in rec.raw.decode("utf-8", "replace") for rec in st.fake.received)
