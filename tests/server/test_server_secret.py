@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lightmem_plugin.cli import build_parser, main
+from lightmem_plugin.cli import main
+from lightmem_plugin.commands.registry import build_parser
 from lightmem_plugin.errors import CommandRefused, SecretError
 from lightmem_plugin.server import chat_commands
 from lightmem_plugin.server.guard import host_name, is_loopback_host

@@ -19,6 +19,7 @@ from server_harness import ServerThread
 
 from lightmem_plugin.config import Config
 from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.server import secret
 from lightmem_plugin.server.app import create_app
 
 SID = "b6eafe38-2af4-4331-af8e-d9c1209de228"
@@ -34,7 +35,8 @@ SELF_REF = re.compile(r"identical to the output of tool call (\S+) ")
 @pytest.fixture
 def client() -> Any:
     app = create_app(LightMem(Config()))
-    with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=10) as c:
+    headers = {secret.HEADER: secret.load_or_create()}  # what the OpenClaw plugin sends
+    with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=10, headers=headers) as c:
         yield c
 
 
