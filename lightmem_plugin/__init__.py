@@ -15,14 +15,17 @@ import typing as _typing
 
 from ._version import __version__
 from .errors import (
+    AccessDenied,
     ArtifactCorrupt,
     ArtifactNotFound,
+    CommandRefused,
     ConfigError,
     EstimatorError,
     LightMemError,
     PassError,
     PayloadError,
     RegistryError,
+    SecretError,
     TokenizerError,
     TraceError,
     UsageError,
@@ -33,8 +36,10 @@ if _typing.TYPE_CHECKING:
     from .config import Config
 
 __all__ = [
+    "AccessDenied",
     "ArtifactCorrupt",
     "ArtifactNotFound",
+    "CommandRefused",
     "Config",
     "ConfigError",
     "EstimatorError",
@@ -43,6 +48,7 @@ __all__ = [
     "PassError",
     "PayloadError",
     "RegistryError",
+    "SecretError",
     "Session",
     "TokenizerError",
     "TraceError",

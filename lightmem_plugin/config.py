@@ -198,6 +198,12 @@ class ServerConfig(_Model):
     upstreams: UpstreamsConfig = Field(default_factory=UpstreamsConfig)
     maxRequestBytes: int = Field(32 << 20, ge=1 << 16, description="Larger request bodies get a 413.")
     upstreamTimeoutS: float = Field(600.0, gt=0, description="Timeout for one upstream request.")
+    commandTimeoutS: float = Field(
+        30.0, gt=0, description="A /sidecar/command running longer gets a 504 (it runs in a thread)."
+    )
+    commandMaxChars: int = Field(
+        200_000, ge=1000, description="A /sidecar/command reply is cut to this many characters."
+    )
 
 
 class RedactionConfig(_Model):

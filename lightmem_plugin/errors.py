@@ -14,7 +14,10 @@ value, and the fix, on one line::
     ├── TokenizerError          the shipped ranks file is missing or altered
     ├── TraceError              a recorded session that cannot be read  (CLI exit code 2)
     ├── EstimatorError          an eviction estimator reply that fails validation or transport
-    └── PassError               a reduction pass failed; the pipeline passes the original through
+    ├── PassError               a reduction pass failed; the pipeline passes the original through
+    ├── SecretError             the sidecar secret file cannot be created or read safely
+    └── AccessDenied            a request to ``serve`` refused (Host, Origin, secret, content type,
+        └── CommandRefused      a chat command that names a file or starts a process)  (HTTP 4xx)
 """
 
 from __future__ import annotations
@@ -72,3 +75,21 @@ class EstimatorError(LightMemError):
 
 class PassError(LightMemError):
     """A reduction pass failed; the pipeline counts it and keeps the original."""
+
+
+class SecretError(LightMemError):
+    """The per-install sidecar secret cannot be created or read safely (owner, mode, content)."""
+
+
+class AccessDenied(LightMemError):
+    """A request ``lightmem2 serve`` refuses; ``status`` is the HTTP status to answer with."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, status: int = 403) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class CommandRefused(AccessDenied):
+    """A command that may only run from a terminal (it names a file, or starts or installs something)."""

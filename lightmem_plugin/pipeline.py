@@ -38,7 +38,7 @@ from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPa
 from .redaction import Redactor
 from .reduction import passes
 from .reduction.base import PassContext
-from .reduction.dedup import DedupIndex, Repeats
+from .reduction.dedup import DedupIndex, Repeats, call_key
 from .reduction.kinds import ToolCall
 from .reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_text
 from .registry import Registry
@@ -240,6 +240,7 @@ class Session:
         self.image_memo = images
         self.repeats.outputs.first = {str(k): str(v) for k, v in maps["dedup_first"].items()}
         self.repeats.outputs.repeats, self.repeats.outputs.counts = repeats, counts
+        self.repeats.outputs.replay({str(k): str(v) for k, v in maps["dedup_spellings"].items()})
         self.repeats.lines.seen = dict.fromkeys(int(k) for k in maps["lines"])
         self.stabilizer = stabilizer
         self.evictor.state, self.evictor.tasks = state, tasks
@@ -268,6 +269,7 @@ class Session:
             "images": self.image_memo,
             "dedup_first": self.repeats.outputs.first,
             "dedup_repeats": self.repeats.outputs.repeats,
+            "dedup_spellings": self.repeats.outputs.spellings,
             "lines": self.repeats.lines.seen,
         }
         self.fail.run("state", lambda: journal.save(maps, blobs), None)
@@ -293,8 +295,11 @@ class Session:
         ``call`` is the tool call that produced it (its command tells the output's kind); within a
         request the pipeline finds it itself, a host hook passes it."""
         self.plugin.active_session = self.id
-        slot = f"{call_id}:{_digest(output)}"
+        # keyed by the id's spelling-independent form: a host may hand the same call twice, spelled
+        # two ways (OpenClaw: middleware, then assemble); the second sighting gets the same bytes
+        slot = f"{call_key(call_id)}:{_digest(output)}"
         if slot in self.memo:
+            self.repeats.outputs.seen(call_id)
             hit = self.memo[slot]
             return output if hit is None else hit
         if not self._in_call:  # a host hook ingesting between model calls sees the current config

@@ -11,7 +11,7 @@ differs from the one an uninterrupted process would send: a full cache miss and 
 Shape on disk (one SQLite file, ``sessions.sqlite3``, 0600 in the 0700 data dir):
 
 - ``entries(session_id, ns, key, value)``: insert-only maps (``memo``, ``images``, ``dedup_first``,
-  ``dedup_repeats``, ``lines``). A call writes only the entries that are new since the last write, so
+  ``dedup_repeats``, ``dedup_spellings``, ``lines``). A call writes only the entries that are new since the last write, so
   the work per call is proportional to what is new, not to the session's size.
 - ``blobs(session_id, name, value)``: small documents rewritten when they change (``core``,
   ``stabilizer``, ``eviction``, ``tasks``).
@@ -37,7 +37,7 @@ STATE_FILE = "sessions.sqlite3"
 STATE_VERSION = 1
 """Bumped when the meaning of a stored value changes; a session saved under another version starts over."""
 
-APPEND_ONLY = ("memo", "images", "dedup_first", "dedup_repeats", "lines")
+APPEND_ONLY = ("memo", "images", "dedup_first", "dedup_repeats", "dedup_spellings", "lines")
 _CREATE = (
     "CREATE TABLE IF NOT EXISTS entries (session_id TEXT NOT NULL, ns TEXT NOT NULL, key TEXT NOT NULL, "
     "value TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (session_id, ns, key));\n"

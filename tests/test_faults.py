@@ -19,6 +19,7 @@ from lightmem_plugin.faults import FaultSink, on_surface, safecall
 from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.registry import Registry
+from lightmem_plugin.server import secret
 from lightmem_plugin.server.app import create_app
 
 sys.path.insert(0, str(Path(__file__).parent / "server"))
@@ -129,11 +130,7 @@ def test_sidecar_fault(served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _sidecar_headers() -> dict[str, str]:
-    """What the OpenClaw plugin sends (the per-install secret, once the sidecar requires one)."""
-    try:
-        from lightmem_plugin.server import secret
-    except ImportError:
-        return {}
+    """What the OpenClaw plugin sends: the per-install secret."""
     return {secret.HEADER: secret.load_or_create()}
 
 

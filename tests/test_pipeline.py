@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin.config import Config
+from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import PassContext, stub_keys
 from lightmem_plugin.registry import Registry
@@ -107,12 +108,37 @@ def test_determinism_across_fresh_plugins(tmp_path: Path, outputs: list[str]) ->
 
 
 @pytest.mark.parametrize("mode", ["conservative", "normal", "aggressive"])
-def test_append_only_history_keeps_prefix(tmp_path: Path, mode: str) -> None:
-    s = plugin(tmp_path, mode).session("s1")
-    outs = [LOG, "ok", "y" * 5000, LOG + "\nmore"]
-    prev: list[dict[str, object]] | None = None
-    for t in range(1, len(outs) + 1):
-        cur = s.before_model_call(chat_session(outs[:t]))
-        if prev is not None:
-            assert cur[: len(prev)] == prev
-        prev = cur
+def test_append_only_history_keeps_prefix_except_at_eviction_batches(tmp_path: Path, mode: str) -> None:
+    # keepRecentTurns 1 and a long expected session make the aggressive batch due at call 6 pay: the
+    # earlier runs of the same command are stale by then (calls 3 and 6 are the batchTurns=3 checks)
+    cfg = Config.model_validate(
+        {"mode": mode, "eviction": {"expectedRemainingCalls": 500, "keepRecentTurns": 1}}
+    )
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        lm = LightMem(config=cfg, registry=Registry(tmp_path / "reg"), ledger=ledger)
+        s = lm.session("s1")
+        outs = [LOG, "ok", "y" * 5000, LOG + "\nmore", "ok", "z" * 3000]
+        prev: list[dict[str, object]] | None = None
+        breaks: list[int] = []
+        for t in range(1, len(outs) + 1):
+            cur = s.before_model_call(chat_session(outs[:t]))
+            if prev is not None and cur[: len(prev)] != prev:
+                breaks.append(t)
+            prev = cur
+        rows = {r.call_index: r for r in ledger.calls("s1")}
+    batches = s.evictor.state.batches
+    assert len(rows) == len(outs)
+    if mode != "aggressive":
+        assert breaks == [] and batches == []
+        assert all(r.evicted_tokens == 0 and r.prefix_break_at is None for r in rows.values())
+        return
+    assert [b.call_index for b in batches] == [6], "the eviction batch did not fire"
+    assert breaks == [6]  # the prefix is extended on every call except at the batch
+    assert rows[6].break_reason == "eviction batch" and rows[6].evicted_tokens == batches[0].tokens_saved > 0
+    assert all(r.evicted_tokens == 0 and r.prefix_break_at is None for i, r in rows.items() if i != 6)
+    assert prev is not None
+    by_id = {m.get("tool_call_id"): m for m in prev}
+    for cid in batches[0].call_ids:
+        keys = stub_keys(str(by_id[cid]["content"]))
+        original = outs[int(cid.removeprefix("call_"))]
+        assert keys and original in lm.registry.recover(keys[0])

@@ -53,6 +53,7 @@ def test_modes_never_cost_more_than_vanilla_and_lose_nothing() -> None:
     assert all(r.lost == 0 for r in k.values())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SHARED.exists(), reason="needs ../shared/traces/swe (the full recorded sessions)")
 def test_aggressive_never_costs_more_than_normal_on_any_real_session() -> None:
     normal = {r.id: r.K for r in replay_paths([SHARED], "normal")}

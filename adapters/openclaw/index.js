@@ -116,9 +116,13 @@ async function runCommand(sidecar, args) {
   let text;
   try {
     text = (await sidecar.post("/sidecar/command", { text: line })).text;
-  } catch {
-    const argv = splitArgs(args);
-    text = await sidecar.cli(argv.length ? argv : ["status"]);
+  } catch (err) {
+    if (err.status) {
+      text = `lightmem2: ${err.detail || err.message}`; // refused or failed there: never retried around it
+    } else {
+      const argv = splitArgs(args); // the sidecar is down: the CLI answers instead
+      text = await sidecar.cli(argv.length ? argv : ["status"]);
+    }
   }
   if (/^\s*doctor\b/.test(args)) text = `${await sidecar.describe()}\n${text}`;
   return text;

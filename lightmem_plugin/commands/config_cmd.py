@@ -1,7 +1,9 @@
-"""config path|show|validate: where the config file is, the config in force, or whether it is valid.
+"""config path|show|validate|secret-path: where the config file is, the config in force, or whether it is valid.
 
 ``show`` prints the full config with defaults filled in (API keys masked); ``validate`` exits 2 with
 one line naming the file, key path, bad value and allowed values when the file is invalid.
+``secret-path`` prints where the sidecar secret lives (creating it, 0600, if there is none yet): the
+OpenClaw plugin reads that file to authenticate to ``lightmem2 serve``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,12 @@ from .base import Command, Outcome
 
 def run(action: str) -> str:
     """The text ``lightmem2 config ACTION`` prints."""
+    if action == "secret-path":
+        from ..server.secret import load_or_create, secret_path
+
+        secret_file = secret_path()
+        load_or_create(secret_file)
+        return str(secret_file)
     path = config_path()
     if action == "path":
         return str(path)
@@ -29,8 +37,8 @@ def run(action: str) -> str:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """``path``, ``show`` or ``validate``."""
-    parser.add_argument("action", choices=["path", "show", "validate"])
+    """``path``, ``show``, ``validate`` or ``secret-path``."""
+    parser.add_argument("action", choices=["path", "show", "validate", "secret-path"])
 
 
 def main(args: argparse.Namespace) -> Outcome:

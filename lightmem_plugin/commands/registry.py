@@ -102,19 +102,27 @@ def dispatch(args: argparse.Namespace) -> tuple[str, int]:
     return reply(find(args.command).main(args))
 
 
-def run_line(line: str) -> tuple[str, int]:
-    """Run a chat command such as ``/lightmem2 mode aggressive``: (text to show, exit code).
+def chat_argv(line: str) -> list[str]:
+    """The CLI arguments of a chat line (``/lightmem2 mode x`` -> ``["mode", "x"]``; empty is status).
 
-    What hosts call for ``/lightmem2 ...`` typed in chat: the same code and text as the CLI; errors come
-    back as their one-line message instead of raising, so the host always has something to show.
+    ValueError when the quoting is broken.
     """
     text = line.strip()
     for prefix in ("/lightmem2", "lightmem2"):
         if text.startswith(prefix):
             text = text[len(prefix) :]
             break
+    return shlex.split(text) or ["status"]
+
+
+def run_line(line: str) -> tuple[str, int]:
+    """Run a chat command such as ``/lightmem2 mode aggressive``: (text to show, exit code).
+
+    What hosts call for ``/lightmem2 ...`` typed in chat: the same code and text as the CLI; errors come
+    back as their one-line message instead of raising, so the host always has something to show.
+    """
     try:
-        argv = shlex.split(text) or ["status"]
+        argv = chat_argv(line)
         if argv[0] in {c.name for c in COMMANDS if not c.chat}:
             raise UsageError(f'"{argv[0]}" is not available in chat; run `lightmem2 {argv[0]}` in a terminal')
         return dispatch(build_parser().parse_args(argv))

@@ -75,8 +75,10 @@ def remove(data: dict[str, Any], host: str) -> dict[str, Any]:
     return out
 
 
-def add(data: dict[str, Any], host: str) -> dict[str, Any]:
-    """``data`` with exactly one of our entries per event, after the user's own.
+def add(data: dict[str, Any], host: str, events: tuple[str, ...] = tuple(EVENTS)) -> dict[str, Any]:
+    """``data`` with exactly one of our entries per event in ``events``, after the user's own.
+
+    Our entries for any other event (written by an older install) are removed.
 
     Keys keep their places (``hooks`` and each event), so installing twice writes the same bytes.
     """
@@ -87,7 +89,8 @@ def add(data: dict[str, Any], host: str) -> dict[str, Any]:
     new: dict[str, Any] = {
         event: _strip(groups, host) if isinstance(groups, list) else groups for event, groups in hooks.items()
     }
-    for event, (matcher, timeout) in EVENTS.items():
+    for event in events:
+        matcher, timeout = EVENTS[event]
         entry: dict[str, Any] = {"type": "command", "command": hook_command(host, event), "timeout": timeout}
         group: dict[str, Any] = {"matcher": matcher, "hooks": [entry]} if matcher else {"hooks": [entry]}
         existing = new.get(event)

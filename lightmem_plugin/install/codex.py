@@ -5,8 +5,10 @@ What it edits (``$CODEX_HOME``, default ``~/.codex``, or ``DIR/.codex`` with ``-
 - ``config.toml``: ``model_provider = "lightmem2"`` and, in one marked block at the end, a
   ``[model_providers.lightmem2]`` on the Responses wire pointing at ``lightmem2 serve``, plus the
   recover tool as ``[mcp_servers.lightmem2]``;
-- ``hooks.json``: the ``SessionStart``, ``UserPromptSubmit`` and ``PostToolUse`` hooks. Codex runs
-  them once trusted: ``/hooks`` in the TUI, or ``--dangerously-bypass-hook-trust`` for ``codex exec``.
+- ``hooks.json``: the ``SessionStart`` and ``UserPromptSubmit`` hooks. Codex runs them once trusted:
+  ``/hooks`` in the TUI, or ``--dangerously-bypass-hook-trust`` for ``codex exec``. No ``PostToolUse``
+  hook (an older install's is removed): a replacement from that hook reaches the model as a failed
+  result without the exit-code header, so tool outputs are reduced on the wire by the proxy.
 
 The user's own upstream is kept: with a custom provider (``model_provider = "X"`` and its
 ``base_url``), lightmem2's provider goes to ``/u/X/v1`` on the proxy, which forwards to that URL
@@ -35,6 +37,7 @@ from . import _toml_text as tt
 HOST = "codex"
 PROVIDER = "lightmem2"
 OUR_LINE = f'model_provider = "{PROVIDER}"'
+HOOK_EVENTS = ("SessionStart", "UserPromptSubmit")
 COPIED_KEYS = ("env_key", "env_key_instructions", "http_headers", "env_http_headers", "query_params")
 
 
@@ -180,7 +183,7 @@ def add(project: str | None) -> str:
         )
     reports.append(_edits.apply(config_path, new, facts))
     hooks_path = folder / "hooks.json"
-    hooks = _hooks_json.add(_hooks_json.load_file(hooks_path), HOST)
+    hooks = _hooks_json.add(_hooks_json.load_file(hooks_path), HOST, HOOK_EVENTS)
     reports.append(_edits.apply(hooks_path, json.dumps(hooks, indent=2) + "\n", {}))
     flag = f" --project {project}" if project else ""
     notes = (

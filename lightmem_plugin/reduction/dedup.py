@@ -7,6 +7,7 @@ which hooks happened to run. The reference names the artifact key too, so it is 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -21,6 +22,13 @@ if TYPE_CHECKING:
     from .base import PassContext
 
 MIN_CHARS = 300
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
+
+
+def call_key(call_id: str) -> str:
+    """The spelling-independent form of a tool call id (a ``#N`` part suffix is kept apart)."""
+    base, sep, part = call_id.partition("#")
+    return _NOT_ALNUM.sub("", base) + sep + part
 
 
 def reference(first_call_id: str, key: str, chars: int, shell: bool = False) -> str:
@@ -36,29 +44,51 @@ class DedupIndex:
     """Remembers the first tool call that produced each output (by xxh3-128 of its text)."""
 
     max_repeats: int = 5
-    first: dict[str, str] = field(default_factory=dict)
+    first: dict[str, str] = field(default_factory=dict)  # digest -> call_key of its first call
     repeats: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)  # call_key -> the id as last spelled
+    spellings: dict[str, str] = field(default_factory=dict)
+    """Append-only log (sequence number -> ``key NUL spelling``) of every change of ``names``, so the
+    session state can persist it insert-only and rebuild ``names`` in order (:meth:`replay`)."""
+
+    def seen(self, call_id: str) -> None:
+        """Note the spelling of a call id the host used (the reference names the latest one)."""
+        key = call_key(call_id)
+        if self.names.get(key) != call_id:
+            self.names[key] = call_id
+            self.spellings[str(len(self.spellings))] = f"{key}\x00{call_id}"
+
+    def replay(self, spellings: dict[str, str]) -> None:
+        """Adopt a saved spellings log and rebuild ``names`` from it."""
+        self.spellings = dict(spellings)
+        self.names = {}
+        for entry in self.spellings.values():
+            key, _, spelled = entry.partition("\x00")
+            self.names[key] = spelled
 
     def check(self, call_id: str, text: str) -> str | None:
         """The first call id that produced ``text`` when this is a repeat worth replacing, else None.
 
         The first ``max_repeats`` repeats are replaced; after that the output is common enough that a
-        reference no longer helps the agent and the full text is kept.
+        reference no longer helps the agent and the full text is kept. Never the call itself, in
+        whatever spelling of its id.
         """
         if len(text) < MIN_CHARS:
             return None
+        self.seen(call_id)
+        key = call_key(call_id)
         digest = xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
-        first = self.first.setdefault(digest, call_id)
-        if first == call_id:
+        first = self.first.setdefault(digest, key)
+        if first == key:
             return None
-        slot = f"{digest}:{call_id}"
+        slot = f"{digest}:{key}"
         seen = self.repeats.get(slot)
         if seen is None:
             seen = self.counts.get(digest, 0) + 1
             self.counts[digest] = seen
             self.repeats[slot] = seen
-        return first if seen <= self.max_repeats else None
+        return self.names.get(first, first) if seen <= self.max_repeats else None
 
 
 @dataclass

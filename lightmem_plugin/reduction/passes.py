@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from . import (
     dedup,
     diffsum,
+    envelope,
     fileview,
     headtail,
     html,
@@ -27,6 +28,7 @@ from . import (
 from .spec import PassSpec, Stage
 
 PASSES: tuple[PassSpec, ...] = (
+    envelope.PASS,
     whitespace.PASS,
     dedup.PASS,
     html.PASS,

@@ -98,23 +98,36 @@ TextReducer = Callable[[str, PassContext], str]
 def reduce_output(
     call_id: str, text: str, ctx: PassContext, repeats: Repeats, text_reducer: TextReducer = reduce_text
 ) -> str:
-    """What the model sees of one tool output, all stages: repeats, then the text passes.
+    """What the model sees of one tool output, all stages: frame (a host's envelope), repeats, text.
 
     ``repeats`` is the session's memory of what the model was shown; the result is added to it. Text
     that already carries a stub (a hook reduced it first) is left alone.
     """
-    if already_reduced(text) and len(text) <= ctx.reduction.hardCapChars:
-        return text
 
-    def inner(t: str) -> str:
-        return text_reducer(t, ctx)
+    def body(t: str) -> str:
+        if already_reduced(t) and len(t) <= ctx.reduction.hardCapChars:
+            return t
 
-    run: Callable[[str], str] = inner
-    for spec in reversed(passes.of_stage("repeat", ctx.table.passes)):
-        run = _wrapped(spec.run, repeats, call_id, ctx, run)
-    result = run(text)
-    repeats.lines.add(result)
-    return result
+        def inner(u: str) -> str:
+            return text_reducer(u, ctx)
+
+        run: Callable[[str], str] = inner
+        for spec in reversed(passes.of_stage("repeat", ctx.table.passes)):
+            run = _wrapped(spec.run, repeats, call_id, ctx, run)
+        result = run(t)
+        repeats.lines.add(result)
+        return result
+
+    framed: Callable[[str], str] = body
+    for spec in reversed(passes.of_stage("frame", ctx.table.passes)):
+        framed = _framed(spec.run, framed)
+    return framed(text)
+
+
+def _framed(
+    fn: Callable[[str, Callable[[str], str]], str], inner: Callable[[str], str]
+) -> Callable[[str], str]:
+    return lambda t: fn(t, inner)
 
 
 def _wrapped(

@@ -7,6 +7,8 @@ in which passes run are all read from :data:`.passes.PASSES`. A new pass is one 
 
 Stages, in the order the runner (:mod:`.reduce`) applies them:
 
+``frame``   a host's envelope around the output (Codex's exit-code header): keeps it byte-exact and
+            hands only the body on (``run(text, inner) -> str``).
 ``repeat``  session-level: sees the session's :class:`Repeats` (outputs and lines already shown) and
             the call id; wraps the text reduction (``run(repeats, call_id, text, ctx, inner)``).
 ``clean``   rewrites the work text it is sure of and keeps line origins (``run(work) -> Work | None``).
@@ -21,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Stage = Literal["repeat", "clean", "select", "media"]
-STAGES: tuple[Stage, ...] = ("repeat", "clean", "select", "media")
+Stage = Literal["frame", "repeat", "clean", "select", "media"]
+STAGES: tuple[Stage, ...] = ("frame", "repeat", "clean", "select", "media")
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ def serve(
     check_bind(host, allow_remote)
     sock = bind_socket(host, port)
     plugin = LightMem(config) if config is not None else LightMem.from_config()
-    app = create_app(plugin)
+    app = create_app(plugin, allow_remote=allow_remote)
     uv = uvicorn.Config(
         app,
         log_level="warning",

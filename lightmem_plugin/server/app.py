@@ -13,6 +13,11 @@ Routes (hosts point their SDK base URL here; upstreams come from ``server.upstre
 ``/sidecar/...``                       the OpenClaw plugin's routes (see :mod:`.sidecar`)
 ====================================  =====================================================
 
+Who may call (see :mod:`.guard`): every route answers only to a loopback ``Host`` name (proxy routes
+to any name with ``--allow-remote``); ``/sidecar`` routes also need the per-install secret, JSON bodies
+and no ``Origin``. Proxy routes need no secret: the host's own traffic carries the user's API key and
+they never return archived content.
+
 Why a size limit: the proxy buffers a request to transform it, so a runaway client must not exhaust
 memory; a body over ``server.maxRequestBytes`` gets a 413 in the provider's error shape, naming the key.
 """
@@ -24,6 +29,7 @@ from contextlib import asynccontextmanager
 
 import httpx
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -31,6 +37,8 @@ from starlette.routing import Route
 from .._version import __version__
 from ..faults import on_surface
 from ..pipeline import LightMem
+from .chat_commands import CommandRunner
+from .guard import LoopbackHost, SidecarGuard
 from .proxy import Outgoing, Proxy, TooLarge, error_response, read_body
 from .sidecar import sidecar_routes
 
@@ -38,14 +46,22 @@ _OPENAI_PATHS = {"responses": "/responses", "chat": "/chat/completions"}
 
 
 def create_app(
-    plugin: LightMem | None = None, transport: httpx.AsyncBaseTransport | None = None
+    plugin: LightMem | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    allow_remote: bool = False,
+    secret: str | None = None,
 ) -> Starlette:
     """The proxy app for ``plugin`` (default: one that follows the user's config file).
 
     ``transport`` replaces the upstream HTTP transport (tests); the client is created at startup.
+    ``allow_remote`` lets proxy routes answer under any ``Host`` name (never the sidecar, see
+    :mod:`.guard`). ``secret`` replaces the per-install sidecar secret (default: the data dir's file,
+    created on first use).
     """
     lm = plugin or LightMem.from_config()
     holder: dict[str, Proxy] = {}
+    guard = SidecarGuard(secret=secret)
+    runner = CommandRunner()
 
     def proxy() -> Proxy:
         if "p" not in holder:
@@ -119,6 +135,7 @@ def create_app(
         try:
             yield
         finally:
+            runner.close()
             if "p" in holder:
                 await holder.pop("p").aclose()
 
@@ -132,11 +149,14 @@ def create_app(
         Route("/u/{name}/v1/responses", openai_route("responses"), methods=["POST"]),
         Route("/u/{name}/v1/chat/completions", openai_route("chat"), methods=["POST"]),
         Route("/u/{name}/v1/{rest:path}", other, methods=methods),
-        *sidecar_routes(lambda: proxy()),
+        *sidecar_routes(lambda: proxy(), guard, runner),
         Route("/v1/{rest:path}", other, methods=methods),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(
+        routes=routes, lifespan=lifespan, middleware=[Middleware(LoopbackHost, allow_remote=allow_remote)]
+    )
     app.state.proxy = proxy
+    app.state.guard = guard
     return app
 
 

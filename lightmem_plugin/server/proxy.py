@@ -58,6 +58,7 @@ HOP_BY_HOP = frozenset(
         "content-length",
         "accept-encoding",
         HEADER,
+        "x-lightmem2-secret",  # never leaves the machine, should a client send it to /v1
     )
 )
 _DROP_BACK = frozenset(

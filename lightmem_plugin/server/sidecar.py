@@ -5,6 +5,21 @@ process, which owns the sessions, the registry and the ledger. Every route answe
 400 ``{"error": "..."}`` naming the field; a pipeline failure never fails the call (I5): the route
 answers with what it was given.
 
+Who may call. Loopback is shared with every local user and every web page, and these routes serve
+archived outputs and change the config, so each request passes, in this order (:mod:`.guard`):
+
+* ``Host`` must be a loopback name (``127.0.0.1``, ``localhost``, ``[::1]``, any port), even under
+  ``--allow-remote``: else 403 (DNS rebinding).
+* no ``Origin`` header (only web pages send one): else 403.
+* ``X-Lightmem2-Secret: <per-install secret>``: missing 401, wrong 403. The secret is the content of
+  ``<data dir>/sidecar.secret`` (0600 in a 0700 dir, created once; ``lightmem2 config secret-path``
+  prints the path, which is how the plugin finds it; :mod:`.secret`). Only the bare health probe
+  answers without it.
+* POST bodies must be ``Content-Type: application/json``: else 415 (a page can send ``text/plain``
+  without a CORS preflight).
+
+A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
+
 ``POST /sidecar/assemble``
     ``{"sessionId", "messages", "tools"?, "format"?: "openai" | "anthropic", "system"?}`` ->
     ``{"messages", "system"?}``. The message list the model should see (reduced tool outputs, stable
@@ -19,13 +34,21 @@ answers with what it was given.
     message); ``usage`` (the provider's object, read as ``api``) is recorded.
 ``POST /sidecar/command``
     ``{"text": "/lightmem2 mode aggressive"}`` -> ``{"text"}``: the slash command's answer, no LLM call.
+    Only chat-safe commands and options run (:mod:`.chat_commands`: status, report, doctor, mode,
+    recover, search, resume without ``--trace``, export, visual without ``--out``/``--open``, config
+    path|show|validate); one that names a file or starts something is a 403 ``{"error"}`` saying to
+    run it in a terminal. Commands run in a small thread pool: 504 after ``server.commandTimeoutS``,
+    503 while every worker is busy, text cut at ``server.commandMaxChars``; ``/healthz`` and ``/v1``
+    never wait for them.
 ``POST /sidecar/search``
     ``{"query": "...", "limit": 10}`` -> ``{"text"}``: ranked hits over every archived output (the
     ``lightmem2_search`` tool), bounded to 4,000 chars.
 ``POST /sidecar/recover``
     ``{"key", "lines"?: "A:B"}`` -> ``{"text"}``: an archived original (404 for an unknown key).
 ``GET /sidecar/health``
-    ``{"status": "ok", "version", "mode", "sessions"}``.
+    Without the secret ``{"status": "ok"}`` only; with it also ``version``, ``mode``, ``sessions``.
+    ``X-Lightmem2-Challenge: <nonce>`` adds ``proof`` = hex HMAC-SHA256(secret, nonce): the plugin
+    checks it before sending the secret or any message, so a process squatting the port gets neither.
 """
 
 from __future__ import annotations
@@ -34,16 +57,19 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._version import __version__
-from ..commands.registry import run_line
-from ..errors import ArtifactNotFound, LightMemError
+from ..errors import AccessDenied, ArtifactNotFound, LightMemError
 from ..faults import on_surface
-from ..pipeline import LightMem, Session
+from ..pipeline import Session
+from .chat_commands import CommandRunner
+from .guard import SidecarGuard
 from .proxy import Proxy, TooLarge, read_body
+from .secret import CHALLENGE_HEADER, proof
 from .usage import record_usage
 
 JSON = dict[str, Any]
@@ -61,11 +87,6 @@ def _field(body: JSON, name: str, kind: type, required: bool = True) -> Any:
     if not isinstance(value, kind):
         raise BadRequest(f"{name}: got {json.dumps(value)[:60]}, expected a {kind.__name__}")
     return value
-
-
-def run_command(plugin: LightMem, text: str) -> str:
-    """The answer to a ``/lightmem2 ...`` command line: the same text the CLI prints."""
-    return run_line(text)[0]
 
 
 def _assemble(session: Session, body: JSON) -> JSON:
@@ -113,8 +134,24 @@ def _ingest(session: Session, body: JSON) -> JSON:
     raise BadRequest(f"output: got {json.dumps(output)[:60]}, expected a string or a list of text parts")
 
 
-def sidecar_routes(get_proxy: Callable[[], Proxy]) -> list[Route]:
-    """The sidecar routes, bound to the app's proxy (its plugin, session locks and usage book)."""
+def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: CommandRunner) -> list[Route]:
+    """The sidecar routes, bound to the app's proxy (its plugin, session locks and usage book).
+
+    Every route but the bare health probe passes ``guard`` first (no Origin, the secret, JSON bodies);
+    ``runner`` runs chat commands off the event loop.
+    """
+
+    def guarded(
+        handler: Callable[[Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def route(request: Request) -> Response:
+            try:
+                guard.check(request.method, request.headers)
+            except AccessDenied as err:
+                return JSONResponse({"error": str(err)}, status_code=err.status)
+            return await handler(request)
+
+        return route
 
     def session_route(
         work: Callable[[Proxy, Session, JSON], JSON],
@@ -131,7 +168,7 @@ def sidecar_routes(get_proxy: Callable[[], Proxy]) -> list[Route]:
             except BadRequest as err:
                 return JSONResponse({"error": str(err)}, status_code=400)
 
-        return route
+        return guarded(route)
 
     def after_turn(proxy: Proxy, session: Session, body: JSON) -> JSON:
         usage = body.get("usage")
@@ -142,19 +179,25 @@ def sidecar_routes(get_proxy: Callable[[], Proxy]) -> list[Route]:
             record_usage(proxy.usage, session, api, usage, to_ledger=False)
         return {"response": response, "recorded": usage is not None}
 
+    @guarded
     async def command(request: Request) -> Response:
+        proxy = get_proxy()
         try:
-            text = _field(await _body(request, get_proxy()), "text", str)
+            text = _field(await _body(request, proxy), "text", str)
         except BadRequest as err:
             return JSONResponse({"error": str(err)}, status_code=400)
-        return JSONResponse({"text": run_command(get_proxy().plugin, text)})
+        server = proxy.plugin.config.server
+        status, answer = await runner.run(text, server.commandTimeoutS, server.commandMaxChars)
+        return JSONResponse(answer, status_code=status)
 
+    @guarded
     async def recover(request: Request) -> Response:
         try:
             body = await _body(request, get_proxy())
             key = _field(body, "key", str)
             lines = _field(body, "lines", str, required=False)
-            return JSONResponse({"text": get_proxy().plugin.registry.recover(key, lines)})
+            registry = get_proxy().plugin.registry
+            return JSONResponse({"text": await anyio.to_thread.run_sync(registry.recover, key, lines)})
         except BadRequest as err:
             return JSONResponse({"error": str(err)}, status_code=400)
         except ArtifactNotFound as err:
@@ -162,32 +205,41 @@ def sidecar_routes(get_proxy: Callable[[], Proxy]) -> list[Route]:
         except LightMemError as err:
             return JSONResponse({"error": str(err)}, status_code=400 if err.exit_code == 2 else 500)
 
+    @guarded
     async def search(request: Request) -> Response:
         from ..commands import search as search_cmd
         from ..mcp_search import bounded
         from ..search_index import SearchIndex
 
+        def find(query: str, limit: int) -> str:
+            return bounded(search_cmd.run(SearchIndex.default(), query, None, True, False, limit))
+
         try:
             body = await _body(request, get_proxy())
             query = _field(body, "query", str)
             limit = _field(body, "limit", int, required=False) or 10
-            text = search_cmd.run(SearchIndex.default(), query, None, True, False, min(int(limit), 20))
-            return JSONResponse({"text": bounded(text)})
+            return JSONResponse({"text": await anyio.to_thread.run_sync(find, query, min(int(limit), 20))})
         except BadRequest as err:
             return JSONResponse({"error": str(err)}, status_code=400)
         except LightMemError as err:
             return JSONResponse({"error": str(err)}, status_code=400 if err.exit_code == 2 else 500)
 
     async def health(request: Request) -> Response:
+        try:
+            guard.check_origin(request.headers)
+        except AccessDenied as err:
+            return JSONResponse({"error": str(err)}, status_code=err.status)
+        body: JSON = {"status": "ok"}
+        challenge = request.headers.get(CHALLENGE_HEADER)
+        if challenge and guard.secret is not None:
+            body["proof"] = proof(guard.secret, challenge[:256])
+        try:
+            guard.check_secret(request.headers)
+        except AccessDenied:
+            return JSONResponse(body)  # the bare probe: alive, nothing else
         plugin = get_proxy().plugin
-        return JSONResponse(
-            {
-                "status": "ok",
-                "version": __version__,
-                "mode": plugin.config.mode,
-                "sessions": len(plugin.sessions),
-            }
-        )
+        body.update(version=__version__, mode=plugin.config.mode, sessions=len(plugin.sessions))
+        return JSONResponse(body)
 
     ingest = session_route(lambda p, s, b: _ingest(s, b))
     return [

@@ -1,20 +1,99 @@
+"""The benchmark runner and the README table it writes, run here on the bundled traces.
+
+The committed table is checked against the committed results file (both are written by `make bench`
+on the shared traces, too big to replay in a test). The code that produces them is run here for real on
+a tiny trace set built from tests/data: `benchmarks/run.py` end to end on a copy of the benchmarks tree
+(so it writes a copy of the README, not ours), and every policy in-process, with the table parsed back
+and compared with what was measured.
+"""
+
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from readme_table import END, START, render  # noqa: E402
+import run as bench_run  # noqa: E402
+from baselines import BASELINES  # noqa: E402
+from readme_table import BASELINE_ROWS, END, FIRST_ROWS, START, render  # noqa: E402
+
+from lightmem_plugin.traces import load_trace  # noqa: E402
+
+SWE = ("deepseek_reasoner_dev__pvlib__pvlib-python-1707.json.gz",)
+CLAUDE = ("tool_heavy.jsonl.gz", "short.jsonl.gz")
+COLUMNS = (
+    "K / vanilla",
+    "to oracle",
+    "hit rate",
+    "kept",
+    "recoverable",
+    "lost",
+    "task stmt",
+    "p50 ms",
+    "p99 ms",
+)
+
+
+def readme_block(text: str) -> str:
+    return START + text.split(START, 1)[1].split(END, 1)[0] + END
+
+
+def parse_tables(block: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The generated block read back: (set, scenario) -> sessions, calls and each row's cells."""
+    tables: dict[tuple[str, str], dict[str, Any]] = {}
+    current: dict[str, Any] | None = None
+    for line in block.splitlines():
+        head = re.fullmatch(
+            r"\*\*(.+), (plain sessions|constructed volatile-head scenario)\*\* "
+            r"\((\d+) sessions, (\d+) calls\)",
+            line,
+        )
+        if head:
+            scenario = "plain" if head[2] == "plain sessions" else "volatile_head"
+            current = {"sessions": int(head[3]), "calls": int(head[4]), "rows": {}, "header": None}
+            tables[(head[1], scenario)] = current
+        elif current is not None and line.startswith("| ") and not line.startswith("|---"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if current["header"] is None:
+                current["header"] = cells
+            else:
+                current["rows"][cells[0]] = dict(zip(current["header"][1:], cells[1:], strict=True))
+    return tables
+
+
+def shown(cell: str, value: float, unit: float, runner_unit: float = 0.0) -> bool:
+    """``cell`` shows ``value`` rounded to ``unit``: half a unit of slack, plus half of ``runner_unit``
+    when the runner already rounded the figure to that before the table rounded it again."""
+    return abs(float(cell.rstrip("%")) - value) <= (unit + runner_unit) / 2 * (1 + 1e-6)
+
+
+def trace_dir(root: Path, sets: dict[str, tuple[str, ...]]) -> Path:
+    for name, files in sets.items():
+        (root / name).mkdir(parents=True)
+        for f in files:
+            shutil.copy(DATA / f, root / name / f)
+    return root
+
+
+def calls_in(files: tuple[str, ...]) -> int:
+    return sum(len(load_trace(DATA / f).calls) for f in files)
 
 
 def test_readme_table_matches_results_file() -> None:
     results = json.loads((ROOT / "benchmarks" / "results" / "results.json").read_text(encoding="utf-8"))
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = START + readme.split(START, 1)[1].split(END, 1)[0] + END
-    assert block == render(results), "README benchmark table is stale: run `make bench`"
+    assert readme_block(readme) == render(results), "README benchmark table is stale: run `make bench`"
 
 
 def test_results_cover_vanilla_modes_and_oracle_on_both_trace_sets() -> None:
@@ -29,3 +108,93 @@ def test_results_cover_vanilla_modes_and_oracle_on_both_trace_sets() -> None:
             for n, r in rows.items()
             if n in ("conservative", "normal", "aggressive")
         )
+
+
+def test_make_bench_writes_results_and_the_readme_table(tmp_path: Path) -> None:
+    """`benchmarks/run.py --quick` end to end, on a copy of the tree: results JSON and README agree."""
+    tree = tmp_path / "repo"
+    shutil.copytree(
+        ROOT / "benchmarks",
+        tree / "benchmarks",
+        ignore=shutil.ignore_patterns(".peer-venv*", "results", "__pycache__"),
+    )
+    readme = ROOT / "README.md"
+    shutil.copy(readme, tree / "README.md")
+    traces = trace_dir(tmp_path / "traces", {"swe": SWE, "claude-code": CLAUDE})
+    out = tmp_path / "results.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(tree / "benchmarks" / "run.py"),
+            "--quick",
+            "--traces",
+            str(traces),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text(encoding="utf-8")
+    results = json.loads(text)
+    assert text == json.dumps(results, indent=2, sort_keys=True) + "\n"
+    written = (tree / "README.md").read_text(encoding="utf-8")
+    assert readme_block(written) == render(results)
+    # only the generated block changed
+    before = readme.read_text(encoding="utf-8")
+    assert written.split(START)[0] == before.split(START)[0]
+    assert written.split(END)[1] == before.split(END)[1]
+    tables = parse_tables(readme_block(written))
+    assert set(tables) == {(s, sc) for s in ("swe", "claude-code") for sc in ("plain", "volatile_head")}
+    for (set_name, _), table in tables.items():
+        files = SWE if set_name == "swe" else CLAUDE
+        assert (table["sessions"], table["calls"]) == (len(files), calls_in(files))
+        assert list(table["rows"]) == list(bench_run.MODES)  # --quick: the modes only, in this order
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every policy (baselines and oracle too) on the bundled traces, as `make bench` runs them."""
+    root = trace_dir(tmp_path_factory.mktemp("traces"), {"swe-mini": SWE, "claude-code": CLAUDE})
+    return {"traces": {s: bench_run.run_set(root / s, quick=False) for s in ("swe-mini", "claude-code")}}
+
+
+def test_table_cells_are_the_measured_figures(measured: dict[str, Any]) -> None:
+    results = json.loads(json.dumps(measured, sort_keys=True))  # as the results file holds them
+    tables = parse_tables(render(results))
+    assert set(tables) == {(s, sc) for s in ("swe-mini", "claude-code") for sc in ("plain", "volatile_head")}
+    for (set_name, scenario), table in tables.items():
+        data = results["traces"][set_name][scenario]
+        assert table["header"] == ["policy", *COLUMNS]
+        expected_order = [n for n in (*FIRST_ROWS, *BASELINE_ROWS) if n in data]
+        assert list(table["rows"]) == expected_order and set(expected_order) == set(data)
+        if scenario == "plain":
+            assert set(table["rows"]) == {*bench_run.MODES, *BASELINES}
+        vanilla_k = float(data["vanilla"]["K"])
+        assert vanilla_k > 0
+        for name, cells in table["rows"].items():
+            r = data[name]
+            assert shown(cells["K / vanilla"], float(r["K"]) / vanilla_k, 1e-3, 1e-4), (name, cells)
+            assert shown(cells["hit rate"], 100 * r["hit_rate"], 0.1), (name, cells)
+            for col, key in (("kept", "retention_kept"), ("recoverable", "retention_recoverable")):
+                assert shown(cells[col], 100 * r[key], 0.1), (name, col, cells)
+            assert shown(cells["lost"], 100 * r["retention_lost"], 0.1), (name, cells)
+            assert shown(cells["p50 ms"], r["overhead_ms_p50"], 0.01), (name, cells)
+            assert shown(cells["p99 ms"], r["overhead_ms_p99"], 0.01), (name, cells)
+            if scenario == "plain":
+                oracle_k = float(data["oracle"]["K"])
+                way = (vanilla_k - float(r["K"])) / (vanilla_k - oracle_k) if vanilla_k != oracle_k else 0.0
+                assert shown(cells["to oracle"], way, 0.01, 0.001), (name, cells)
+                assert cells["task stmt"] == f"{r['task_statement_present']:.0%}"
+            else:
+                assert cells["to oracle"] == "-" and cells["task stmt"] == "-"
+        assert table["rows"]["vanilla"]["K / vanilla"] == "1.000"
+        files = SWE if set_name == "swe-mini" else CLAUDE
+        assert (table["sessions"], table["calls"]) == (len(files), calls_in(files))
+    plain = tables[("claude-code", "plain")]["rows"]
+    assert plain["oracle"]["to oracle"] == "1.00" and plain["vanilla"]["to oracle"] == "0.00"

@@ -67,6 +67,7 @@ def captured(peer_venv: Path) -> dict[Variant, tuple[list[list[dict[str, Any]]],
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["default", "frozen_bridge"])
 def test_every_call_is_captured_in_openai_chat_form(captured: dict[Variant, Any], variant: Variant) -> None:
     trace = load_trace(TRACE)
@@ -86,6 +87,7 @@ def test_every_call_is_captured_in_openai_chat_form(captured: dict[Variant, Any]
     assert driver.fallbacks == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["default", "frozen_bridge"])
 def test_long_prompts_are_windowed_behind_a_bridge(captured: dict[Variant, Any], variant: Variant) -> None:
     trace = load_trace(TRACE)
@@ -95,6 +97,7 @@ def test_long_prompts_are_windowed_behind_a_bridge(captured: dict[Variant, Any],
     assert any("earlier messages omitted" in str(m["content"]) for m in last if m["role"] == "system")
 
 
+@pytest.mark.slow
 def test_frozen_bridge_holds_the_prefix_still(captured: dict[Variant, Any]) -> None:
     """With the cut held, consecutive windowed prompts share their opening messages more often."""
 
@@ -109,6 +112,7 @@ def rows(peer_venv: Path) -> dict[str, dict[str, Any]]:
     return peer_rows(TRACE, peer_venv)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["tokenmizer", "tokenmizer_frozen_bridge"])
 def test_rows_use_our_replay_figures_and_nothing_is_recoverable(rows: dict[str, Any], name: str) -> None:
     row = rows[name]
@@ -124,11 +128,13 @@ def test_rows_use_our_replay_figures_and_nothing_is_recoverable(rows: dict[str, 
     assert row["peer"]["proxy_ms_p50"] > 0
 
 
+@pytest.mark.slow
 def test_frozen_bridge_is_cheaper_on_a_prefix_cache(rows: dict[str, Any]) -> None:
     assert rows["tokenmizer_frozen_bridge"]["hit_rate"] > rows["tokenmizer"]["hit_rate"]
     assert rows["tokenmizer_frozen_bridge"]["K"] < rows["tokenmizer"]["K"]
 
 
+@pytest.mark.slow
 def test_a_second_replay_gives_the_same_row(rows: dict[str, Any], peer_venv: Path) -> None:
     """Reproducible up to TokenMizer's own clock: its graph stamps nodes with wall time, which on the full
     swe set moved at most 19 of 45M input tokens between two runs."""
@@ -140,6 +146,7 @@ def test_a_second_replay_gives_the_same_row(rows: dict[str, Any], peer_venv: Pat
         assert again[key] == pytest.approx(first[key], abs=0.02)
 
 
+@pytest.mark.slow
 def test_task_probe_sees_the_first_prompt_keep_the_task(peer_venv: Path) -> None:
     trace = load_trace(TRACE)
     with TokenMizerDriver("default", peer_venv) as driver:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crossproc import SEEDS, outputs
 from ledger_rows import make_session
 from search_replay import Replayed, replay
 
@@ -120,11 +121,35 @@ def test_markdown(run: Replayed, ledger: Ledger, crafted: RecordStore) -> None:
     assert "No ledger totals" in export.run("markdown", store=crafted, ledger=ledger)
 
 
-def test_exports_are_deterministic(run: Replayed, ledger: Ledger) -> None:
-    for fmt in export.FORMATS:
-        assert export.run(fmt, store=run.records, ledger=ledger) == export.run(
-            fmt, store=run.records, ledger=ledger
-        )
+EXPORT_CODE = """
+import sys, tempfile
+from pathlib import Path
+from ledger_rows import make_session
+from search_replay import replay
+from lightmem_plugin.commands import export
+from lightmem_plugin.ledger import Ledger
+with tempfile.TemporaryDirectory() as d:
+    run = replay(Path(d) / "replay")
+    with Ledger(Path(d) / "ledger.sqlite3") as led:
+        for rec in make_session(run.session, "normal", 8):
+            led.record_call(rec)
+        out = [export.run(fmt, store=run.records, ledger=led) for fmt in export.FORMATS]
+sys.stdout.buffer.write("\\n<<<export>>>\\n".join(out).encode())
+"""
+
+
+def test_exports_are_deterministic_across_processes(run: Replayed, ledger: Ledger) -> None:
+    # each process replays the trace itself, so the record, the archive keys and the exports are its own
+    got = outputs(EXPORT_CODE, paths=(Path(__file__).parent,))
+    assert len(got) == len(SEEDS) and len(set(got)) == 1, "an export depends on the hash seed"
+    by_fmt = dict(zip(export.FORMATS, got[0].decode().split("\n<<<export>>>\n"), strict=True))
+    for fmt in export.FORMATS:  # and the same bytes this process (another hash seed) writes
+        assert by_fmt[fmt] == export.run(fmt, store=run.records, ledger=ledger), fmt
+    data = json.loads(by_fmt["json"])
+    assert data["session"] == run.session and data["ledger"]["calls"] == 8
+    assert data["sections"]["files"]["modified"] == ["pydicom/config.py"]
+    assert by_fmt["markdown"].startswith(f"# lightmem2 session {run.session}\n")
+    assert "8 calls" in json.loads(by_fmt["canvas"])["nodes"][0]["text"]
 
 
 @pytest.mark.parametrize(

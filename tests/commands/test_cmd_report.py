@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from crossproc import SEEDS, outputs
 
 from lightmem_plugin.commands import report
 from lightmem_plugin.errors import UsageError
@@ -82,8 +84,37 @@ def test_json(ledger: Ledger) -> None:
     assert [s["summary"]["session"] for s in every["sessions"]] == ledger.sessions()
 
 
-def test_same_ledger_same_bytes(ledger: Ledger) -> None:
-    assert report.run(ledger, all_sessions=True) == report.run(ledger, all_sessions=True)
+REPORT_CODE = """
+import sys, tempfile
+from pathlib import Path
+from ledger_rows import fill, realistic_sessions
+from lightmem_plugin.commands import report
+from lightmem_plugin.ledger import Ledger
+with tempfile.TemporaryDirectory() as d, Ledger(Path(d) / "ledger.sqlite3") as led:
+    fill(led, realistic_sessions())
+    text = report.run(led, all_sessions=True) + "\\n---\\n" + report.run(led, all_sessions=True, as_json=True)
+sys.stdout.buffer.write(text.encode())
+"""
+
+
+def test_same_ledger_same_bytes_across_processes(ledger: Ledger) -> None:
+    got = outputs(REPORT_CODE, paths=(Path(__file__).parent,))
+    assert len(got) == len(SEEDS) and len(set(got)) == 1, "report depends on the hash seed"
+    text, as_json = got[0].decode().split("\n---\n")
+    # and the same bytes as this process (another hash seed) writes for the same rows
+    assert text == report.run(ledger, all_sessions=True)
+    assert as_json == report.run(ledger, all_sessions=True, as_json=True)
+    assert text.startswith("session swe-astropy-12907 · mode ")
+    assert "  call 10 at message 7, char 0: eviction batch" in text
+    assert (
+        "   10 aggressive       3,285    10,536     9.1     3,758      2,296    1,500  m7:0"
+        in text.splitlines()
+    )
+    assert [s["summary"]["session"] for s in json.loads(as_json)["sessions"]] == [
+        "swe-astropy-12907",
+        "cc-7f3a2b",
+        "openclaw-main",
+    ]
 
 
 def test_empty_ledger(empty_ledger: Ledger) -> None:

@@ -24,7 +24,7 @@ def test_defaults_to_the_last_session(ledger: Ledger, registry: Registry) -> Non
     text = status.run(ledger, registry, Config())
     lines = text.splitlines()
     assert len(lines) <= 12 and max(len(line) for line in lines) <= 110
-    assert lines[0] == "lightmem2 mode: normal (stabilizer on, 8 reduction passes, eviction off)"
+    assert lines[0] == "lightmem2 mode: normal (stabilizer on, 9 reduction passes, eviction off)"
     assert lines[1] == "session: openclaw-main (14 calls)"
     assert "hit rate:" in text and "(simulated)" in text  # OpenClaw session reported no usage
     assert "archived originals: 2 (" in text
@@ -64,7 +64,7 @@ def test_empty_ledger(empty_ledger: Ledger, tmp_path: Path) -> None:
     reg = Registry(tmp_path / "none")
     text = status.run(empty_ledger, reg, Config(mode="conservative"))
     assert "session: none recorded yet" in text and "archived originals: 0 (0 B)" in text
-    assert "4 reduction passes" in text
+    assert "5 reduction passes" in text
     assert json.loads(status.run(empty_ledger, reg, Config(), as_json=True))["session"] is None
 
 

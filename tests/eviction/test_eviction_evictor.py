@@ -4,6 +4,8 @@ import itertools
 import json
 from pathlib import Path
 
+import pytest
+
 from lightmem_plugin.config import Config
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
@@ -12,6 +14,7 @@ from lightmem_plugin.traces import load_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TRACE = DATA / "deepseek_reasoner_dev__pvlib__pvlib-python-1707.json.gz"
+PYDICOM = DATA / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
 
 
 def eager(tmp_path: Path) -> LightMem:
@@ -75,21 +78,51 @@ def test_stale_reads_are_paged_out_recoverably_and_reapplied_identically(tmp_pat
     assert all(m["content"] == stubbed["content"] for m in later)
 
 
-def test_batches_respect_batch_turns_and_prefix_breaks_only_at_batches(tmp_path: Path) -> None:
-    lm = eager(tmp_path)
+@pytest.mark.parametrize(
+    ("trace", "eviction", "n_batches"),
+    [
+        # one batch on the pvlib session with the eager rule; on the longer pydicom session a 5-call
+        # rhythm and a zero saving ratio make two batches fire, so the spacing between them is checked
+        (TRACE, {"expectedRemainingCalls": 500, "keepRecentTurns": 2}, 1),
+        (
+            PYDICOM,
+            {"expectedRemainingCalls": 500, "keepRecentTurns": 2, "batchTurns": 5, "minSavingRatio": 0},
+            2,
+        ),
+    ],
+    ids=["pvlib-1707", "pydicom-901"],
+)
+def test_batches_respect_batch_turns_and_prefix_breaks_only_at_batches(
+    tmp_path: Path, trace: Path, eviction: dict[str, object], n_batches: int
+) -> None:
+    cfg = Config.model_validate({"mode": "aggressive", "eviction": eviction})
+    lm = LightMem(config=cfg, registry=Registry(tmp_path / "reg"))
     s = lm.session("real")
-    trace = load_trace(TRACE)
+    calls = load_trace(trace).calls
     prev: list[dict[str, object]] | None = None
     breaks: list[int] = []
-    for i, call in enumerate(trace.calls, 1):
+    evicted: dict[int, int] = {}
+    for i, call in enumerate(calls, 1):
         out = s.before_model_call(call.prompt)
+        if s.evictor.last_evicted_tokens:
+            evicted[i] = s.evictor.last_evicted_tokens
         if prev is not None and out[: len(prev) - 1] != prev[: len(prev) - 1]:
             breaks.append(i)
         prev = out
-    batch_calls = [b.call_index for b in s.evictor.state.batches]
-    assert set(breaks) <= set(batch_calls)
-    gaps = [b - a for a, b in itertools.pairwise(batch_calls)]
-    assert all(g >= lm.config.eviction.batchTurns for g in gaps)
+    batches = s.evictor.state.batches
+    batch_calls = [b.call_index for b in batches]
+    assert len(batches) == n_batches, f"expected {n_batches} eviction batches, got {batch_calls}"
+    assert evicted == {b.call_index: b.tokens_saved for b in batches} and all(evicted.values())
+    assert breaks == batch_calls  # every batch breaks the prefix, and nothing else does
+    turns = lm.config.eviction.batchTurns
+    assert all(c % turns == 0 for c in batch_calls)  # a batch is only considered every batchTurns calls
+    assert all(b - a >= turns for a, b in itertools.pairwise(batch_calls))
+    assert prev is not None
+    final = {m.get("tool_call_id"): m for m in prev}
+    for batch in batches:  # each evicted output is a stub in the last request, recoverable from its batch
+        for cid in batch.call_ids:
+            keys = stub_keys(str(final[cid]["content"]))
+            assert keys and keys[0] == batch.key
 
 
 def test_no_eviction_outside_aggressive_mode(tmp_path: Path) -> None:

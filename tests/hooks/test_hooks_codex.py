@@ -1,4 +1,4 @@
-"""Codex hooks: a large string output becomes ``decision: block`` with the reduced text."""
+"""Codex hooks: commands end the turn in UserPromptSubmit; PostToolUse leaves every output alone."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from typing import Any
 import pytest
 
 from lightmem_plugin.hooks import codex
-from lightmem_plugin.pipeline import LightMem
-from lightmem_plugin.reduction.base import stub_keys
 
 OUTPUT = "".join(f"row {i}: compiled module ok\n" for i in range(1, 400))
 
@@ -23,19 +21,9 @@ def payload(response: Any) -> dict[str, Any]:
     }
 
 
-def test_large_output_is_replaced_by_the_reduced_text() -> None:
-    answer = codex.handle("PostToolUse", payload(OUTPUT))
-    assert answer is not None and set(answer) == {"decision", "reason"} and answer["decision"] == "block"
-    reduced = answer["reason"]
-    assert reduced.startswith("row 1: compiled module ok\n") and reduced.rstrip().endswith(
-        "row 399: compiled module ok"
-    )
-    assert len(reduced) < len(OUTPUT) // 4
-    assert LightMem().registry.recover(stub_keys(reduced)[0]) == OUTPUT
-
-
-@pytest.mark.parametrize("response", ["ok\n", "", {"stdout": OUTPUT}, [OUTPUT], None])
-def test_small_or_structured_outputs_are_left_alone(response: Any) -> None:
+@pytest.mark.parametrize("response", [OUTPUT, "ok\n", "", {"stdout": OUTPUT}, [OUTPUT], None])
+def test_post_tool_use_never_replaces_the_output(response: Any) -> None:
+    # a block reason reaches the model as a failed, header-less result: Codex is reduced on the wire
     assert codex.handle("PostToolUse", payload(response)) is None
 
 

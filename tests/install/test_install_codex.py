@@ -62,6 +62,7 @@ def test_fresh_install(codex_home: Path, isolated_home: Path) -> None:
     assert mcp["required"] is True and mcp["env"] == {"LIGHTMEM2_HOME": str(isolated_home)}
     hooks = json.loads((codex_home / "hooks.json").read_text())["hooks"]
     assert all(_hooks_json.is_ours(g["hooks"][0]["command"], "codex") for e in hooks.values() for g in e)
+    assert sorted(hooks) == ["SessionStart", "UserPromptSubmit"]  # no PostToolUse: reduced on the wire
     assert "unchanged" in cx.run()
     cx.run(uninstall=True)
     assert not codex_home.exists()
@@ -147,7 +148,7 @@ def test_adapter_snippet_matches_the_installer() -> None:
     assert snippet["mcp_servers"]["lightmem2"]["args"] == ["-m", "lightmem_plugin.mcp_server"]
     hooks = json.loads((ADAPTER / "hooks.json").read_text())["hooks"]
     assert {e: g[0]["hooks"][0]["command"] for e, g in hooks.items()} == {
-        e: f"lightmem2 hook codex {e}" for e in _hooks_json.EVENTS
+        e: f"lightmem2 hook codex {e}" for e in cx.HOOK_EVENTS
     }
 
 

@@ -44,7 +44,7 @@ def test_config_names_and_modes_come_from_the_registry() -> None:
 
 
 def test_an_unknown_pass_name_is_refused_with_the_allowed_ones() -> None:
-    with pytest.raises(ConfigError, match="unknown pass 'gzip'; use one of whitespace, dedup"):
+    with pytest.raises(ConfigError, match="unknown pass 'gzip'; use one of envelope, whitespace, dedup"):
         parse_config({"reduction": {"normal": {"passes": ["gzip"]}}}, Path("config.json"))
 
 

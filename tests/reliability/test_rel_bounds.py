@@ -49,6 +49,7 @@ def _measure(home: Path, scale: float, cases: list[str]) -> list[dict[str, Any]]
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_huge_hostile_outputs_are_bounded_in_time_and_memory(tmp_path: Path) -> None:
     rows = _measure(tmp_path, 5.0 if SOAK else 1.0, TEXT_CASES)
     assert [r["case"] for r in rows] == TEXT_CASES
@@ -63,6 +64,7 @@ def test_huge_hostile_outputs_are_bounded_in_time_and_memory(tmp_path: Path) -> 
     print("\nbounds: " + "; ".join(report))
 
 
+@pytest.mark.slow
 def test_png_decompression_bomb_stays_under_300_mb(tmp_path: Path) -> None:
     (row,) = _measure(tmp_path, 1.0, ["png_bomb_8000"])
     assert row["errors"] == {}

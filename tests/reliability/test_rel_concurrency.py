@@ -66,6 +66,7 @@ def _check_ledger(ledger: Ledger, sids: list[str]) -> None:
         assert all(not r.errors for r in rows), [r.last_error for r in rows]
 
 
+@pytest.mark.slow
 def test_sessions_in_threads_share_registry_and_ledger(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "ledger.sqlite3")
     lm = LightMem(_config(tmp_path), ledger=ledger)
@@ -114,6 +115,7 @@ def test_two_plugins_on_one_home_lose_no_rows(tmp_path: Path) -> None:
         lm.ledger.close()
 
 
+@pytest.mark.slow
 def test_parallel_proxy_requests_share_one_ledger(tmp_path: Path) -> None:
     sids = [f"px{i}" for i in range(SESSIONS)]
     with ledger_stack(tmp_path) as st:

@@ -112,6 +112,7 @@ def _poll_in_flight(
         time.sleep(0.005)
 
 
+@pytest.mark.slow
 def test_registry_survives_sigkill_of_concurrent_writers(tmp_path: Path) -> None:
     root, acks_file = tmp_path / "artifacts", tmp_path / "acks.log"
     reg = Registry(root)
@@ -142,6 +143,7 @@ def test_registry_survives_sigkill_of_concurrent_writers(tmp_path: Path) -> None
     )
 
 
+@pytest.mark.slow
 def test_ledger_survives_sigkill_of_concurrent_writers(tmp_path: Path) -> None:
     path, acks_file = tmp_path / "ledger.sqlite3", tmp_path / "acks.log"
     run = _campaign("ledger", path, acks_file, seed=99, max_delay=0.1)

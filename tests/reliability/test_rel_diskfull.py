@@ -134,6 +134,7 @@ def _can_mount() -> bool:
     return probe.returncode == 0
 
 
+@pytest.mark.slow
 def test_real_full_then_read_only_filesystem(tmp_path: Path) -> None:
     if not _can_mount():
         pytest.skip("needs a private mount namespace (root, unshare)")

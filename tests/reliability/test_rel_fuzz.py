@@ -250,6 +250,7 @@ def _texts(content: Any) -> list[str]:
     return []
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(tool_content, min_size=1, max_size=4), st.lists(bad_message, max_size=2), st.booleans())
 def test_before_model_call_never_raises_and_loses_nothing(

@@ -157,6 +157,7 @@ def _cost(text: str) -> float:
     return best
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(_adversarial(10)))
 def test_cost_grows_linearly(name: str) -> None:
     small = _cost(_adversarial(250_000)[name])
@@ -164,6 +165,7 @@ def test_cost_grows_linearly(name: str) -> None:
     assert large < 8 * small + 0.05, f"{name}: {small:.3f}s for 250k chars, {large:.3f}s for 1M chars"
 
 
+@pytest.mark.slow
 def test_five_megabyte_single_line_is_bounded() -> None:
     """Measured here: about 2 s for the worst 5 MB line (0.4 us/char); the bound leaves CI headroom."""
     needles = " ".join(sorted({needle for _, _, ns in RULES for needle in ns}))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from rel_convo import head, tool_output, turn
 from rel_secrets import SAMPLES
 from rel_stack import ledger_stack
@@ -131,6 +132,7 @@ def _run_proxy(home: Path) -> int:
     return sent
 
 
+@pytest.mark.slow
 def test_no_planted_secret_reaches_disk(isolated_home: Path) -> None:
     kinds = {kind for kind, _, _ in SAMPLES}
     assert len(kinds) >= 50

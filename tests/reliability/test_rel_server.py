@@ -90,6 +90,7 @@ def _chat(sid: str) -> dict[str, Any]:
     return {"model": "m", "messages": [*head(sid), *turn(sid, 0)]}
 
 
+@pytest.mark.slow
 def test_upstream_timeout_is_a_504_in_the_providers_shape(tmp_path: Path) -> None:
     from lightmem_plugin.pipeline import LightMem
     from lightmem_plugin.server.app import create_app
@@ -124,6 +125,7 @@ def test_unreachable_upstream_is_a_502(tmp_path: Path) -> None:
         assert r.status_code == 502 and r.json()["error"]["type"] == "api_error"
 
 
+@pytest.mark.slow
 def test_slow_clients_do_not_block_others_and_leak_nothing(tmp_path: Path) -> None:
     with ledger_stack(tmp_path) as st, httpx.Client(timeout=30) as client:
 

@@ -181,6 +181,7 @@ def _worker(soak: Soak, proxy: str, sessions: list[str], hook: Any) -> None:
                     soak.errors.append(f"request {n}: {type(err).__name__}: {err}")
 
 
+@pytest.mark.slow
 def test_soak_has_no_errors_no_fd_leak_and_no_memory_growth(tmp_path: Path) -> None:
     soak = Soak(REQUESTS, time.monotonic() + DEADLINE_S)
     warm_at = int(REQUESTS * WARMUP)
@@ -223,6 +224,7 @@ def test_soak_has_no_errors_no_fd_leak_and_no_memory_growth(tmp_path: Path) -> N
     assert end_rss - warm_rss <= MAX_RSS_GROWTH_MB
 
 
+@pytest.mark.slow
 def test_finished_sessions_do_not_accumulate_memory(tmp_path: Path) -> None:
     import gc
 

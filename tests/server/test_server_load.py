@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from fake_wire import Reply
 from load_client import run_batch
 from server_harness import stack
@@ -11,6 +12,7 @@ from server_harness import stack
 N = 200
 
 
+@pytest.mark.slow
 def test_200_concurrent_streams_complete_without_errors() -> None:
     with stack() as s:
         s.fake.queue(*[Reply(text="Listing <WORKDIR> now. " * 4, chunk=8) for _ in range(2 * N)])

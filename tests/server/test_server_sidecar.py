@@ -12,6 +12,7 @@ from server_harness import ServerThread
 from lightmem_plugin.config import Config
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.server.app import create_app, proxy_of
+from lightmem_plugin.server.secret import HEADER, load_or_create
 
 SYSTEM = "You are an agent.\nWorking directory: /home/alice/proj\nCurrent time: 2026-03-01T10:00:00Z"
 BIG = "".join(
@@ -24,6 +25,7 @@ def sidecar() -> Any:
     plugin = LightMem(Config())
     app = create_app(plugin)
     with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=10) as client:
+        client.headers[HEADER] = load_or_create()  # what the OpenClaw plugin sends (same LIGHTMEM2_HOME)
         yield client, plugin, app
 
 
@@ -133,7 +135,7 @@ def test_bad_bodies(sidecar: Any, route: str, body: dict[str, Any], status: int,
 
 def test_not_json_is_a_400(sidecar: Any) -> None:
     client, _, _ = sidecar
-    r = client.post("/sidecar/ingest", content=b"{nope")
+    r = client.post("/sidecar/ingest", content=b"{nope", headers={"content-type": "application/json"})
     assert r.status_code == 400 and "not JSON" in r.json()["error"]
 
 

@@ -5,10 +5,34 @@
 // the sidecar is down or slow, callers get an error they turn into "leave the payload as it was"
 // (fail-open), and a failed start is not retried for a while, so a broken install costs one short
 // wait, not one per hook. `lastError` keeps the reason for `/lightmem2 doctor`.
+//
+// Why a secret: loopback is shared with every local user, so `lightmem2 serve` answers /sidecar calls
+// only with the per-install secret in X-Lightmem2-Secret. We ask the CLI where it lives
+// (`lightmem2 config secret-path`, which creates it if needed) instead of re-deriving the data dir
+// here: LIGHTMEM2_HOME and each platform's directory rules live in one place (Python), the answer is
+// the same whether we spawn serve or find it running, and it follows the env we pass to serve. Before
+// sending the secret (or any message) to whatever listens on the port, we check the server proves it
+// knows the secret: an HMAC of a fresh challenge, so a process squatting the port learns nothing.
 
 import { execFile, spawn } from "node:child_process";
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { readFile } from "node:fs/promises";
 
 const STDERR_TAIL = 4000;
+export const SECRET_HEADER = "x-lightmem2-secret";
+export const CHALLENGE_HEADER = "x-lightmem2-challenge";
+const SECRET_RE = /^[0-9a-f]{64}$/;
+
+/** What our serve answers to a health challenge (hex HMAC-SHA256 of the challenge under the secret). */
+export function proofOf(secret, challenge) {
+  return createHmac("sha256", secret).update(challenge).digest("hex");
+}
+
+function sameText(a, b) {
+  const x = Buffer.from(String(a));
+  const y = Buffer.from(String(b));
+  return x.length === y.length && timingSafeEqual(x, y);
+}
 
 /** Host-side settings with their defaults (the `openclaw` section of the plugin config). */
 export function hostSettings(pluginConfig) {
@@ -35,6 +59,30 @@ export class Sidecar {
     this.lastError = null;
     this.health = null;
     this.stderr = "";
+    this.secret = null;
+  }
+
+  /** The per-install secret, from the file `lightmem2 config secret-path` names; throws with the reason. */
+  async loadSecret(force = false) {
+    if (this.secret && !force) return this.secret;
+    const { command } = this.settings;
+    const path = await new Promise((resolve, reject) => {
+      execFile(command, ["config", "secret-path"], { timeout: 15000, env: process.env }, (err, stdout, stderr) => {
+        if (err) {
+          const why = String(stderr || "").trim().split("\n").pop() || err.code || err.message;
+          reject(new Error(`cannot run ${command} config secret-path (${why})`));
+        } else resolve(String(stdout).trim());
+      });
+    });
+    let value;
+    try {
+      value = (await readFile(path, "utf8")).trim();
+    } catch (err) {
+      throw new Error(`cannot read the sidecar secret ${path} (${err.code || err.message})`);
+    }
+    if (!SECRET_RE.test(value)) throw new Error(`${path} does not hold a lightmem2 secret; delete it and restart serve`);
+    this.secret = value;
+    return value;
   }
 
   /** True when the sidecar answers (started by us if needed); never throws. */
@@ -49,19 +97,39 @@ export class Sidecar {
     return this.starting;
   }
 
+  /** Is our serve listening? Checks its proof of the secret before anything is sent to it. */
   async _probe(timeoutMs = 1000) {
+    const url = `${this.base}/sidecar/health`;
     try {
-      const res = await fetch(`${this.base}/sidecar/health`, { signal: AbortSignal.timeout(timeoutMs) });
-      if (!res.ok) return { ok: false, why: `HTTP ${res.status} from ${this.base}/sidecar/health` };
-      return { ok: true, body: await res.json() };
+      const challenge = randomBytes(16).toString("hex");
+      const res = await fetch(url, { headers: { [CHALLENGE_HEADER]: challenge }, signal: AbortSignal.timeout(timeoutMs) });
+      if (!res.ok) return { ok: false, why: `HTTP ${res.status} from ${url}` };
+      const bare = await res.json();
+      if (!this.secret || !sameText(bare.proof ?? "", proofOf(this.secret, challenge))) {
+        return {
+          ok: false,
+          foreign: true,
+          why:
+            `the server on ${this.base} cannot prove it knows this install's secret (another user's, or one ` +
+            "started with another LIGHTMEM2_HOME); stop it or set plugins.entries.lightmem2.config.openclaw.port",
+        };
+      }
+      const full = await fetch(url, { headers: { [SECRET_HEADER]: this.secret }, signal: AbortSignal.timeout(timeoutMs) });
+      return { ok: true, body: full.ok ? await full.json() : bare };
     } catch (err) {
       return { ok: false, why: String(err?.cause?.code || err?.name || err) };
     }
   }
 
   async _start() {
+    try {
+      await this.loadSecret();
+    } catch (err) {
+      return this._down(err.message);
+    }
     const first = await this._probe();
     if (first.ok) return this._up(first.body);
+    if (first.foreign) return this._down(first.why);
     if (!this.settings.autoStart) return this._down(`not running at ${this.base} and openclaw.autoStart is false`);
     const { command, port } = this.settings;
     let exited = null;
@@ -95,6 +163,7 @@ export class Sidecar {
       if (exited) return this._down(`${exited}: ${this.stderr.trim().split("\n").slice(-3).join(" | ")}`);
       const probe = await this._probe(500);
       if (probe.ok) return this._up(probe.body);
+      if (probe.foreign && !this.child) return this._down(probe.why);
       await new Promise((r) => setTimeout(r, 100));
     }
     this.stop();
@@ -117,13 +186,13 @@ export class Sidecar {
   }
 
   /** POST a JSON body to a sidecar route; throws on any failure (callers fail open). */
-  async post(path, body) {
+  async post(path, body, retried = false) {
     if (!(await this.ensure())) throw new Error(this.lastError || "sidecar unavailable");
     let res;
     try {
       res = await fetch(`${this.base}${path}`, {
         method: "POST",
-        headers: { "content-type": "application/json" },
+        headers: { "content-type": "application/json", [SECRET_HEADER]: this.secret },
         body: JSON.stringify(body),
         signal: AbortSignal.timeout(this.settings.requestTimeoutMs),
       });
@@ -133,6 +202,11 @@ export class Sidecar {
       throw new Error(this.lastError);
     }
     const data = await res.json().catch(() => ({}));
+    if ((res.status === 401 || res.status === 403) && !retried && /X-Lightmem2-Secret/i.test(data.error || "")) {
+      // the secret file was replaced (deleted, then recreated): read it again, once
+      const before = this.secret;
+      if (await this.loadSecret(true).then((v) => v !== before, () => false)) return this.post(path, body, true);
+    }
     if (!res.ok) {
       const err = new Error(`${path}: HTTP ${res.status}: ${data.error || ""}`.trim());
       err.status = res.status;

@@ -2,12 +2,57 @@
 // The message mapping must be lossless, and every hook must fail open when the sidecar is down.
 
 import assert from "node:assert/strict";
+import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
 
 import plugin from "../index.js";
 import { fromChat, resultFromOutput, resultToOutput, toChat } from "../lib/messages.js";
-import { Sidecar, hostSettings } from "../lib/sidecar.js";
+import { CHALLENGE_HEADER, SECRET_HEADER, Sidecar, hostSettings, proofOf } from "../lib/sidecar.js";
+
+const SECRET = "5e".repeat(32);
+
+/** A stand-in `lightmem2` whose `config secret-path` names a secret file holding `secret`. */
+function fakeCli(secret = SECRET) {
+  const dir = mkdtempSync(join(tmpdir(), "lightmem2-js-"));
+  writeFileSync(join(dir, "sidecar.secret"), `${secret}\n`, { mode: 0o600 });
+  const exe = join(dir, "lightmem2");
+  writeFileSync(
+    exe,
+    `#!/bin/sh\nif [ "$1 $2" = "config secret-path" ]; then echo "${join(dir, "sidecar.secret")}"; else echo "cli ran $*"; fi\n`,
+  );
+  chmodSync(exe, 0o755);
+  return { exe, dir };
+}
+
+/** A fake `lightmem2 serve`: proves `secret` on /sidecar/health and wants it on every other call. */
+async function fakeServe(handler, secret = SECRET) {
+  const seen = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      seen.push({ url: req.url, body, headers: req.headers });
+      res.setHeader("content-type", "application/json");
+      const authed = req.headers[SECRET_HEADER] === secret;
+      if (req.url === "/sidecar/health") {
+        const out = { status: "ok" };
+        if (req.headers[CHALLENGE_HEADER]) out.proof = proofOf(secret, req.headers[CHALLENGE_HEADER]);
+        if (authed) Object.assign(out, { version: "t", mode: "normal", sessions: 0 });
+        return res.end(JSON.stringify(out));
+      }
+      if (!authed) {
+        res.statusCode = req.headers[SECRET_HEADER] ? 403 : 401;
+        return res.end(JSON.stringify({ error: "X-Lightmem2-Secret does not match" }));
+      }
+      handler(req, res, JSON.parse(body || "{}"));
+    });
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return { server, seen, port: server.address().port };
+}
 
 const usage = { input: 10, output: 2, cacheRead: 90, cacheWrite: 0, totalTokens: 102, cost: { total: 0 } };
 const history = [
@@ -136,36 +181,27 @@ test("every hook fails open when the sidecar cannot start", async () => {
 });
 
 test("a running sidecar is used as found, and its answers are applied", async () => {
-  const seen = [];
-  const server = createServer((req, res) => {
-    let body = "";
-    req.on("data", (c) => (body += c));
-    req.on("end", () => {
-      seen.push([req.url, body]);
-      res.setHeader("content-type", "application/json");
-      if (req.url === "/sidecar/health") return res.end(JSON.stringify({ status: "ok", version: "t", mode: "normal", sessions: 0 }));
-      const data = JSON.parse(body || "{}");
-      if (req.url === "/sidecar/toolResult") return res.end(JSON.stringify({ output: [{ type: "text", text: "reduced" }] }));
-      if (req.url === "/sidecar/command") return res.end(JSON.stringify({ text: `ran ${data.text}` }));
-      if (req.url === "/sidecar/recover") return res.end(JSON.stringify({ text: "original bytes" }));
-      if (req.url === "/sidecar/afterTurn") return res.end(JSON.stringify({ response: null, recorded: true }));
-      res.statusCode = 404;
-      res.end("{}");
-    });
+  const cli = fakeCli();
+  const { server, seen, port } = await fakeServe((req, res, data) => {
+    if (req.url === "/sidecar/toolResult") return res.end(JSON.stringify({ output: [{ type: "text", text: "reduced" }] }));
+    if (req.url === "/sidecar/command") return res.end(JSON.stringify({ text: `ran ${data.text}` }));
+    if (req.url === "/sidecar/recover") return res.end(JSON.stringify({ text: "original bytes" }));
+    if (req.url === "/sidecar/afterTurn") return res.end(JSON.stringify({ response: null, recorded: true }));
+    res.statusCode = 404;
+    res.end("{}");
   });
-  await new Promise((r) => server.listen(0, "127.0.0.1", r));
   try {
-    const sidecar = new Sidecar(hostSettings({ openclaw: { port: server.address().port, autoStart: false } }));
+    const sidecar = new Sidecar(hostSettings({ openclaw: { port, autoStart: false, command: cli.exe } }));
     assert.equal(await sidecar.ensure(), true);
     assert.match(await sidecar.describe(), /^\[pass\] openclaw plugin: sidecar at http:\/\/127\.0\.0\.1:\d+ \(lightmem2 t, mode normal/);
-    const api = fakeApi({ openclaw: { port: server.address().port, autoStart: false, command: "unused-b" } });
+    const api = fakeApi({ openclaw: { port, autoStart: false, command: cli.exe } });
     plugin.register(api);
     const { engine, middleware, hooks, command, tool } = api.got;
     const turn = [history[0], history[1], { role: "assistant", content: [], usage: { ...usage, input: 5, cacheRead: 95 } }];
     assert.deepEqual(await engine.commitTurn({ advancementKey: "t1", sessionId: "s", messages: turn }), { status: "committed" });
     await new Promise((r) => setTimeout(r, 200));
-    const after = seen.find(([url]) => url === "/sidecar/afterTurn");
-    assert.deepEqual(JSON.parse(after[1]), {
+    const after = seen.find(({ url }) => url === "/sidecar/afterTurn");
+    assert.deepEqual(JSON.parse(after.body), {
       sessionId: "s",
       usage: { input_tokens: 15, cache_read_input_tokens: 185, cache_creation_input_tokens: 0, output_tokens: 4 },
       api: "anthropic",
@@ -180,6 +216,62 @@ test("a running sidecar is used as found, and its answers are applied", async ()
     assert.equal(await middleware({ ...event, toolName: "lightmem2_recover" }, {}), undefined);
     assert.equal((await command.handler({ args: "mode aggressive" })).text, "ran /lightmem2 mode aggressive");
     assert.equal((await tool.execute("id", { key: "k" })).content[0].text, "original bytes");
+    // every call but the challenge probe carried the secret, and every POST was JSON
+    for (const { url, headers } of seen) {
+      if (headers[CHALLENGE_HEADER]) assert.equal(headers[SECRET_HEADER], undefined, "secret sent before the proof");
+      else assert.equal(headers[SECRET_HEADER], SECRET, url);
+      assert.equal(headers.origin, undefined);
+    }
+    assert.ok(seen.filter(({ url }) => url !== "/sidecar/health").every(({ headers }) => headers["content-type"] === "application/json"));
+  } finally {
+    server.close();
+  }
+});
+
+test("a server that cannot prove the secret gets neither the secret nor a message", async () => {
+  const cli = fakeCli();
+  const { server, seen, port } = await fakeServe(() => assert.fail("a call reached the impostor"), "0".repeat(64));
+  try {
+    const api = fakeApi({ openclaw: { port, autoStart: false, command: cli.exe } });
+    plugin.register(api);
+    const { engine, command } = api.got;
+    const assembled = await engine.assemble({ sessionId: "s", messages: history });
+    assert.equal(assembled.messages, history); // fail-open: OpenClaw's own messages
+    assert.deepEqual(seen.map(({ url }) => url), ["/sidecar/health"]);
+    assert.equal(seen[0].headers[SECRET_HEADER], undefined);
+    const doctor = await command.handler({ args: "doctor" });
+    assert.match(doctor.text, /cannot prove it knows this install's secret/);
+  } finally {
+    server.close();
+  }
+});
+
+test("a refused command shows the sidecar's reason and is not run through the CLI instead", async () => {
+  const cli = fakeCli();
+  const { server, port } = await fakeServe((req, res) => {
+    res.statusCode = 403;
+    res.end(JSON.stringify({ error: "--trace cannot be used from chat; run `lightmem2 resume --trace ...` in a terminal" }));
+  });
+  try {
+    const api = fakeApi({ openclaw: { port, autoStart: false, command: cli.exe } });
+    plugin.register(api);
+    const text = (await api.got.command.handler({ args: "resume --trace /dev/zero" })).text;
+    assert.equal(text, "lightmem2: --trace cannot be used from chat; run `lightmem2 resume --trace ...` in a terminal");
+  } finally {
+    server.close();
+  }
+});
+
+test("a replaced secret file is read again once", async () => {
+  const cli = fakeCli("1".repeat(64)); // the plugin first reads a stale value...
+  const { server, seen, port } = await fakeServe((req, res) => res.end(JSON.stringify({ text: "ok" })));
+  try {
+    const sidecar = new Sidecar(hostSettings({ openclaw: { port, autoStart: false, command: cli.exe } }));
+    await sidecar.loadSecret();
+    sidecar.ready = true; // as if it had started before the file was replaced
+    writeFileSync(join(cli.dir, "sidecar.secret"), `${SECRET}\n`); // ...then serve's current one appears
+    assert.deepEqual(await sidecar.post("/sidecar/command", { text: "/lightmem2 status" }), { text: "ok" });
+    assert.deepEqual(seen.map(({ headers }) => headers[SECRET_HEADER]), ["1".repeat(64), SECRET]);
   } finally {
     server.close();
   }

@@ -1,4 +1,5 @@
-"""Codex CLI 0.169.0 from npm, end to end: ``codex exec`` -> lightmem2 serve -> fake provider.
+"""Codex CLI from npm (0.169.0 pinned, 0.171.0 the newest), end to end: ``codex exec`` -> lightmem2
+serve -> fake provider.
 
 The scripted session runs one ``exec_command`` with a large output, then calls the recover tool that
 lightmem2's MCP server adds, then ends. With lightmem2 installed (``lightmem2 install codex``) the
@@ -6,6 +7,12 @@ provider must see the reduced output with a stub on the Responses wire, the key 
 original byte for byte (CLI and MCP tool), and ``/lightmem2 status`` must end the turn in the
 UserPromptSubmit hook with no provider call. The same session without lightmem2 gives the cache
 figures to compare.
+
+Then, per Codex version and per model mode (the default model, which runs tools through a JavaScript
+``exec`` script, "code mode", and ``gpt-5.5``, which calls ``exec_command`` directly), a session with
+a large output from a command that succeeds and one from a command that fails: for each tool output
+the success or failure and the exit code the model reads must be the same with lightmem2 as without
+it, the rest verbatim or stubbed with a key that recovers it byte for byte.
 """
 
 from __future__ import annotations
@@ -34,7 +41,9 @@ from server_harness import ServerThread, free_port
 from lightmem_plugin.hooks import serve_ctl, transcripts
 from lightmem_plugin.install import codex as installer
 
-PACKAGE, VERSION = "@openai/codex", "0.169.0"
+PACKAGE = "@openai/codex"
+PINNED, NEWEST = "0.169.0", "0.171.0"  # NEWEST: `npm view @openai/codex version`
+VERSIONS = [PINNED, NEWEST]
 # ~6 KB: over lightmem2's trigger, under the size at which Codex truncates output itself
 BIG = "seq -f 'row %g: compiled module ok' 1 220"
 CODEX_TIMEOUT_S = 180
@@ -85,9 +94,9 @@ def policy(api: str, body: dict[str, Any]) -> Reply:
     return Reply(text="Done.")
 
 
-@pytest.fixture(scope="module")
-def codex() -> Path:
-    return npm_cli(PACKAGE, VERSION, "codex", "codex")
+@pytest.fixture(scope="module", params=VERSIONS)
+def codex(request: pytest.FixtureRequest) -> Path:
+    return npm_cli(PACKAGE, str(request.param), "codex", "codex")
 
 
 def _codex_home(home: Path, model_lines: str) -> Path:
@@ -194,3 +203,142 @@ def test_codex_end_to_end(codex: Path, tmp_path: Path, host_home: Path, isolated
     # /lightmem2 status ended in the UserPromptSubmit hook: no provider call
     assert after_status == calls
     assert "hook: UserPromptSubmit Blocked" in status.stderr
+
+
+# -- the tool's success and exit code, as the model reads them --------------------------------------
+OK_CMD = "seq -f 'row %g: compiled module ok' 1 300"
+FAIL_CMD = "seq -f 'case %g: assertion failed' 1 300; exit 3"
+CODE_MODE_TOOL = "exec"
+CUSTOM = re.compile(
+    rb'"type": "function_call"(, "id": "([^"]+)", "call_id": "[^"]+", "name": "exec", )"arguments"'
+)
+ITEM_ID = re.compile(rb'"item_id": "([^"]+)"')
+
+
+class CustomCalls:
+    """Streams a call to the code-mode ``exec`` tool as the Responses API streams a free-form call."""
+
+    def __init__(self) -> None:
+        self.items: set[bytes] = set()
+
+    def __call__(self, event: bytes) -> bytes:
+        found = CUSTOM.search(event)
+        if found:
+            self.items.add(found.group(2))
+            event = CUSTOM.sub(rb'"type": "custom_tool_call"\1"input"', event)
+        item = ITEM_ID.search(event)
+        if item and item.group(1) in self.items:
+            event = event.replace(b"response.function_call_arguments.", b"response.custom_tool_call_input.")
+            event = event.replace(b'"arguments":', b'"input":')
+        return event
+
+
+def _code_mode(body: dict[str, Any]) -> bool:
+    """True when the tools come as an ``additional_tools`` item holding the JavaScript ``exec`` tool."""
+    return any(
+        isinstance(i, dict)
+        and i.get("type") == "additional_tools"
+        and f'"name": "{CODE_MODE_TOOL}"' in json.dumps(i)
+        for i in body.get("input") or []
+    )
+
+
+def _tool_outputs(body: dict[str, Any]) -> list[Any]:
+    types = ("function_call_output", "custom_tool_call_output")
+    return [i["output"] for i in body.get("input") or [] if isinstance(i, dict) and i.get("type") in types]
+
+
+def status_policy(api: str, body: dict[str, Any]) -> Reply:
+    """Run OK_CMD, then FAIL_CMD (as a code-mode script or as exec_command), then finish."""
+    done = len(_tool_outputs(body))
+    if done >= 2 or not (_code_mode(body) or "exec_command" in _tool_names(body)):
+        return Reply(text="Done." if done else "ok")
+    cmd = (OK_CMD, FAIL_CMD)[done]
+    if _code_mode(body):
+        script = f"const r = await tools.exec_command({{cmd: {json.dumps(cmd)}}});\ntext(r);\n"
+        return Reply(text="", tool_calls=[(CODE_MODE_TOOL, script)])
+    return Reply(text="", tool_calls=[("exec_command", json.dumps({"cmd": cmd}))])
+
+
+HEADER_LINE = re.compile(r"^(Chunk ID|Wall time|Process exited with code|Original token count|Output)\b.*$")
+
+
+def model_view(output: Any) -> tuple[str, str | None, str]:
+    """(status line or header shape, exit code, body) of one tool output as the model reads it."""
+    if isinstance(output, list):  # code mode: "Script completed|failed ...", then what the script printed
+        texts = [p.get("text", "") for p in output if isinstance(p, dict)]
+        status = texts[0].splitlines()[0] if texts and texts[0] else ""
+        rest = "".join(texts[1:])
+        try:
+            result = json.loads(rest)
+        except ValueError:
+            return status, None, rest
+        code = result.get("exit_code") if isinstance(result, dict) else None
+        body = result.get("output", rest) if isinstance(result, dict) else rest
+        return status, None if code is None else str(code), str(body)
+    text = str(output)
+    head, sep, body = text.partition("\nOutput:\n")
+    shape = [m.group(1) for line in head.splitlines() if (m := HEADER_LINE.match(line))] if sep else []
+    code = re.search(r"^Process exited with code (-?\d+)$", head, re.M)
+    return " | ".join(shape), code.group(1) if code else None, body if sep else text
+
+
+def _run(exe: Path, home: Path, lm_home: Path, model_lines: str, env_extra: dict[str, str]) -> None:
+    (home / "work").mkdir(parents=True, exist_ok=True)
+    env = {**base_env(home, lm_home), "OPENAI_API_KEY": "dummy", **env_extra}
+    done = _exec(exe, "Run the two commands, then finish.", env, home / "work")
+    assert "codex_core::tools::router" not in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("model", ["default", "gpt-5.5"])
+def test_tool_success_and_exit_code_reach_the_model_unchanged(
+    codex: Path, model: str, tmp_path: Path, host_home: Path, isolated_home: Path
+) -> None:
+    model_line = "" if model == "default" else f'model = "{model}"\n'
+    vanilla = ScriptedUpstream(status_policy, CustomCalls())
+    vhome = tmp_path / "vanilla"
+    with ServerThread(vanilla.app) as up:
+        folder = _codex_home(
+            vhome,
+            model_line + f'model_provider = "fake"\n\n[model_providers.fake]\nname = "fake"\n'
+            f'base_url = "{up.url}/v1"\nwire_api = "responses"\nenv_key = "OPENAI_API_KEY"\n',
+        )
+        _run(codex, vhome, tmp_path / "vanilla-lm", model_line, {"CODEX_HOME": str(folder)})
+
+    custom = CustomCalls()
+    fake = ScriptedUpstream(status_policy, lambda ev: custom(namespaced(ev)))
+    with ServerThread(fake.app) as up:
+        write_lightmem_config(isolated_home, free_port(), up.url)
+        _codex_home(host_home, model_line)
+        installer.run(uninstall=False, project=None)
+        try:
+            _run(codex, host_home, isolated_home, model_line, {})
+        finally:
+            stop_pid(serve_ctl.pid_file())
+
+    plain_last, lm_last = vanilla.model_bodies[-1][1], fake.model_bodies[-1][1]
+    assert _code_mode(plain_last) is (model == "default") is _code_mode(lm_last)
+    plain, seen = _tool_outputs(plain_last), _tool_outputs(lm_last)
+    assert len(plain) == len(seen) == 2, f"the scripted commands did not both run: {plain_last['input'][-3:]}"
+    stubs = 0
+    for (p_status, p_code, p_body), (s_status, s_code, s_body) in zip(
+        map(model_view, plain), map(model_view, seen), strict=True
+    ):
+        assert s_status == p_status and s_code == p_code, (p_status, p_code, s_status, s_code)
+        if s_body != p_body:
+            keys = STUB_KEY.findall(s_body)
+            assert keys, f"changed without a stub: {s_body[:300]!r}"
+            assert_recovers(keys[0], p_body, base_env(host_home, isolated_home))
+            stubs += 1
+    assert [model_view(o)[1] for o in plain] == ["0", "3"]
+    assert stubs == 2, "both large outputs should reach the model reduced"
+
+    # every earlier request is a prefix of the next one (reduced once, on the wire)
+    assert fake.reported[-1]["cached"] >= fake.reported[-2]["prompt"] - 16
+    same = len(vanilla.reported)
+    with_lm, without = cache_figures(fake.reported[:same]), cache_figures(vanilla.reported)
+    print(
+        f"\ncodex {codex.parent.parent.parent.name} {model} figures:",
+        json.dumps({"with_lightmem2": with_lm, "without": without}),
+    )
+    assert with_lm["prompt_tokens"] < without["prompt_tokens"] and with_lm["K"] < without["K"]

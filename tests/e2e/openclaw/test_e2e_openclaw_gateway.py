@@ -122,10 +122,14 @@ def test_lightmem2_commands_on_the_gateway_chat_path(gateway: Gateway) -> None:
     sidecar = f"http://127.0.0.1:{env.sidecar_port}/sidecar/health"
 
     def health() -> dict[str, Any] | None:
+        """The sidecar's health as the plugin sees it (with the secret the plugin and serve share)."""
         try:
-            body: dict[str, Any] = httpx.get(sidecar, timeout=2).json()
+            secret = (env.lightmem2_home / "sidecar.secret").read_text(encoding="utf-8").strip()
+            body: dict[str, Any] = httpx.get(
+                sidecar, timeout=2, headers={"x-lightmem2-secret": secret}
+            ).json()
             return body
-        except httpx.HTTPError:
+        except (httpx.HTTPError, OSError):
             return None
 
     assert wait_for(health, 60, "the sidecar the plugin's service starts")["status"] == "ok"

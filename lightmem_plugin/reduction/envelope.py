@@ -1,0 +1,72 @@
+"""Host envelopes around a command's output: the host's own header stays byte-exact, the body is reduced.
+
+Why: a host wraps what a command printed in a few lines of its own that the model reads as the
+tool's result: whether it succeeded, its exit code, wall time, a chunk id. Reducing the whole text
+could cut or move them, and replacing the output in a host hook drops them (Codex 0.169 and 0.171
+turn a PostToolUse replacement into a failed, header-less result), so the proxy reduces on the wire
+and only the body. Two shapes, both from Codex's ``exec_command``:
+
+- text: a few short header lines, then ``Output:`` on its own line, then the body::
+
+      Chunk ID: c23dba
+      Wall time: 0.0470 seconds
+      Process exited with code 0
+      Original token count: 1513
+      Output:
+      <body>
+
+- code mode (the model's script called ``text(await tools.exec_command(...))``): one JSON object,
+  ``{"chunk_id":...,"exit_code":0,...,"output":"<body>"}`` as JavaScript's ``JSON.stringify``
+  wrote it. Only the ``output`` string is replaced, in place: every other byte stays as it was
+  (numbers such as ``0.000005498`` would not survive a re-serialisation).
+
+Anything else is reduced as a whole, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public, untyped in typeshed
+
+from .spec import PassSpec
+
+_TEXT = re.compile(r"\A((?:[A-Z][^\n]{0,119}\n){1,8}Output:\n)")  # up to 8 short header lines
+_JSON_MARKERS = ("exit_code", "chunk_id", "session_id")
+
+
+_KEY = '"output":"'
+
+
+def _json_frame(text: str) -> tuple[str, str, str] | None:
+    """(bytes before the ``output`` string, its value, bytes after) of a Codex result object."""
+    if not (text.startswith('{"') and text.endswith("}")) or _KEY not in text:
+        return None
+    try:
+        obj = json.loads(text)
+        start = text.rindex(_KEY) + len(_KEY) - 1  # at the opening quote; an escaped key cannot match
+        body, end = scanstring(text, start + 1)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or obj.get("output") != body or not any(k in obj for k in _JSON_MARKERS):
+        return None
+    return text[:start], body, text[end:]
+
+
+def apply(text: str, reduce: Callable[[str], str]) -> str:
+    """``text`` with ``reduce`` applied to the body inside a known envelope, or to all of it."""
+    head = _TEXT.match(text)
+    if head is not None:
+        body = text[head.end() :]
+        new = reduce(body)
+        return text if new == body else head.group(1) + new
+    frame = _json_frame(text)
+    if frame is not None:
+        before, body, after = frame
+        new = reduce(body)
+        return text if new == body else before + json.dumps(new, ensure_ascii=False) + after
+    return reduce(text)
+
+
+PASS = PassSpec("envelope", "frame", True, "a host's header around the output stays byte-exact", apply)

@@ -1,0 +1,75 @@
+"""Codex's envelopes around a command's output: header bytes kept, only the body reduced and archived."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lightmem_plugin.config import Config
+from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.reduction import envelope
+from lightmem_plugin.reduction.base import stub_keys
+
+BODY = "".join(f"row {i}: compiled module ok\n" for i in range(1, 401))
+HEADER = "Chunk ID: c23dba\nWall time: 0.0470 seconds\nProcess exited with code 3\nOriginal token count: 1513\nOutput:\n"
+# as JavaScript's JSON.stringify writes Codex's code-mode result (a number Python would print as 5.498e-06)
+CODE_MODE = (
+    '{"chunk_id":"86557f","wall_time_seconds":0.000005498,"exit_code":3,"original_token_count":1513,"output":'
+    + json.dumps(BODY)
+    + "}"
+)
+
+
+def test_text_header_is_kept_and_the_body_reduced() -> None:
+    session = LightMem(Config()).session("s")
+    out = session.ingest_tool_result("call_1", HEADER + BODY)
+    assert out.startswith(HEADER) and len(out) < len(BODY) // 2
+    keys = stub_keys(out)
+    assert keys and session.plugin.registry.recover(keys[0]) == BODY
+
+
+def test_code_mode_json_keeps_every_field_but_output() -> None:
+    session = LightMem(Config()).session("s")
+    out = session.ingest_tool_result("call_1#1", CODE_MODE)
+    prefix = CODE_MODE[: CODE_MODE.index('"output":')]
+    assert out.startswith(prefix) and out.endswith('"}') and len(out) < len(CODE_MODE) // 2
+    value = json.loads(out)["output"]
+    assert value.startswith("row 1: compiled module ok\n")
+    assert session.plugin.registry.recover(stub_keys(value)[0]) == BODY
+
+
+def test_a_repeat_keeps_its_own_header() -> None:
+    session = LightMem(Config(mode="conservative")).session("s")
+    small = "".join(f"line {i} of the listing\n" for i in range(30))
+    session.ingest_tool_result("call_1", HEADER + small)
+    again = HEADER.replace("code 3", "code 0") + small
+    out = session.ingest_tool_result("call_2", again)
+    assert (
+        out.startswith(HEADER.replace("code 3", "code 0"))
+        and "identical to the output of tool call call_1" in out
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Output:\n" + BODY,  # no header line
+        "lowercase header\nOutput:\n" + BODY,
+        '{"output":' + json.dumps(BODY) + "}",  # no Codex field
+        '{"exit_code":0,"output":' + json.dumps(BODY) + "",  # not JSON
+        BODY,
+    ],
+)
+def test_other_text_is_reduced_whole(text: str) -> None:
+    assert envelope.apply(text, lambda b: "R") == "R"
+
+
+def test_output_anywhere_in_the_object_is_replaced_in_place() -> None:
+    text = '{"exit_code":0,"output":"abc", "x":1.50}'
+    assert envelope.apply(text, str.upper) == '{"exit_code":0,"output":"ABC", "x":1.50}'
+
+
+def test_unchanged_body_returns_the_text_itself() -> None:
+    assert envelope.apply(HEADER + "ok\n", lambda b: b) == HEADER + "ok\n"
+    assert envelope.apply(CODE_MODE, lambda b: b) == CODE_MODE
