@@ -36,7 +36,7 @@ def index(tmp_path: Path) -> SearchIndex:
 def test_replayed_session_line_is_found_and_recovered_byte_exact(tmp_path: Path) -> None:
     run = replay(tmp_path)
     keys = run.index.keys()
-    assert len(keys) == 4 and keys == {p.name for p in (tmp_path / "artifacts").glob("??/*")}
+    assert len(keys) == 3 and keys == {p.name for p in (tmp_path / "artifacts").glob("??/*")}
     checked = 0
     for key in sorted(keys):
         text = run.registry.recover(key)
@@ -49,7 +49,7 @@ def test_replayed_session_line_is_found_and_recovered_byte_exact(tmp_path: Path)
             assert run.registry.recover(key, (n, n)) == line
             checked += 1
             break
-    assert checked == 4
+    assert checked == 3
 
 
 def test_session_scope_and_ranking(index: SearchIndex) -> None:
