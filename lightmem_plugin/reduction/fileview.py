@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from . import truncate
 from .spec import PassSpec
-from .work import MARK_COST, Piece, Work, with_protected
+from .work import MARK_COST, Piece, Work, unchanged, with_protected
 
 if TYPE_CHECKING:
     from .base import PassContext
@@ -49,7 +49,7 @@ def select(work: Work, ctx: PassContext) -> list[Piece] | None:
         return None
     table = ctx.table
     if work.chars() <= table.fileViewChars:
-        return list(work.lines) if work.lines == work.original else [*work.lines, work.whole("chars")]
+        return unchanged(work)
     lengths = [len(line) for line in work.lines]
     keep = truncate.select_by_score(lengths, score_lines(work.lines), table.fileViewChars, MARK_COST, True)
     return with_protected(work, keep, WHAT, table.keepErrorLines)

@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from .spec import PassSpec
-from .work import MARK_COST, Piece, Work, with_protected
+from .work import MARK_COST, Piece, Work, unchanged, with_protected
 
 if TYPE_CHECKING:
     from .base import PassContext
@@ -34,7 +34,7 @@ def select(work: Work, ctx: PassContext) -> list[Piece] | None:
         return None
     table = ctx.table
     if work.chars() <= table.fileViewChars:
-        return list(work.lines) if work.lines == work.original else [*work.lines, work.whole("chars")]
+        return unchanged(work)
     groups: dict[str, list[int]] = {}
     loose: list[int] = []
     for i, line in enumerate(work.lines):

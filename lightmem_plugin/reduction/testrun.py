@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .ansi import strip_ansi
 from .spec import PassSpec
-from .work import Piece, Work, head_tail_mask, with_protected
+from .work import Piece, Work, head_tail_plus
 
 if TYPE_CHECKING:
     from .base import PassContext
@@ -68,13 +68,7 @@ def select(work: Work, ctx: PassContext) -> list[Piece] | None:
     """Failures and summaries whole, head and tail of the rest; None when there is nothing to drop."""
     if work.origin is None:
         return None
-    table = ctx.table
-    keep = head_tail_mask(work.lines, table.headChars, table.tailChars)
-    for i in failure_lines(work.lines):
-        keep[i] = True
-    if all(keep):
-        return None
-    return with_protected(work, keep, WHAT, True)
+    return head_tail_plus(work, ctx.table.headChars, ctx.table.tailChars, failure_lines(work.lines), WHAT)
 
 
 PASS = PassSpec(

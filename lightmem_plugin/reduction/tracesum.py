@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .spec import PassSpec
-from .work import Piece, Work, head_tail_mask, protected, with_protected
+from .work import Piece, Work, head_tail_plus, protected
 
 if TYPE_CHECKING:
     from .base import PassContext
@@ -26,17 +26,12 @@ def select(work: Work, ctx: PassContext) -> list[Piece] | None:
     """Frames, code lines, exceptions and the message tail whole; head and tail of the rest."""
     if work.origin is None:
         return None
-    table = ctx.table
-    keep = head_tail_mask(work.lines, table.headChars, table.tailChars)
     marks = protected(work.lines)
     if not marks:
         return None
     last = max(marks)
-    for i in range(last, min(len(work.lines), last + MESSAGE_LINES)):
-        keep[i] = True
-    if all(keep):
-        return None
-    return with_protected(work, keep, WHAT, True)
+    message = set(range(last, min(len(work.lines), last + MESSAGE_LINES)))
+    return head_tail_plus(work, ctx.table.headChars, ctx.table.tailChars, message, WHAT)
 
 
 PASS = PassSpec(

@@ -174,3 +174,20 @@ def with_protected(work: Work, keep: list[bool], what: str, protect: bool) -> li
         if sum(len(x) + 1 for x in work.lines[first : last + 1]) <= MARK_COST:
             keep[first : last + 1] = [True] * (last - first + 1)
     return masked(work, keep, what)
+
+
+def unchanged(work: Work) -> list[Piece]:
+    """The work text as it stands (a whole-output stub when a clean pass dropped lines)."""
+    return list(work.lines) if work.lines == work.original else [*work.lines, work.whole("chars")]
+
+
+def head_tail_plus(
+    work: Work, head_chars: int, tail_chars: int, extra: set[int], what: str
+) -> list[Piece] | None:
+    """Head and tail plus the ``extra`` lines and the protected ones; None when nothing would go."""
+    keep = head_tail_mask(work.lines, head_chars, tail_chars)
+    for i in extra:
+        keep[i] = True
+    if all(keep):
+        return None
+    return with_protected(work, keep, what, True)
