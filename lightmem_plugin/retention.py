@@ -12,7 +12,7 @@ tell us what the agent used instead (``traces/README.md``, "Retention"):
   the span (``lookup(key)`` returns the archived text), **lost** otherwise.
 - **By line** as well: a span that shows a cut ``File "...", line 543`` frame is kept by span yet
   useless to the agent. So each use is judged a second time by the whole original lines of the tool
-  output the span touches (where its first indexed occurrence sits): kept if every one of them
+  output the span touches (the newest output of the prompt that holds it): kept if every one of them
   (blank lines aside) is a whole line of the transformed prompt, verbatim; recoverable if each
   missing one is a whole line of an archive a stub in the prompt names; lost otherwise.
 - **Error lines** (:mod:`.error_lines`) of the newest output of each command (tool name plus its
@@ -345,7 +345,7 @@ class RetentionTracker:
         self._lookup = lookup
         self._archived: dict[str, str | None] = {}
         self._index = _SpanIndex()
-        self._tool_ids: dict[int, ChatMessage] = {}
+        self._tool_ids: dict[int, tuple[ChatMessage, str]] = {}
         self._texts: dict[int, tuple[ChatMessage, str]] = {}
         self._errors: dict[int, tuple[ChatMessage, tuple[str, ...]]] = {}
         self._calls = 0
@@ -362,7 +362,7 @@ class RetentionTracker:
             ),
             0,
         )
-        self._recovered: set[tuple[str, int, int, int]] = set()
+        self._recovered: set[tuple[str, int, tuple[str, ...]]] = set()
         self.recovers: list[Recover] = []
         self.lost_uses: list[Use] = []
 
@@ -370,8 +370,22 @@ class RetentionTracker:
         for message in prompt:
             if message.get("role") != "tool" or id(message) in self._tool_ids:
                 continue
-            self._tool_ids[id(message)] = message  # holding it keeps the id from being reused
-            self._index.add(_content_text(message.get("content")))
+            text = _content_text(message.get("content"))
+            self._tool_ids[id(message)] = (message, text)  # holding it keeps the id from being reused
+            self._index.add(text)
+
+    def _source(self, prompt: Sequence[ChatMessage], located: Located) -> tuple[int, tuple[str, ...]]:
+        """First line index and whole lines of the tool output a span is judged by: the newest tool
+        output of this call's original prompt that contains it (what the agent read last), else the
+        output it was first indexed from (one that compaction took out of the prompt)."""
+        span, tid, start = located
+        for message in reversed(prompt):
+            if message.get("role") == "tool":
+                text = self._tool_ids[id(message)][1]
+                at = text.find(span)
+                if at >= 0:
+                    return touched_lines(text, at, len(span))
+        return self._index.lines_of(tid, start, len(span))
 
     def _text(self, message: ChatMessage) -> str:
         """:func:`message_text`, memoised per message object (prompts share their messages)."""
@@ -429,9 +443,9 @@ class RetentionTracker:
             return keyed
 
         uses: list[Use] = []
-        for span, tid, start in spans.values():
-            first, lines = self._index.lines_of(tid, start, len(span))
-            last = first + len(lines) - 1
+        for located in spans.values():
+            span = located[0]
+            first, lines = self._source(original_prompt, located)
             verdict: Verdict = "kept"
             artifact = None
             if span not in haystack:
@@ -442,8 +456,8 @@ class RetentionTracker:
             uses.append(use)
             counts[verdict] += 1
             counts[f"{by_line}_lines"] += 1
-            if artifact is not None and (artifact, tid, first, last) not in self._recovered:
-                self._recovered.add((artifact, tid, first, last))
+            if artifact is not None and (artifact, first, lines) not in self._recovered:
+                self._recovered.add((artifact, first, lines))
                 self.recovers.append(Recover(call, artifact, "\n".join(lines)))
             if verdict == "lost" and len(self.lost_uses) < 100:
                 self.lost_uses.append(use)
