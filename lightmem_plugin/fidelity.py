@@ -90,13 +90,15 @@ def shown_lines(reduced: str) -> int:
 
 
 def _text(message: Mapping[str, Any]) -> str:
+    """A tool message's text; the stabilizer's blocks, separate text parts in list content, left out."""
     content = message.get("content")
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(
+        texts = (
             str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text"
         )
+        return "\n".join(t for t in texts if not t.startswith(_BLOCKS))
     return ""
 
 

@@ -74,3 +74,12 @@ def test_tracker_counts_each_shown_form_once_and_aligns_from_the_end() -> None:
     # a policy that drops the head: the tool messages still pair up from the end
     tracker.add_call([user, user, tool], [stripped])
     assert tracker.changed == 1
+
+
+def test_stabilizer_tail_as_its_own_text_part_is_ours() -> None:
+    """Content given as parts (Claude Code tool results): the tail is a part of its own."""
+    parts = [{"type": "text", "text": ORIGINAL}]
+    tail = {"type": "text", "text": TAIL_PREFIX + "<TIMESTAMP>=2026-11-30T05:45:03Z]"}
+    tracker = ChangedLinesTracker()
+    tracker.add_call([{"role": "tool", "content": parts}], [{"role": "tool", "content": [*parts, tail]}])
+    assert (tracker.changed, tracker.shown) == (0, 6)
