@@ -21,6 +21,16 @@ BASELINE_ROWS = (
 )
 
 
+LEGEND = (
+    "K charged: K plus, for every later use that is only recoverable, one recover round trip (40 tokens "
+    "plus the recovered lines, as misses, then re-read at 0.1x), each range once per session. kept lines "
+    "/ kept spans: later uses whose whole original lines / quoted span the prompt still held verbatim. "
+    "error lines kept: (error line, call) pairs shown verbatim while their output is the newest of its "
+    "command. lost: uses whose lines are neither in the prompt nor in an archive it names. changed lines: "
+    "lines shown outside lightmem2 stubs that are not lines of the original output, over all outputs."
+)
+
+
 def _ordered(keys: list[str], first: tuple[str, ...]) -> list[str]:
     """``first`` in its order, then the rest sorted: the table never depends on dict order."""
     return [k for k in first if k in keys] + sorted(k for k in keys if k not in first)
@@ -40,8 +50,9 @@ def render(results: dict[str, Any]) -> str:
                 "",
                 f"**{set_name}, {label}** ({rows['vanilla']['sessions']} sessions, {rows['vanilla']['calls']} calls)",
                 "",
-                "| policy | K / vanilla | to oracle | hit rate | kept | recoverable | lost | task stmt | p50 ms | p99 ms |",
-                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+                "| policy | K charged / vanilla | K / vanilla | to oracle | hit rate | kept lines | kept spans "
+                "| error lines kept | lost | changed lines | task stmt | p50 ms | p99 ms |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             ]
             for name, r in rows.items():
                 way = f"{r['way_to_oracle']:.2f}" if "way_to_oracle" in r else "-"
@@ -52,9 +63,10 @@ def render(results: dict[str, Any]) -> str:
                     peer.get("proxy_ms_p99", r["overhead_ms_p99"]),
                 )
                 out.append(
-                    f"| {name} | {r['K_vs_vanilla']:.3f} | {way} | {r['hit_rate']:.1%} | {r['retention_kept']:.1%} "
-                    f"| {r['retention_recoverable']:.1%} | {r['retention_lost']:.1%} | {task} "
-                    f"| {p50:.2f} | {p99:.2f} |"
+                    f"| {name} | **{r['K_charged_vs_vanilla']:.3f}** | {r['K_vs_vanilla']:.3f} | {way} "
+                    f"| {r['hit_rate']:.1%} | {r['retention_kept_lines']:.1%} | {r['retention_kept']:.1%} "
+                    f"| {r['error_lines_kept']:.1%} | {r['retention_lost_lines']:.1%} "
+                    f"| {r['lines_changed_outside_stubs']:,} | {task} | {p50:.2f} | {p99:.2f} |"
                 )
             peers = {r["peer"]["package"]: r["peer"]["changes"] for r in rows.values() if "peer" in r}
             if peers:
@@ -67,7 +79,7 @@ def render(results: dict[str, Any]) -> str:
                     f"changed to replay offline: {'; '.join(changes)}."
                     for package, changes in peers.items()
                 ]
-    out += ["", END]
+    out += ["", LEGEND, "", END]
     return "\n".join(out)
 
 

@@ -1,68 +1,118 @@
 """Error lines: the lines of a tool output an agent acts on when something failed.
 
-Why one recogniser: the reduction passes must never cut these lines (DESIGN 4, normal mode), and the
-benchmark measures that they stayed in view; both must agree on what an error line is. Recognised:
+Why a module of its own: the retention measure checks that these lines stay verbatim in every prompt
+while their output is the newest of its command, and the reduction passes import the same recogniser
+so they never cut them (DESIGN section 4). One definition keeps the measure and the passes honest
+about the same lines.
 
-- ``Traceback (most recent call last):`` and traceback frames ``  File "path", line N[, in f]``;
-- exception lines: ``Name(Error|Exception|Warning)[: message]`` at the start of a line, dotted names
-  allowed (``django.core.exceptions.ImproperlyConfigured: ...``), also after pytest's ``E   ``;
-- pytest ``E `` lines, ``FAILED``/``ERROR`` summary lines, unittest ``FAIL:``/``ERROR:`` headers;
-- compiler and linter diagnostics ``path:line[:col]: error|fatal error|Error``.
+What counts (each rule anchored at the start of the line, so a line is judged by its own shape):
 
-Ordinary code is not an error line: ``    raise ValueError("x")`` in a file view is code, not an
-exception that happened, and ``except KeyError:`` is a handler. Every test is anchored at the line
-start, so scanning a million-line log stays linear and cheap.
+- ``Traceback (most recent call last):`` (also indented or behind ``|`` in exception groups) and
+  the chained-exception separators ``During handling of the above exception ...`` /
+  ``The above exception was the direct cause ...``;
+- traceback frames ``  File "path", line N`` (any indentation, optional ``|``/``+`` group gutter);
+- exception *message* lines at column 0: ``ValueError: ...``, ``pkg.mod.CustomError: ...``, a bare
+  ``AssertionError``, ``KeyboardInterrupt``, a dotted ``pkg.mod.Name: message`` (how a traceback
+  names a class that does not end in Error), and Elixir's ``** (CompileError) ...``;
+- unittest headers ``FAIL: test_x (mod.Class)`` / ``ERROR: test_x (mod.Class)``;
+- pytest ``E   `` lines (``E`` and at least three spaces, as pytest writes them) and its summary
+  lines ``FAILED path::test - ...`` / ``ERROR path - ...`` (also unittest's ``FAILED (failures=1)``);
+- compiler and linter diagnostics ``file:line[:col]: error: ...`` (gcc, clang, mypy) and
+  ``error[E0308]: ...`` (rustc).
+
+What does not: code that merely names an exception. A file view line ``    raise ValueError("x")``
+is indented and has no ``Name: message`` shape; a docstring line ``    ValueError: if x < 0`` is
+indented; a grep hit ``pkg/mod.py:12:    raise ValueError(...)`` starts with a path and has no
+``: error:``. Exception lines must start at column 0 because that is where Python's traceback
+printer puts them and where source code almost never has them.
+
+Fast by construction: :func:`error_lines` first tests the whole text for a few substrings every
+rule needs (most outputs have none and cost one scan), then each line passes a substring guard
+before one anchored regex is tried.
 """
 
 from __future__ import annotations
 
 import re
 
-_FRAME = re.compile(r'^\s*File "[^"\n]+", line \d+')
-_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):\s*$")
-_EXCEPTION = re.compile(
-    r"^(?:E\s+)?(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Warning|Failure|Interrupt|Exit)(?::\s.*|:?\s*$)"
+# Every error line but the dotted ``pkg.mod.Name: message`` form contains one of these: the guard
+# before any regex runs (one C-level search per line).
+_GUARDS = (
+    "Error",
+    "Exception",
+    "Traceback",
+    'File "',
+    "FAIL",
+    "ERROR",
+    "E   ",
+    "error",
+    "Interrupt",
+    "Exit",
+    "StopIteration",
+    "exception",
+    "** (",
 )
-_QUALIFIED = re.compile(r"^(?:[a-z_]\w*\.)+[A-Z]\w+: \S")
-"""``package.module.SomeName: message``: an exception named by its module path (Django's
-``ImproperlyConfigured``, ``StopIteration`` ...), whatever its suffix."""
-_PYTEST_E = re.compile(r"^E\s{2,}\S")
-_SUMMARY = re.compile(r"^(?:FAILED|ERROR)\s+\S+(?:::|\.py)")
-_UNITTEST = re.compile(r"^(?:FAIL|ERROR): \S")
-_DIAGNOSTIC = re.compile(r"^[^\s:][^:\n]{0,300}:\d+(?::\d+)?: (?:error|fatal error|Error|ERROR)\b")
-_CHAINED = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
+_GUARD_RE = re.compile("|".join(map(re.escape, _GUARDS)))
+
+_EXC_NAME = r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception)"
+_BARE_EXC = (
+    r"(?:[A-Za-z_]\w*\.)*(?:KeyboardInterrupt|SystemExit|StopIteration|StopAsyncIteration|GeneratorExit)"
+)
+_GUTTER = r"[ \t|+\-]*"  # indentation and the ``|`` / ``+-+`` gutter of printed exception groups
+
+_ERROR_RE = re.compile(
+    "|".join(
+        (
+            rf"{_GUTTER}Traceback \(most recent call last\):",
+            rf"{_GUTTER}During handling of the above exception, another exception occurred:",
+            rf"{_GUTTER}The above exception was the direct cause of the following exception:",
+            rf'{_GUTTER}File "[^"\n]+", line \d+',
+            rf"(?:{_EXC_NAME}|{_BARE_EXC})(?::(?: |$)|$)",  # exception line: column 0, name, ": " or end
+            r"\s*\*\* \([A-Z][\w.]*\) ",  # Elixir / ExUnit exception
+            r"(?:FAIL|ERROR): \S",  # unittest header (and pip's ERROR: lines)
+            r"E {3,}\S",  # pytest E line
+            r"(?:FAILED|ERROR) [^\s:]+(?:::|\.py\b)",  # pytest short summary: FAILED path::test, ERROR x.py
+            r"FAILED \(",  # unittest summary
+            r"[^\s:]+::\S.*? (?:FAILED|ERROR)(?: |$)",  # pytest -v result line
+            rf"[^\s:][^:\n]*:\d+: {_EXC_NAME}$",  # pytest location line: path:line: ExceptionName
+            r"[^\s:][^:\n]*:\d+(?::\d+)?: (?:fatal )?error\b",  # gcc, clang, mypy
+            r"error(?:\[E\d+\])?: \S",  # rustc, git apply, bundlers
+            r"\u2718 \[ERROR\] ",  # esbuild
+        )
+    )
+)
+_DOTTED_RE = re.compile(r"(?:[a-z_]\w*\.)+[A-Z]\w*: \S")  # pkg.mod.Name: message (a traceback's class)
 
 
 def is_error_line(line: str) -> bool:
-    """True when ``line`` reports a failure (see the module docstring for what counts)."""
-    if not line or len(line) > 2000:
+    """True when ``line`` (one line, no newline) is an error line by the rules in the module doc."""
+    if not line:
         return False
-    head = line[:1]
-    if head in " \t":
-        return bool(_FRAME.match(line) or _TRACEBACK.match(line))
-    return bool(
-        _TRACEBACK.match(line)
-        or _EXCEPTION.match(line)
-        or _QUALIFIED.match(line)
-        or _PYTEST_E.match(line)
-        or _SUMMARY.match(line)
-        or _UNITTEST.match(line)
-        or _CHAINED.match(line)
-        or _DIAGNOSTIC.match(line)
-    )
+    if _GUARD_RE.search(line) is not None and _ERROR_RE.match(line) is not None:
+        return True
+    return "a" <= line[0] <= "z" and ": " in line and _DOTTED_RE.match(line) is not None
 
 
 def error_lines(text: str) -> list[str]:
-    """The error lines of ``text``, in order."""
-    return [line for line in text.splitlines() if is_error_line(line)]
+    """The error lines of ``text`` in order of appearance (repeats included), verbatim."""
+    if _GUARD_RE.search(text) is None and ": " not in text:
+        return []
+    return [line for line in text.split("\n") if is_error_line(line)]
+
+
+_FRAME_LINE = re.compile(r'^[ \t|+\-]*File "[^"\n]+", line \d+')
 
 
 def frame_code_lines(lines: list[str]) -> set[int]:
-    """Indexes of the source line printed under each traceback frame (the code the frame points at)."""
+    """Indexes of the source line printed under each traceback frame (the code the frame points at).
+
+    Not error lines themselves, but the reduction keeps them with their frame: ``File "x.py", line 3``
+    without ``    return a / b`` under it tells the agent where, not what.
+    """
     out: set[int] = set()
     for i, line in enumerate(lines[:-1]):
-        if _FRAME.match(line):
+        if _FRAME_LINE.match(line):
             nxt = lines[i + 1]
-            if nxt.startswith("    ") and not _FRAME.match(nxt):
+            if nxt.startswith("    ") and not _FRAME_LINE.match(nxt):
                 out.add(i + 1)
     return out

@@ -6,6 +6,11 @@ needs is to run the very calls a real agent made. Each call's prompt is transfor
 provider prefix-cache model (``cachesim``) in order, and judged by the retention metric
 (``retention``) against what the agent wrote next.
 
+Beside K, each session reports **K charged** (K plus one recover round trip for every later use that
+is only recoverable, priced as in ``retention``), retention by span and by whole line, the share of
+error lines still shown while their output is the newest of its command, and the lines shown outside
+lightmem2 stubs that are not lines of the original output (``fidelity``).
+
 ``--head volatile`` is a constructed scenario, labelled as such in every report: the same sessions with
 a system prompt whose date/time line and runtime stats change on every call, as OpenClaw users report
 from custom heads; it is where the stabilizer must win.
@@ -29,9 +34,10 @@ from .cachesim import default_breakpoints, k_cost, make_cache
 from .chat_tokens import REQUEST_OVERHEAD_TOKENS, ChatChunker
 from .config import Config, Mode
 from .errors import LightMemError
+from .fidelity import ChangedLinesTracker
 from .pipeline import LightMem
 from .registry import Registry
-from .retention import RetentionTracker
+from .retention import RetentionTracker, recover_charge
 from .stabilizer import TAIL_PREFIX
 from .tokens import TokenCounter
 from .traces import load_trace
@@ -120,6 +126,16 @@ class SessionResult:
     kept: int = 0
     recoverable: int = 0
     lost: int = 0
+    kept_lines: int = 0
+    recoverable_lines: int = 0
+    lost_lines: int = 0
+    error_pairs: int = 0
+    error_pairs_kept: int = 0
+    recovers: int = 0
+    recovered_tokens: int = 0
+    K_charged: float = 0.0
+    lines_shown: int = 0
+    lines_changed_outside_stubs: int = 0
     overhead_ms: list[float] = field(default_factory=list)
 
 
@@ -162,6 +178,7 @@ def replay_trace(
     chunker = ChatChunker(counter.encode, head=_head_tokens(trace, counter))
     cache = make_cache(provider)
     tracker = RetentionTracker(policy.lookup)
+    fidelity = ChangedLinesTracker()
     res = SessionResult(trace.id, trace.kind, provider)
     sink = dump.open("w", encoding="utf-8") if dump else None
     used = 0
@@ -190,6 +207,7 @@ def replay_trace(
             res.recorded_prompt_tokens += call.prompt_tokens
             res.recorded_cached_tokens += call.cached_tokens
             tracker.add_call(call.prompt, out, call.output)
+            fidelity.add_call(call.prompt, out)
             if sink:
                 sink.write(json.dumps({"messages": out}, ensure_ascii=False) + "\n")
     finally:
@@ -197,8 +215,14 @@ def replay_trace(
             sink.close()
     r = tracker.result()
     res.uses, res.kept, res.recoverable, res.lost = r.uses, r.kept, r.recoverable, r.lost
+    res.kept_lines, res.recoverable_lines, res.lost_lines = r.kept_lines, r.recoverable_lines, r.lost_lines
+    res.error_pairs, res.error_pairs_kept = r.error_pairs, r.error_pairs_kept
+    recovers = [(rec.call, counter.count(rec.text)) for rec in tracker.recovers]
+    res.recovers, res.recovered_tokens = len(recovers), sum(t for _, t in recovers)
+    res.lines_shown, res.lines_changed_outside_stubs = fidelity.shown, fidelity.changed
     writes = res.write_tokens if provider == "anthropic" else 0
     res.K = k_cost(res.hit_tokens, res.miss_tokens, writes)
+    res.K_charged = res.K + recover_charge(recovers, res.calls)
     return res
 
 
@@ -231,6 +255,7 @@ def summarize(results: Iterable[SessionResult]) -> dict[str, Any]:
     miss = sum(r.miss_tokens for r in rs)
     inp = sum(r.input_tokens for r in rs)
     uses = sum(r.uses for r in rs)
+    pairs = sum(r.error_pairs for r in rs)
     overhead = [x for r in rs for x in r.overhead_ms]
     return {
         "sessions": len(rs),
@@ -245,6 +270,16 @@ def summarize(results: Iterable[SessionResult]) -> dict[str, Any]:
         "retention_kept": round(sum(r.kept for r in rs) / uses, 4) if uses else 1.0,
         "retention_recoverable": round(sum(r.recoverable for r in rs) / uses, 4) if uses else 0.0,
         "retention_lost": round(sum(r.lost for r in rs) / uses, 4) if uses else 0.0,
+        "retention_kept_lines": round(sum(r.kept_lines for r in rs) / uses, 4) if uses else 1.0,
+        "retention_recoverable_lines": round(sum(r.recoverable_lines for r in rs) / uses, 4) if uses else 0.0,
+        "retention_lost_lines": round(sum(r.lost_lines for r in rs) / uses, 4) if uses else 0.0,
+        "error_line_pairs": pairs,
+        "error_lines_kept": round(sum(r.error_pairs_kept for r in rs) / pairs, 4) if pairs else 1.0,
+        "K_charged": round(sum(r.K_charged for r in rs), 1),
+        "recovers": sum(r.recovers for r in rs),
+        "recovered_tokens": sum(r.recovered_tokens for r in rs),
+        "lines_shown": sum(r.lines_shown for r in rs),
+        "lines_changed_outside_stubs": sum(r.lines_changed_outside_stubs for r in rs),
         "overhead_ms_p50": round(_pct(overhead, 50), 3),
         "overhead_ms_p99": round(_pct(overhead, 99), 3),
         "recorded_hit_rate": round(

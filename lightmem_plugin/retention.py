@@ -10,6 +10,25 @@ tell us what the agent used instead (``traces/README.md``, "Retention"):
 - Each use is judged by the transformed prompt of call ``u``: **kept** if that prompt contains the
   span verbatim, **recoverable** if a lightmem2 stub in it names an artifact whose content contains
   the span (``lookup(key)`` returns the archived text), **lost** otherwise.
+- **By line** as well: a span that shows a cut ``File "...", line 543`` frame is kept by span yet
+  useless to the agent. So each use is judged a second time by the whole original lines of the tool
+  output the span touches (the newest output of the prompt that holds it): kept if every one of them
+  (blank lines aside) is a whole line of the transformed prompt, verbatim; recoverable if each
+  missing one is a whole line of an archive a stub in the prompt names; lost otherwise.
+- **Error lines** (:mod:`.error_lines`) of the newest output of each command (tool name plus its
+  command string or its other inputs) must be whole lines of every later prompt while no newer
+  output of that command exists: the agent acts on them, and the reduction promises not to cut them.
+  ``error_lines_kept`` = kept (line, call) pairs / all such pairs (1.0 when there are none).
+- **K charged** prices what "recoverable" really costs. A use that is only recoverable (by span) at
+  call ``u`` means a recover round trip at ``u``: the recover call (``RECOVER_CALL_TOKENS`` = 40)
+  plus the recovered lines (``t`` tokens of the original lines the span touches) are paid as misses
+  at ``u`` and then re-read at the cached rate by every later call, as if the answer stayed in the
+  agent's history. Each (artifact, line range) is paid once per session, since after its recovery
+  it is in context::
+
+      K_charged = K + sum over recovers r of (40 + t_r) * (1 + 0.1 * (calls - u_r - 1))
+
+  The extra model request of the round trip (its re-read of the cached prefix) is not charged.
 
 Fast by construction: tool-output lines go in a set, and tool-output text is indexed by 17-char
 windows at every 16th offset. Any common substring of 32+ chars contains one aligned window
@@ -26,6 +45,7 @@ from typing import Any, Literal
 
 import xxhash
 
+from .error_lines import error_lines
 from .reduction.base import stub_keys
 
 MIN_LINE_CHARS = 16
@@ -34,6 +54,11 @@ _STRIDE = 16
 _WINDOW = MIN_SPAN_CHARS - _STRIDE + 1
 _HITS_PER_WINDOW = 4
 _SEP = "\n\x00\n"  # between texts of a prompt, so no span is found across two messages
+RECOVER_CALL_TOKENS = 40
+"""What one ``lightmem2_recover(key, lines=...)`` call costs in the agent's output and history."""
+CACHED_RATE = 0.1
+"""Price of a cached input token relative to a miss (DESIGN section 1)."""
+_NOT_COMMAND = frozenset({"description", "timeout", "run_in_background"})  # labels, not what runs
 
 Verdict = Literal["kept", "recoverable", "lost"]
 Lookup = Callable[[str], str | None]
@@ -42,11 +67,27 @@ ChatMessage = Mapping[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Use:
-    """One use: the call whose output reused the span, the span, and how the prompt held it."""
+    """One use: the call whose output reused the span, the span, and how the prompt held it.
+
+    ``lines`` are the whole original lines the span touches and ``line_verdict`` how the prompt held
+    them; ``artifact`` is the archive key that recovers the span when ``verdict`` is recoverable.
+    """
 
     call: int
     span: str
     verdict: Verdict
+    line_verdict: Verdict = "kept"
+    lines: tuple[str, ...] = ()
+    artifact: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Recover:
+    """One recover round trip the agent would make: at ``call``, ``text`` (the lines) from ``artifact``."""
+
+    call: int
+    artifact: str
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +98,15 @@ class Retention:
     kept: int
     recoverable: int
     lost: int
+    kept_lines: int = 0
+    recoverable_lines: int = 0
+    lost_lines: int = 0
+    error_pairs: int = 0
+    error_pairs_kept: int = 0
+
+    @property
+    def error_lines_kept(self) -> float:
+        return self.error_pairs_kept / self.error_pairs if self.error_pairs else 1.0
 
     @property
     def kept_fraction(self) -> float:
@@ -118,12 +168,101 @@ def prompt_text(prompt: Sequence[ChatMessage], text_of: Callable[[ChatMessage], 
     return _SEP.join(map(text_of, prompt))
 
 
+Located = tuple[str, int, int]
+"""A reused span, the indexed tool text it was found in, and its offset there."""
+
+
+def touched_lines(text: str, start: int, length: int) -> tuple[int, tuple[str, ...]]:
+    """The 0-based index of the first line of ``text`` that ``text[start:start + length]`` touches,
+    and the whole lines it touches.
+
+    Why whole lines: a span is what the agent quoted, but what it read and acted on is the line the
+    span sits in (a frame's path and line number, the rest of an error message). A newline at either
+    end of the span belongs to the line it ends, not to the next one.
+    """
+    s, e = start, min(len(text), start + length) - 1
+    if s < e and text[s] == "\n":
+        s += 1
+    if s < e and text[e] == "\n":
+        e -= 1
+    lo = text.rfind("\n", 0, s) + 1
+    hi = text.find("\n", e)
+    return text.count("\n", 0, lo), tuple(text[lo : len(text) if hi < 0 else hi].split("\n"))
+
+
+def has_line(bounded: str, line: str) -> bool:
+    """True when ``line`` is a whole line of the text that ``bounded`` (``"\n" + text + "\n"``) wraps."""
+    return f"\n{line}\n" in bounded
+
+
+def line_verdict(lines: Iterable[str], prompt: str, archives: Callable[[], list[str]]) -> Verdict:
+    """Kept when every non-blank line is a whole line of ``prompt`` (bounded by newlines), verbatim;
+    recoverable when each one missing is a whole line of an archive (``archives()``, bounded the same
+    way, computed only when needed); lost otherwise. Blank lines carry nothing to act on: skipped."""
+    missing = [line for line in lines if line.strip() and not has_line(prompt, line)]
+    if not missing:
+        return "kept"
+    texts = archives()
+    return "recoverable" if all(any(has_line(t, line) for t in texts) for line in missing) else "lost"
+
+
+def command_key(tool_call: Mapping[str, Any]) -> str:
+    """What identifies "the same command" across calls: the tool name plus its command string
+    (mini-swe-agent's ``bash``, Claude Code's ``Bash``), else plus its other inputs in a canonical
+    order (``Read`` a path and range, ``Grep`` a pattern), labels such as a description left out."""
+    found = tool_call.get("function")
+    fn: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    name = str(fn.get("name", ""))
+    raw = fn.get("arguments", "")
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return f"{name}\x00{raw}"
+    if isinstance(args, Mapping):
+        if isinstance(args.get("command"), str):
+            return f"{name}\x00{args['command']}"
+        args = {k: v for k, v in args.items() if k not in _NOT_COMMAND}
+    return f"{name}\x00{json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)}"
+
+
+def newest_outputs(prompt: Sequence[ChatMessage]) -> dict[str, ChatMessage]:
+    """Command key -> the newest tool message of that command in ``prompt``.
+
+    A tool message belongs to the tool call its ``tool_call_id`` names, or (mini-swe-agent's
+    messages carry none) to the next unanswered call of the assistant message before it.
+    """
+    by_id: dict[str, str] = {}
+    pending: list[str] = []
+    newest: dict[str, ChatMessage] = {}
+    for message in prompt:
+        role = message.get("role")
+        if role == "assistant":
+            calls = [c for c in message.get("tool_calls") or () if isinstance(c, Mapping)]
+            pending = [command_key(c) for c in calls]
+            by_id.update((str(c.get("id")), k) for c, k in zip(calls, pending, strict=True))
+        elif role == "tool":
+            key = by_id.get(str(message.get("tool_call_id"))) if message.get("tool_call_id") else None
+            if key is not None and key in pending:
+                pending.remove(key)
+            elif key is None and pending:
+                key = pending.pop(0)
+            if key is not None:
+                newest[key] = message
+    return newest
+
+
+def recover_charge(recovers: Iterable[tuple[int, int]], calls: int) -> float:
+    """The K a session's recover round trips add: ``(call u, tokens t)`` each costs
+    ``(RECOVER_CALL_TOKENS + t)`` as misses at ``u`` plus ``CACHED_RATE`` of it on every later call."""
+    return sum((RECOVER_CALL_TOKENS + t) * (1 + CACHED_RATE * max(0, calls - u - 1)) for u, t in recovers)
+
+
 class _SpanIndex:
     """Tool-output lines and aligned windows, to find reused spans in a call's output."""
 
     def __init__(self) -> None:
         self.texts: list[str] = []
-        self.lines: set[str] = set()
+        self.lines: dict[str, tuple[int, int]] = {}  # stripped line -> (text id, offset) of its first copy
         self.windows: dict[str, list[tuple[int, int]]] = {}
         self._seen: set[int] = set()
 
@@ -134,19 +273,24 @@ class _SpanIndex:
         self._seen.add(key)
         tid = len(self.texts)
         self.texts.append(text)
+        offset = 0
         for line in text.split("\n"):
             stripped = line.strip()
             if len(stripped) >= MIN_LINE_CHARS:
-                self.lines.add(stripped)
+                self.lines.setdefault(stripped, (tid, offset + line.index(stripped[0])))
+            offset += len(line) + 1
         windows = self.windows
         for off in range(0, len(text) - _WINDOW + 1, _STRIDE):
             hits = windows.setdefault(text[off : off + _WINDOW], [])
             if len(hits) < _HITS_PER_WINDOW:
                 hits.append((tid, off))
 
-    def _longest(self, out: str, i: int, floor: int, hits: list[tuple[int, int]]) -> tuple[int, int]:
-        """The longest span of ``out`` around window ``i`` shared with an indexed text."""
-        best = (i, i)
+    def _longest(
+        self, out: str, i: int, floor: int, hits: list[tuple[int, int]]
+    ) -> tuple[int, int, int, int]:
+        """The longest span ``out[a:c]`` around window ``i`` shared with an indexed text: a, c, text id,
+        and the span's offset in that text."""
+        best = (i, i, -1, 0)
         for tid, off in hits:
             text = self.texts[tid]
             a, b = i, off
@@ -158,12 +302,12 @@ class _SpanIndex:
                 c += 1
                 d += 1
             if c - a > best[1] - best[0]:
-                best = (a, c)
+                best = (a, c, tid, b)
         return best
 
-    def spans(self, out: str) -> list[str]:
+    def spans(self, out: str) -> list[Located]:
         """Reused spans in ``out``: maximal shared substrings of 32+ chars, then shared lines."""
-        found: list[str] = []
+        found: list[Located] = []
         windows = self.windows
         end = 0
         i = 0
@@ -171,49 +315,91 @@ class _SpanIndex:
         while i <= last:
             hits = windows.get(out[i : i + _WINDOW])
             if hits:
-                a, c = self._longest(out, i, end, hits)
+                a, c, tid, off = self._longest(out, i, end, hits)
                 if c - a >= MIN_SPAN_CHARS:
-                    found.append(out[a:c])
+                    found.append((out[a:c], tid, off))
                     end = i = c
                     continue
             i += 1
         for line in out.split("\n"):
             stripped = line.strip()
-            long_enough = len(stripped) >= MIN_LINE_CHARS
-            if long_enough and stripped in self.lines and not any(stripped in span for span in found):
-                found.append(stripped)
+            where = self.lines.get(stripped) if len(stripped) >= MIN_LINE_CHARS else None
+            if where is not None and not any(stripped in span for span, _, _ in found):
+                found.append((stripped, *where))
         return found
+
+    def lines_of(self, tid: int, start: int, length: int) -> tuple[int, tuple[str, ...]]:
+        """:func:`touched_lines` of indexed text ``tid``."""
+        return touched_lines(self.texts[tid], start, length)
 
 
 class RetentionTracker:
     """Feed it a session call by call; ``result()`` gives the retention over all uses so far.
 
     ``lookup(key)`` returns the archived text behind a stub key (or None); without it, nothing is
-    recoverable. Keep the lost uses for a report in :attr:`lost_uses` (the first 100).
+    recoverable. Keep the lost uses for a report in :attr:`lost_uses` (the first 100). The recover
+    round trips K charged prices are in :attr:`recovers`, each (artifact, line range) once.
     """
 
     def __init__(self, lookup: Lookup | None = None) -> None:
         self._lookup = lookup
         self._archived: dict[str, str | None] = {}
         self._index = _SpanIndex()
-        self._tool_ids: dict[int, ChatMessage] = {}
+        self._tool_ids: dict[int, tuple[ChatMessage, str]] = {}
         self._texts: dict[int, tuple[ChatMessage, str]] = {}
+        self._errors: dict[int, tuple[ChatMessage, tuple[str, ...]]] = {}
         self._calls = 0
-        self._counts = {"kept": 0, "recoverable": 0, "lost": 0}
+        self._counts = dict.fromkeys(
+            (
+                "kept",
+                "recoverable",
+                "lost",
+                "kept_lines",
+                "recoverable_lines",
+                "lost_lines",
+                "errors",
+                "errors_kept",
+            ),
+            0,
+        )
+        self._recovered: set[tuple[str, int, tuple[str, ...]]] = set()
+        self.recovers: list[Recover] = []
         self.lost_uses: list[Use] = []
 
     def _index_tools(self, prompt: Sequence[ChatMessage]) -> None:
         for message in prompt:
             if message.get("role") != "tool" or id(message) in self._tool_ids:
                 continue
-            self._tool_ids[id(message)] = message  # holding it keeps the id from being reused
-            self._index.add(_content_text(message.get("content")))
+            text = _content_text(message.get("content"))
+            self._tool_ids[id(message)] = (message, text)  # holding it keeps the id from being reused
+            self._index.add(text)
+
+    def _source(self, prompt: Sequence[ChatMessage], located: Located) -> tuple[int, tuple[str, ...]]:
+        """First line index and whole lines of the tool output a span is judged by: the newest tool
+        output of this call's original prompt that contains it (what the agent read last), else the
+        output it was first indexed from (one that compaction took out of the prompt)."""
+        span, tid, start = located
+        for message in reversed(prompt):
+            if message.get("role") == "tool":
+                text = self._tool_ids[id(message)][1]
+                at = text.find(span)
+                if at >= 0:
+                    return touched_lines(text, at, len(span))
+        return self._index.lines_of(tid, start, len(span))
 
     def _text(self, message: ChatMessage) -> str:
         """:func:`message_text`, memoised per message object (prompts share their messages)."""
         hit = self._texts.get(id(message))
-        if hit is None:
+        if hit is None or hit[0] is not message:
             hit = self._texts[id(message)] = (message, message_text(message))
+        return hit[1]
+
+    def _error_lines(self, message: ChatMessage) -> tuple[str, ...]:
+        """The distinct error lines of one tool message, memoised per message object."""
+        hit = self._errors.get(id(message))
+        if hit is None or hit[0] is not message:
+            found = tuple(dict.fromkeys(error_lines(_content_text(message.get("content")))))
+            hit = self._errors[id(message)] = (message, found)
         return hit[1]
 
     def _archived_text(self, key: str) -> str | None:
@@ -227,35 +413,69 @@ class RetentionTracker:
         transformed_prompt: Sequence[ChatMessage],
         output: ChatMessage,
     ) -> list[Use]:
-        """Judge the uses in this call's output; returns them in order of appearance."""
+        """Judge the uses in this call's output and the error lines its prompt must show; returns the
+        uses in order of appearance."""
         call = self._calls
         self._calls += 1
         self._index_tools(original_prompt)
-        spans: dict[str, None] = {}
+        errors = dict.fromkeys(
+            line for m in newest_outputs(original_prompt).values() for line in self._error_lines(m)
+        )
+        spans: dict[str, Located] = {}
         for text in output_texts(output):
-            spans.update(dict.fromkeys(self._index.spans(text)))
-        if not spans:
+            for located in self._index.spans(text):
+                spans.setdefault(located[0], located)
+        if not spans and not errors:
             return []
         haystack = prompt_text(transformed_prompt, self._text)
-        archives: list[str] | None = None
+        bounded = f"\n{haystack}\n"
+        counts = self._counts
+        if errors:
+            counts["errors"] += len(errors)
+            counts["errors_kept"] += sum(has_line(bounded, line) for line in errors)
+        keyed: list[tuple[str, str]] | None = None
+
+        def archives() -> list[tuple[str, str]]:
+            nonlocal keyed
+            if keyed is None:
+                keys = dict.fromkeys(stub_keys(haystack))
+                keyed = [(k, t) for k, t in ((k, self._archived_text(k)) for k in keys) if t is not None]
+            return keyed
+
         uses: list[Use] = []
-        for span in spans:
+        for located in spans.values():
+            span = located[0]
+            first, lines = self._source(original_prompt, located)
             verdict: Verdict = "kept"
+            artifact = None
             if span not in haystack:
-                if archives is None:
-                    keys = dict.fromkeys(stub_keys(haystack))
-                    archives = [t for t in map(self._archived_text, keys) if t is not None]
-                verdict = "recoverable" if any(span in text for text in archives) else "lost"
-            use = Use(call, span, verdict)
+                artifact = next((k for k, t in archives() if span in t), None)
+                verdict = "lost" if artifact is None else "recoverable"
+            by_line = line_verdict(lines, bounded, lambda: [f"\n{t}\n" for _, t in archives()])
+            use = Use(call, span, verdict, by_line, lines, artifact)
             uses.append(use)
-            self._counts[verdict] += 1
+            counts[verdict] += 1
+            counts[f"{by_line}_lines"] += 1
+            if artifact is not None and (artifact, first, lines) not in self._recovered:
+                self._recovered.add((artifact, first, lines))
+                self.recovers.append(Recover(call, artifact, "\n".join(lines)))
             if verdict == "lost" and len(self.lost_uses) < 100:
                 self.lost_uses.append(use)
         return uses
 
     def result(self) -> Retention:
-        kept, recoverable, lost = (self._counts[k] for k in ("kept", "recoverable", "lost"))
-        return Retention(kept + recoverable + lost, kept, recoverable, lost)
+        c = self._counts
+        return Retention(
+            c["kept"] + c["recoverable"] + c["lost"],
+            c["kept"],
+            c["recoverable"],
+            c["lost"],
+            c["kept_lines"],
+            c["recoverable_lines"],
+            c["lost_lines"],
+            c["errors"],
+            c["errors_kept"],
+        )
 
 
 def measure_retention(

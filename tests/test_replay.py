@@ -2,11 +2,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lightmem_plugin.cli import main
-from lightmem_plugin.replay import replay_paths
+from lightmem_plugin.reduction.base import stub
+from lightmem_plugin.replay import Vanilla, replay_paths, replay_trace, summarize
+from lightmem_plugin.retention import RECOVER_CALL_TOKENS
+from lightmem_plugin.tokens import TokenCounter
+from lightmem_plugin.traces.base import Trace, TraceCall
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -24,6 +29,12 @@ KEYS = {
     "retention_kept",
     "retention_recoverable",
     "retention_lost",
+    "retention_kept_lines",
+    "retention_recoverable_lines",
+    "retention_lost_lines",
+    "error_lines_kept",
+    "K_charged",
+    "lines_changed_outside_stubs",
     "overhead_ms_p50",
     "overhead_ms_p99",
 }
@@ -65,3 +76,99 @@ def test_aggressive_never_costs_more_than_normal_on_any_real_session() -> None:
         sid: aggressive[sid] / normal[sid] for sid in normal if aggressive[sid] > normal[sid] * ALIGNMENT
     }
     assert not worse, worse
+
+
+FILE_VIEW = (
+    "<returncode>0</returncode>\n<output>\n"
+    "def compute_area(width, height):\n"
+    '    """Area of the plot in square meters."""\n'
+    "    return width * height * SCALE_FACTOR  \n"
+    "</output>"
+)
+DOC_LINE = '    """Area of the plot in square meters."""'
+KEY = "0123456789abcdef0123456789abcdef"
+
+
+def _assistant(text: str, command: str | None = None) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": text}
+    if command:
+        args = json.dumps({"command": command})
+        msg["tool_calls"] = [{"id": "c", "type": "function", "function": {"name": "bash", "arguments": args}}]
+    return msg
+
+
+def tiny_trace() -> Trace:
+    """Five calls: view a file, then quote two parts of its docstring line at calls 2 and 3 (the
+    second part is not in the agent's first quote, so it is a use of the tool output again)."""
+    outputs = [
+        _assistant("", "cat app/area.py"),
+        _assistant("Let me look around.", "ls"),
+        _assistant(f"It says {DOC_LINE[-32:]}"),
+        _assistant(f"and begins {DOC_LINE[:32]}", "ls"),
+        _assistant("done"),
+    ]
+    tools = [
+        {"role": "tool", "content": FILE_VIEW},
+        {"role": "tool", "content": "ok"},
+        None,
+        {"role": "tool", "content": "ok"},
+    ]
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "You code."},
+        {"role": "user", "content": "Fix."},
+    ]
+    calls = []
+    for i, out in enumerate(outputs):
+        calls.append(TraceCall(list(history), out, 100, 0))
+        history.append(out)
+        if i < len(tools) and tools[i] is not None:
+            history.append(tools[i])  # type: ignore[arg-type]
+    return Trace("tiny", "test", "deepseek", calls)
+
+
+class StubFileView:
+    """Shows the file view as a stub (recoverable) and strips a trailing space nowhere else."""
+
+    def transform(self, index: int, prompt: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {**m, "content": stub(KEY, len(FILE_VIEW))} if m.get("content") == FILE_VIEW else m
+            for m in prompt
+        ]
+
+    def lookup(self, key: str) -> str | None:
+        return FILE_VIEW if key == KEY else None
+
+
+class StripSpaces(Vanilla):
+    """Strips trailing whitespace of every tool output line (what the whitespace pass does)."""
+
+    def transform(self, index: int, prompt: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        strip = lambda t: "\n".join(line.rstrip() for line in t.split("\n"))  # noqa: E731
+        return [{**m, "content": strip(m["content"])} if m.get("role") == "tool" else m for m in prompt]
+
+
+def test_k_charged_is_k_when_nothing_is_only_recoverable() -> None:
+    res = replay_trace(tiny_trace(), Vanilla())
+    assert res.recoverable == 0 and res.K_charged == res.K
+    assert res.lines_changed_outside_stubs == 0
+
+
+def test_k_charged_adds_one_recover_round_trip_per_artifact_and_range() -> None:
+    """Recoverable at calls 2 and 3 (same lines): charged once, at call 2, as misses there and at the
+    cached rate on the two calls after it."""
+    trace = tiny_trace()
+    res = replay_trace(trace, StubFileView())
+    assert (res.uses, res.recoverable, res.recovers) == (2, 2, 1)
+    tokens = TokenCounter().count(DOC_LINE)
+    assert res.recovered_tokens == tokens
+    expected = (RECOVER_CALL_TOKENS + tokens) * (1 + 0.1 * (len(trace.calls) - 2 - 1))
+    assert res.K_charged - res.K == pytest.approx(expected)
+    row = summarize([res])
+    assert row["K_charged"] == round(res.K_charged, 1)
+    assert row["retention_recoverable_lines"] == 1.0
+
+
+def test_changed_lines_outside_stubs_counts_a_stripped_space_once() -> None:
+    res = replay_trace(tiny_trace(), StripSpaces())
+    assert res.lines_changed_outside_stubs == 1
+    assert res.kept == 2 and res.kept_lines == 2  # the quoted line itself is untouched

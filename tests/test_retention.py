@@ -13,10 +13,15 @@ from hypothesis import strategies as st
 
 from lightmem_plugin.reduction.base import stub
 from lightmem_plugin.retention import (
+    Recover,
     Retention,
     RetentionTracker,
+    command_key,
     measure_retention,
+    newest_outputs,
     output_texts,
+    recover_charge,
+    touched_lines,
 )
 
 Msg = dict[str, Any]
@@ -78,7 +83,9 @@ def test_vanilla_session_keeps_every_use() -> None:
     assert uses[1][0].span == "    return width * height * SCALE_FACTOR"  # maximal: indentation too
     assert uses[2][0].span == "ValueError: negative width is not allowed here"
     assert uses[3][0].span == ' File "/testbed/app/models.py", line 88, in save'
-    assert tracker.result() == Retention(uses=3, kept=3, recoverable=0, lost=0)
+    assert tracker.result() == Retention(
+        uses=3, kept=3, recoverable=0, lost=0, kept_lines=3, error_pairs=6, error_pairs_kept=6
+    )
 
 
 def test_kept_recoverable_and_lost() -> None:
@@ -108,7 +115,11 @@ def test_kept_recoverable_and_lost() -> None:
         for p, t, o in zip(prompts, transformed, outputs2, strict=True)
     ]
     assert verdicts == [[], ["kept"], ["recoverable"], ["lost"]]
-    assert tracker.result() == Retention(uses=3, kept=1, recoverable=1, lost=1)
+    result = tracker.result()
+    assert (result.uses, result.kept, result.recoverable, result.lost) == (3, 1, 1, 1)
+    assert (result.kept_lines, result.recoverable_lines, result.lost_lines) == (1, 1, 1)
+    # the traceback's three error lines: shown at call 2, dropped at call 3
+    assert (result.error_pairs, result.error_pairs_kept) == (6, 3)
     # Without the archive, the stubbed span is lost.
     assert measure_retention(zip(prompts, transformed, outputs2, strict=True)).lost == 2
 
@@ -221,3 +232,139 @@ def test_any_offset_of_a_32_char_span_is_found() -> None:
         [use] = tracker.add_call([tool(source)], [tool(source)], call(f"~{span}~"))
         assert use.span == span
         assert tracker.add_call([tool(source)], [], call(f"~{span[:31]}~")) == []
+
+
+# -- by line, error lines, recovers -------------------------------------------------------------
+
+FRAME = '  File "/testbed/django/db/models/base.py", line 543, in save_base'
+LONG_TRACEBACK = "\n".join(
+    [
+        "<returncode>1</returncode>",
+        "<output>",
+        "Traceback (most recent call last):",
+        *(
+            f'  File "/testbed/django/core/handlers/step{i}.py", line {10 + i}, in run\n    step_{i}()'
+            for i in range(6)
+        ),
+        FRAME,
+        "    updated = self._save_table(raw, cls, force_insert)",
+        '  File "/testbed/django/db/models/sql/compiler.py", line 1428, in execute_sql',
+        "    cursor.execute(sql, params)",
+        "django.db.utils.IntegrityError: NOT NULL constraint failed: app_item.name",
+        "</output>",
+    ]
+)
+
+
+def head_tail_cut(text: str, head: int, tail: int, key: str) -> str:
+    """A head/tail truncation that may cut inside a line, the way a char budget does."""
+    return f"{text[:head]}\n{stub(key, len(text) - head - tail)}\n{text[-tail:]}"
+
+
+def test_head_tail_cut_frame_is_kept_by_span_but_not_by_line() -> None:
+    """The cut keeps ``File ".../base.py", line 5`` of the frame and drops the rest of it: the span the
+    agent quotes is in the prompt, the line it acted on (line 543) is not; the frame is an error line
+    of the newest output of its command, so error_lines_kept drops below 1."""
+    cut = LONG_TRACEBACK.index(FRAME) + FRAME.index(", line 543") + len(", line 5")
+    tail = len(LONG_TRACEBACK) - LONG_TRACEBACK.index("django.db.utils.IntegrityError")
+    reduced = head_tail_cut(LONG_TRACEBACK, cut, tail, KEY)
+    assert '/testbed/django/db/models/base.py", line 5\n[lightmem2: ' in reduced
+    head: list[Msg] = [{"role": "user", "content": "Save the item."}]
+    first = call(command="python manage.py save_item")
+    prompt = [*head, first, tool(LONG_TRACEBACK)]
+    shown = [*head, first, tool(reduced)]
+    quote = call('The failing frame is File "/testbed/django/db/models/base.py", line 5')
+    tracker = RetentionTracker(lookup={KEY: LONG_TRACEBACK}.get)
+    tracker.add_call(head, head, first)
+    [use] = tracker.add_call(prompt, shown, quote)
+    assert use.verdict == "kept"
+    assert use.line_verdict == "recoverable"
+    assert use.lines == (FRAME,)
+    result = tracker.result()
+    assert (result.kept, result.kept_lines, result.recoverable_lines) == (1, 0, 1)
+    assert result.error_pairs == 10  # the traceback line, 8 frames and the exception
+    assert 0 < result.error_lines_kept < 1
+    assert result.error_pairs_kept == 8  # all but the cut frame (line 543) and the one after it
+    assert tracker.recovers == []  # kept by span: no round trip is charged
+    # Without the archive the missing line is lost, by line only.
+    [use] = RetentionTracker().add_call(prompt, shown, quote)
+    assert (use.verdict, use.line_verdict) == ("kept", "lost")
+
+
+def test_error_lines_count_only_while_their_output_is_the_newest_of_its_command() -> None:
+    """A rerun of the same command supersedes the old traceback: dropping the old one costs nothing;
+    a different command's traceback still counts."""
+    run, other = call(command="python t.py"), call(command="python u.py")
+    fixed = tool("<returncode>0</returncode>\n<output>\nok\n</output>")
+    prompt = [run, tool(TRACEBACK), other, tool(TRACEBACK.replace("88", "89")), run, fixed]
+    shown = [run, tool("[lightmem2: dropped]"), other, tool(TRACEBACK.replace("88", "89")), run, fixed]
+    tracker = RetentionTracker()
+    tracker.add_call(prompt, shown, call("next"))
+    assert tracker.result().error_pairs == 3
+    assert tracker.result().error_lines_kept == 1.0
+
+
+def test_newest_outputs_by_tool_call_id_and_by_position() -> None:
+    cc = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "a",
+                "type": "function",
+                "function": {"name": "Read", "arguments": '{"file_path": "x.py"}'},
+            },
+            {
+                "id": "b",
+                "type": "function",
+                "function": {"name": "Bash", "arguments": '{"command": "ls", "description": "list"}'},
+            },
+        ],
+    }
+    ra = {"role": "tool", "tool_call_id": "a", "content": "x"}
+    rb = {"role": "tool", "tool_call_id": "b", "content": "y"}
+    newest = newest_outputs([cc, rb, ra])
+    assert newest == {'Read\x00{"file_path": "x.py"}': ra, "Bash\x00ls": rb}
+    swe = [
+        call(command="ls"),
+        {"role": "tool", "content": "1"},
+        call(command="ls"),
+        {"role": "tool", "content": "2"},
+    ]
+    assert newest_outputs(swe) == {"bash\x00ls": swe[3]}
+    assert command_key(cc["tool_calls"][1]) == command_key(
+        {"function": {"name": "Bash", "arguments": '{"command": "ls", "description": "other"}'}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("start", "length", "first", "lines"),
+    [
+        (0, 3, 0, ("abc",)),
+        (1, 6, 0, ("abc", "defg")),
+        (3, 5, 1, ("defg",)),  # a leading newline ends the line before: not touched
+        (4, 5, 1, ("defg",)),  # a trailing newline ends the span's own line
+        (9, 2, 2, ("hi",)),
+    ],
+)
+def test_touched_lines(start: int, length: int, first: int, lines: tuple[str, ...]) -> None:
+    assert touched_lines("abc\ndefg\nhi", start, length) == (first, lines)
+
+
+def test_recoverable_use_is_a_recover_once_per_artifact_and_range() -> None:
+    prompts, _ = session()
+    stubbed = tool(stub(KEY, len(FILE_VIEW)))
+    quote = call('Its docstring: """Area of the plot in square meters."""')
+    transformed = [[m if m.get("content") != FILE_VIEW else stubbed for m in p] for p in prompts]
+    tracker = RetentionTracker(lookup={KEY: FILE_VIEW}.get)
+    for p, t in zip(prompts, transformed, strict=True):
+        tracker.add_call(p, t, quote)
+    assert tracker.result().recoverable == 3  # calls 1, 2 and 3 each use it
+    assert tracker.recovers == [Recover(1, KEY, '    """Area of the plot in square meters."""')]
+
+
+def test_recover_charge_formula() -> None:
+    assert recover_charge([], 10) == 0
+    # 40 + 10 tokens at call 2 of 5: paid once as misses, then 0.1 per token on calls 3 and 4
+    assert recover_charge([(2, 10)], 5) == pytest.approx(50 * (1 + 0.1 * 2))
+    assert recover_charge([(4, 10)], 5) == pytest.approx(50)

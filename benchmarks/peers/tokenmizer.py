@@ -269,6 +269,7 @@ def main() -> int:
     for row in rows.values():
         if base:
             row["K_vs_vanilla"] = round(float(row["K"]) / base, 4)
+            row["K_charged_vs_vanilla"] = round(float(row["K_charged"]) / base, 4)
     text = json.dumps(rows, indent=2, sort_keys=True)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")

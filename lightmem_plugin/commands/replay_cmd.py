@@ -3,8 +3,9 @@
 PATH is a trace file or a directory of them: the swe JSON format or Claude Code's own transcript
 (``~/.claude/projects/<project>/<session>.jsonl``). Each call's prompt goes through the chosen mode
 (or ``vanilla``: unchanged), a provider prefix-cache model, and the retention check. Prints sessions,
-calls, tokens, hit rate, K (0.1 x hit + miss, cache writes 1.25x where priced), retention kept /
-recoverable / lost, and the pipeline's own time per call. ``--head volatile`` is a constructed
+calls, tokens, hit rate, K (0.1 x hit + miss, cache writes 1.25x where priced), K charged (plus a
+recover round trip per use that is only recoverable), retention kept / recoverable / lost by span and
+by line, error lines kept, lines changed outside stubs, and the pipeline's own time per call. ``--head volatile`` is a constructed
 scenario: a per-call clock and runtime stats in the system prompt.
 """
 
@@ -33,10 +34,15 @@ def render(summary: dict[str, object], mode: str, head: str) -> str:
             f"  sessions {s['sessions']}, calls {s['calls']}",
             f"  input tokens {s['input_tokens']:,}, hit rate {float(s['hit_rate']):.1%}"  # type: ignore[arg-type]
             f" (recorded {float(s['recorded_hit_rate']):.1%})",  # type: ignore[arg-type]
-            f"  K {float(s['K']):,.0f}",  # type: ignore[arg-type]
+            f"  K {float(s['K']):,.0f}, K charged {float(s['K_charged']):,.0f}"  # type: ignore[arg-type]
+            f" ({s['recovers']} recover round trips)",
             f"  retention kept {float(s['retention_kept']):.1%}, recoverable "  # type: ignore[arg-type]
             f"{float(s['retention_recoverable']):.1%}, lost {float(s['retention_lost']):.1%}"  # type: ignore[arg-type]
             f" of {s['retention_uses']} uses",
+            f"  by line kept {float(s['retention_kept_lines']):.1%}, recoverable "  # type: ignore[arg-type]
+            f"{float(s['retention_recoverable_lines']):.1%}, lost {float(s['retention_lost_lines']):.1%}",  # type: ignore[arg-type]
+            f"  error lines kept {float(s['error_lines_kept']):.1%} of {s['error_line_pairs']} (line, call) pairs;"  # type: ignore[arg-type]
+            f" lines changed outside stubs {s['lines_changed_outside_stubs']} of {s['lines_shown']}",
             f"  overhead per call p50 {s['overhead_ms_p50']} ms, p99 {s['overhead_ms_p99']} ms",
         ]
     )

@@ -1,0 +1,104 @@
+"""Error lines: the recogniser the retention measure and the reduction passes share.
+
+Every line in the tables comes from a tool output in ``../shared/traces`` (swe: mini-swe-agent on
+SWE-bench tasks; claude-code: Elixir/JS sessions), so the rules are tested on what agents really see.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lightmem_plugin.error_lines import error_lines, is_error_line
+
+ERROR = [
+    "Traceback (most recent call last):",
+    '  File "/testbed/django/db/models/options.py", line 208, in contribute_to_class',
+    '  File "<frozen importlib._bootstrap>", line 1140, in _find_and_load_unlocked',
+    '  File "/testbed/test_encoding_debug.py", line 30',
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+    "TypeError: float() argument must be a string or a real number, not 'Timedelta'",
+    "ModuleNotFoundError: No module named 'marshmallow'",
+    "AssertionError",
+    "astroid.exceptions.AstroidIndexError: <exception str() failed>",
+    "django.core.exceptions.ImproperlyConfigured: Requested setting INSTALLED_APPS, but settings are not configured",
+    "django.http.response.Http404: Value 'test' not found",
+    "json.decoder.JSONDecodeError: Unterminated string starting at: line 1 column 256 (char 255)",
+    "Exception: Value 'test' not found",
+    "Error: Build failed with 1 error:",
+    "ERROR: test_q (__main__.QTests.test_q)",
+    "ERROR: test_dataset (unittest.loader._FailedTest.test_dataset)",
+    "FAILED (errors=1)",
+    "E       AssertionError: Uninferable is not an instance of <class 'astroid.nodes.Func'>",
+    "E   ModuleNotFoundError: No module named 'pytz'",
+    "E       Not equal to tolerance rtol=1e-07, atol=0.0001",
+    "FAILED tests/test_utils.py::test_from_datestring - RuntimeError: from_datestr...",
+    "ERROR tests/unittest_nodes.py",
+    "tests/test_utils.py::test_from_datestring FAILED                         [ 81%]",
+    "pandas/_libs/tslibs/offsets.pyx:6213: KeyError",
+    "x.py:3: error: Incompatible types in assignment",
+    "src/main.c:12:5: error: expected ';' before '}' token",
+    "error: patch failed: src/sqlfluff/rules/L031.py:211",
+    'error: Could not resolve "js/app.js"',
+    '\u2718 [ERROR] Could not resolve "js/app.js"',
+    "     ** (RuntimeError) no :secret_key_base configuration found in SpotterWeb.Endpoint.",
+]
+
+NOT_ERROR = [
+    "",
+    '    raise ValueError("x")',  # a file view: code that raises is not an error that happened
+    "                raise ValueError(",
+    "        raise DeserializationError() from exc",
+    "    45\t            raise TypeError(other)",  # nl -ba / cat -n view
+    "   227\u2192          raise ArgumentError,",  # Claude Code Read view
+    "                except ValueError:",
+    "        :raises AstroidIndexError: If the given index does not exist in the",  # docstring
+    "    ValueError: if the width is negative",  # indented docstring entry
+    'astroid/manager.py:        raise AstroidBuildingError("Unable to build an AST for {path}.")',  # grep hit
+    "193:                raise AstroidImportError(",
+    "+                raise NotSupportedError(",  # diff line
+    "    FieldInstanceResolutionError,",
+    "Errors Found: []",
+    "Error in file_info_from_modpath: 'NoneType' object has no attribute 'name'",
+    "\u2713 Test 3 passed: Raised AstroidIndexError as expected",
+    "==================================== ERRORS ====================================",
+    "    conn |> put_status(:bad_request) |> json(%{error: reason})",
+    "**Error handling strategy:**",
+    "E = m * c ** 2",  # one space after E: code, not pytest
+    "E       ",  # a blank pytest E line carries nothing
+    "def compute_area(width, height):",
+    "<returncode>1</returncode>",
+    "os.path: the path module",  # dotted name, but lowercase last part
+]
+
+
+@pytest.mark.parametrize("line", ERROR)
+def test_error_lines(line: str) -> None:
+    assert is_error_line(line)
+
+
+@pytest.mark.parametrize("line", NOT_ERROR)
+def test_not_error_lines(line: str) -> None:
+    assert not is_error_line(line)
+
+
+def test_error_lines_of_a_text_in_order_with_repeats() -> None:
+    text = "\n".join(
+        [
+            "<returncode>1</returncode>",
+            "<output>",
+            "Traceback (most recent call last):",
+            '  File "/testbed/app.py", line 3, in <module>',
+            "    raise ValueError('bad width')",
+            "ValueError: bad width",
+            "ValueError: bad width",
+            "</output>",
+        ]
+    )
+    assert error_lines(text) == [
+        "Traceback (most recent call last):",
+        '  File "/testbed/app.py", line 3, in <module>',
+        "ValueError: bad width",
+        "ValueError: bad width",
+    ]
+    assert error_lines("all 12 tests passed\nok") == []
