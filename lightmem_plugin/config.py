@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
+from .atomic import write_private_text
 from .errors import ConfigError
 from .paths import data_dir as data_dir  # re-exported: most modules import it from here
 from .paths import home_dir
@@ -303,10 +304,7 @@ class ConfigHolder:
 def save_config(config: Config, path: Path | None = None) -> Path:
     """Write ``config`` (only non-default keys are kept by callers that merge; here: all)."""
     path = path or config_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(config.model_dump(by_alias=True), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_private_text(path, json.dumps(config.model_dump(by_alias=True), indent=2) + "\n")
     return path
 
 

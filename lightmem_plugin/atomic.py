@@ -1,0 +1,32 @@
+"""Replace a small private file atomically: a unique temp file beside it, fsync, rename.
+
+Why one writer: ``config.json`` can hold ``estimator.proxyApiKey``, so it must stay 0600 in a 0700
+directory (DESIGN I6); measured before this, ``lightmem2 mode`` rewrote it 0644, created the dir
+0755, every writer used the same ``config.json.tmp`` name (two writers corrupted the file), and a
+full disk left a 0-byte temp file behind. Here each write gets its own temp name (``mkstemp``, created
+0600), a failed write removes its temp file, and readers only ever see the old or the new file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_private_text(path: Path, text: str) -> None:
+    """Make ``path`` hold ``text`` (UTF-8), 0600 in a 0700 directory, or leave it untouched on error."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
