@@ -111,6 +111,13 @@ def create_app(
 
     async def other(request: Request) -> Response:
         rest = request.path_params["rest"]
+        if escapes_base(rest):
+            return error_response(
+                "chat" if "anthropic-version" not in request.headers else "anthropic",
+                400,
+                f"path segment '.' or '..' in /v1/{rest[:80]!s}; send the provider path itself "
+                "(lightmem2 never forwards outside the upstream's base URL)",
+            )
         if "name" in request.path_params or "anthropic-version" not in request.headers:
             base = openai_base(request)
             if base is None:
@@ -158,6 +165,15 @@ def create_app(
     app.state.proxy = proxy
     app.state.guard = guard
     return app
+
+
+def escapes_base(rest: str) -> bool:
+    """True when a pass-through path would leave the upstream's base (``..`` or ``.`` segments).
+
+    Starlette hands the path decoded, so ``/v1/%2e%2e/%2e%2e/admin`` arrives here as ``../../admin``;
+    httpx would then normalise it away from the base URL (measured: it reached ``/admin/secret``).
+    """
+    return any(seg in (".", "..") for seg in rest.replace("\\", "/").split("/"))
 
 
 def proxy_of(app: Starlette) -> Proxy:

@@ -65,6 +65,13 @@ _DROP_BACK = frozenset(
     ("connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding")
 )
 THREAD_ABOVE_BYTES = 256 * 1024
+
+
+def connection_tokens(value: str) -> frozenset[str]:
+    """Header names a ``Connection`` header lists: hop-by-hop for this hop, never forwarded."""
+    return frozenset(t.strip().lower() for t in value.split(",") if t.strip())
+
+
 POOL_SHARDS = 8
 STREAMS: dict[str, Callable[[Mapping[str, str]], StreamRewriter]] = {
     "anthropic": AnthropicStream,
@@ -198,7 +205,12 @@ class Proxy:
 
     async def forward(self, request: HttpRequest, api: str, url: str, out: Outgoing) -> Response:
         """Send ``out`` to ``url`` and relay the answer (restored when ``out`` has a session)."""
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP]
+        named = connection_tokens(request.headers.get("connection", ""))  # RFC 9110 7.6.1: hop-by-hop too
+        headers = [
+            (k, v)
+            for k, v in request.headers.items()
+            if k.lower() not in HOP_BY_HOP and k.lower() not in named
+        ]
         headers.append(("accept-encoding", "identity"))
         client = self.clients[next(self._turn) % len(self.clients)]
         upstream = client.build_request(

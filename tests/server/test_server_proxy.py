@@ -305,3 +305,45 @@ def test_lone_surrogate_escapes_stay_valid_utf8() -> None:
         sent = s.fake.received[-1].raw
         sent.decode("utf-8")  # strict: no invalid bytes reached the provider
         assert b"\\ud800" in sent and b"<WORKDIR>" in sent
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/%2e%2e/%2e%2e/admin/secret", "/v1/../admin", "/v1/models/%2E%2E/%2E%2E/x"]
+)
+def test_paths_never_escape_the_upstream_base(path: str) -> None:
+    """Measured before: /v1/%2e%2e/%2e%2e/admin/secret reached the upstream as /admin/secret."""
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from lightmem_plugin.config import Config
+    from lightmem_plugin.pipeline import LightMem
+    from lightmem_plugin.server.app import create_app
+
+    seen: list[str] = []
+
+    async def anything(request: Any) -> PlainTextResponse:
+        seen.append(request.url.path)
+        return PlainTextResponse("upstream")
+
+    upstream = Starlette(routes=[Route("/{p:path}", anything, methods=["GET", "POST"])])
+    with ServerThread(upstream) as up:
+        cfg = Config()
+        cfg.server.upstreams.openai = up.url + "/v1"
+        with ServerThread(create_app(LightMem(cfg))) as px:
+            r = httpx.get(httpx.URL(px.url).copy_with(raw_path=path.encode()), headers=AUTH["chat"])
+    assert all(p.startswith("/v1/") for p in seen), seen  # nothing outside the upstream's base
+    assert r.status_code in (400, 404) and r.text != "upstream"
+
+
+def test_headers_named_in_connection_are_not_forwarded() -> None:
+    with stack() as s:
+        headers = {
+            **AUTH["chat"],
+            "connection": "keep-alive, x-hop-secret",
+            "x-hop-secret": "s3",
+            "x-end": "e",
+        }
+        httpx.post(s.url("chat"), json=payload("chat", False), headers=headers, timeout=10)
+        sent = s.fake.received[-1].headers
+        assert "x-hop-secret" not in sent and sent.get("x-end") == "e"
