@@ -15,12 +15,15 @@ value, and the fix, on one line::
     ├── TraceError              a recorded session that cannot be read  (CLI exit code 2)
     ├── EstimatorError          an eviction estimator reply that fails validation or transport
     ├── PassError               a reduction pass failed; the pipeline passes the original through
+    ├── StoreError              a private SQLite store is damaged (also a sqlite3.DatabaseError)
     ├── SecretError             the sidecar secret file cannot be created or read safely
     └── AccessDenied            a request to ``serve`` refused (Host, Origin, secret, content type,
         └── CommandRefused      a chat command that names a file or starts a process)  (HTTP 4xx)
 """
 
 from __future__ import annotations
+
+import sqlite3
 
 
 class LightMemError(Exception):
@@ -75,6 +78,15 @@ class EstimatorError(LightMemError):
 
 class PassError(LightMemError):
     """A reduction pass failed; the pipeline counts it and keeps the original."""
+
+
+class StoreError(LightMemError, sqlite3.DatabaseError):
+    """A private SQLite store (ledger, session state, search index, faults) is not a usable database.
+
+    Also a :class:`sqlite3.DatabaseError`, so the fail-open paths that already pass a broken store by
+    (the host keeps working without a ledger) keep doing so; the CLI prints its one line instead of a
+    traceback, and ``doctor --fix`` moves the damaged file aside.
+    """
 
 
 class SecretError(LightMemError):

@@ -10,6 +10,8 @@ import os
 import sqlite3
 from pathlib import Path
 
+from .errors import StoreError
+
 
 def open_private_db(path: Path, create_sql: str, version: int) -> sqlite3.Connection:
     """A connection to ``path`` (created 0600), in WAL mode, with ``create_sql`` applied once per version."""
@@ -18,8 +20,33 @@ def open_private_db(path: Path, create_sql: str, version: int) -> sqlite3.Connec
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     os.chmod(path, 0o600)
     db = sqlite3.connect(path, timeout=5.0, check_same_thread=False, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
-    if db.execute("PRAGMA user_version").fetchone()[0] < version:
-        db.executescript(create_sql + f"PRAGMA user_version={version};")
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        if db.execute("PRAGMA user_version").fetchone()[0] < version:
+            db.executescript(create_sql + f"PRAGMA user_version={version};")
+    except sqlite3.DatabaseError as err:
+        db.close()
+        if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
+            raise  # another process holds it: a transient state, not damage
+        raise StoreError(
+            f"{path} is not a usable SQLite database ({err}); run `lightmem2 doctor --fix` to move it "
+            "aside (a new one is started, the old file is kept for inspection)"
+        ) from None
     return db
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a damaged store (and its WAL files) to ``NAME.damaged[.N]``; returns the new path."""
+    n = 0
+    while True:
+        target = path.with_name(path.name + ".damaged" + (f".{n}" if n else ""))
+        if not target.exists():
+            break
+        n += 1
+    path.rename(target)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.rename(target.with_name(target.name + suffix))
+    return target

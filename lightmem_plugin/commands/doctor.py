@@ -15,13 +15,17 @@ import argparse
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Config, config_path, data_dir, load_config
-from ..errors import ConfigError, TokenizerError
+from ..errors import ConfigError, StoreError, TokenizerError
 from ..faults import FAULTS_FILE, Fault, FaultSink
 from ..ledger import LEDGER_FILE, Ledger
 from ..pipeline import LightMem
+from ..search_index import INDEX_FILE, SearchIndex
+from ..session_state import STATE_FILE, StateStore
+from ..sqlite_store import move_aside
 from ..tokens import RANKS_SHA256, ranks_bytes
 from ._format import to_json
 from ._hosts import HOSTS, Check, Probe, check_host
@@ -127,6 +131,61 @@ def check_estimator(config: Config, probe: Probe) -> Check:
     return Check("estimator", "pass", f"{url} reachable (model {est.model or 'unset'})")
 
 
+STORES: tuple[tuple[str, str, Callable[[Path], object]], ...] = (
+    ("ledger", LEDGER_FILE, Ledger),
+    ("session state", STATE_FILE, StateStore),
+    ("search index", INDEX_FILE, SearchIndex),
+    ("fault sink", FAULTS_FILE, FaultSink),
+)
+"""The private SQLite stores of the data dir: (name, file, how to open it)."""
+
+
+def check_stores(root: Path) -> Check:
+    """Every store that exists opens as a database (a damaged one is a ``fail`` naming its file)."""
+    bad: list[str] = []
+    for name, file, opener in STORES:
+        path = root / file
+        if not path.exists():
+            continue
+        try:
+            store = opener(path)
+        except StoreError:
+            bad.append(f"{name} ({path})")
+            continue
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+    if bad:
+        return Check(
+            "stores",
+            "fail",
+            "not a usable SQLite database: " + ", ".join(bad),
+            "run `lightmem2 doctor --fix`: it moves the damaged files aside and new ones are started",
+        )
+    return Check("stores", "pass", "ledger, session state, search index and fault sink open")
+
+
+def fix_stores(root: Path) -> list[str]:
+    """``doctor --fix``: move each damaged store aside; one line per store moved."""
+    lines = []
+    for name, file, opener in STORES:
+        path = root / file
+        if not path.exists():
+            continue
+        try:
+            store = opener(path)
+        except StoreError:
+            moved = move_aside(path)
+            lines.append(
+                f"[fixed] {name}: {path} was not a database; moved to {moved.name}, a new one starts"
+            )
+            continue
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+    return lines
+
+
 def check_faults(faults: list[Fault]) -> Check:
     """What the fault sink holds: each surface/step that failed, how often, and its latest error."""
     if not faults:
@@ -173,6 +232,15 @@ def check_pass_errors(ledger: Ledger | None) -> Check:
 
 def _errors_check(ledger: Ledger | None) -> Check:
     """One truth for errors: the fault sink when there is one, else the ledger's per-call counts."""
+    try:
+        return _errors_from_stores(ledger)
+    except StoreError:
+        return Check(
+            "errors", "warn", "cannot read them: a store is damaged (see stores)", "lightmem2 doctor --fix"
+        )
+
+
+def _errors_from_stores(ledger: Ledger | None) -> Check:
     if (data_dir() / FAULTS_FILE).exists():
         sink = FaultSink.default()
         try:
@@ -196,7 +264,8 @@ def run(
     """(text or JSON, ok): ok is False when any check failed (the CLI then exits 1)."""
     probe = probe or Probe()
     config_check, config = check_config(config_file or config_path())
-    checks = [config_check, check_registry(config), check_tokenizer(), check_server(config, probe)]
+    checks = [config_check, check_registry(config), check_stores(data_dir()), check_tokenizer()]
+    checks.append(check_server(config, probe))
     checks += [check_host(host, probe) for host in HOSTS]
     checks.append(check_estimator(config, probe))
     checks.append(_errors_check(ledger))
@@ -222,9 +291,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> Outcome:
     """``lightmem2 doctor``: exit code 1 when a check failed."""
+    fixed = fix_stores(data_dir()) if args.fix else []
     text, ok = run(as_json=args.json)
     if args.fix:
-        text = fix_index(LightMem.from_config().registry) + "\n" + text
+        text = "\n".join([*fixed, fix_index(LightMem.from_config().registry), text])
     return text, 0 if ok else 1
 
 
