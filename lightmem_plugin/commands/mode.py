@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..config import MODES, Config, config_path, load_config, parse_config
+from ..config import MODES, Config, config_path, load_config, parse_config, write_config_data
 from ..errors import ConfigError, UsageError
 from .base import Command, Outcome
 
@@ -53,10 +53,7 @@ def set_mode(value: str, path: Path | None = None) -> Config:
             raise ConfigError(f"{path}: top level must be a JSON object; fix the file")
     data["mode"] = mode
     config = parse_config(data, path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_config_data(data, path)
     return config
 
 
