@@ -3,13 +3,18 @@
 Why pydantic: the same model validates user files, generates ``config.schema.json`` (kept in sync by a
 test) and documents every key through its field descriptions. Unknown keys are rejected
 (``extra="forbid"``) so a typo never silently does nothing. A bad file raises :class:`ConfigError` with
-one line naming the file, the key path, the bad value and what is allowed; :func:`load_config_or_last_good`
-keeps the last good config in force.
+one line naming the file, the key path, the bad value and what is allowed; :class:`ConfigHolder` keeps
+the last good config in force, also across processes (a copy of the last valid file is kept beside it,
+``config.last-good.json``): a file bad from the first read ever runs on the defaults, and says so.
 """
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import json
+import re
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -236,12 +241,39 @@ def config_path() -> Path:
     return home_dir() / "config.json"
 
 
+def last_good_path(path: Path | None = None) -> Path:
+    """Where the last valid config file is copied (beside it), for a process that starts on a bad file."""
+    return (path or config_path()).with_name("config.last-good.json")
+
+
+def _key_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every dotted key path in ``model``."""
+    found = []
+    for key, field in model.model_fields.items():
+        found.append(f"{prefix}{key}")
+        sub = field.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            found += _key_paths(sub, f"{prefix}{key}.")
+    return found
+
+
+def _where_key_is(name: str) -> list[str]:
+    """The key paths an unknown key ``name`` was probably meant as (same name elsewhere, or a near one)."""
+    paths = _key_paths(Config)
+    close = difflib.get_close_matches(name, {p.rsplit(".", 1)[-1] for p in paths}, n=2, cutoff=0.8)
+    return [p for p in paths if p.rsplit(".", 1)[-1] in close][:3]
+
+
 def _describe(err: ValidationError, path: Path) -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "(root)"
     bad = json.dumps(first.get("input"), default=str)
     if len(bad) > 80:
         bad = bad[:77] + "..."
+    if first["type"] == "extra_forbidden":
+        places = _where_key_is(str(first["loc"][-1]))
+        where = f" (did you mean {' or '.join(places)}?)" if places else ""
+        return f"{path}: {loc} = {bad} is not a config key{where}; move it or remove it"
     allowed = ""
     ctx = first.get("ctx") or {}
     if "expected" in ctx:
@@ -258,34 +290,60 @@ def parse_config(data: Any, path: Path) -> Config:
         raise ConfigError(_describe(err, path)) from None
 
 
-def load_config(path: Path | None = None) -> Config:
-    """Load the config file (defaults when it does not exist)."""
-    path = path or config_path()
+def _read(path: Path) -> tuple[Config, str | None]:
+    """(the config, the file's text); text None when there is no file (defaults)."""
     if not path.exists():
-        return Config()
+        return Config(), None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: cannot read config: {err}; check the file's permissions") from None
     except json.JSONDecodeError as err:
         raise ConfigError(
             f"{path}: not valid JSON at line {err.lineno} column {err.colno}: {err.msg}; fix the syntax"
         ) from None
-    return parse_config(data, path)
+    return parse_config(data, path), text
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Load the config file (defaults when it does not exist)."""
+    return _read(path or config_path())[0]
+
+
+Source = Literal["file", "last-good", "defaults"]
 
 
 class ConfigHolder:
-    """Keeps the last good config in force when the file on disk turns bad."""
+    """Keeps the last good config in force when the file on disk turns bad.
+
+    In this process: the previous good read. In a new process (a hook, ``status``, a restarted
+    ``serve``) whose first read is bad: the copy of the last valid file (:func:`last_good_path`); with
+    none, the defaults. :attr:`source` and :attr:`in_force` say which one runs.
+    """
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or config_path()
         self.current = Config()
         self.last_error: str | None = None
+        self.source: Source = "defaults"
+        self._saved_at: float | None = None
+        self._good = False
         self._mtime: float | None = None
         self.reload()
 
+    @property
+    def in_force(self) -> str:
+        """Which config runs, in words (for ``status``)."""
+        if self.source == "file":
+            return f"{self.path}" if self.path.exists() else "defaults (no config file)"
+        if self.source == "last-good":
+            when = datetime.fromtimestamp(self._saved_at or 0).strftime("%Y-%m-%d %H:%M")
+            return f"last good (mode {self.current.mode}, valid as of {when})"
+        return "defaults (the file has not been valid since lightmem2 last read it)"
+
     def reload(self) -> Config:
-        """Re-read the file if it changed; on error keep the previous config and remember why."""
+        """Re-read the file if it changed; on error keep the last good config and remember why."""
         try:
             mtime = self.path.stat().st_mtime if self.path.exists() else None
         except OSError:
@@ -293,18 +351,80 @@ class ConfigHolder:
         if mtime == self._mtime and self._mtime is not None:
             return self.current
         try:
-            self.current = load_config(self.path)
-            self.last_error = None
+            self.current, text = _read(self.path)
         except ConfigError as err:
             self.last_error = str(err)
+            if not self._good:  # first read of this process: the last good file, else the defaults
+                self._adopt_last_good()
+        else:
+            self.last_error = None
+            self.source = "file"
+            self._good = True
+            self._remember(text)
         self._mtime = mtime
         return self.current
+
+    def _adopt_last_good(self) -> None:
+        copy = last_good_path(self.path)
+        try:
+            config = _read(copy)[0] if copy.exists() else None
+            saved_at = copy.stat().st_mtime if config is not None else None
+        except (ConfigError, OSError):
+            config = None
+        if config is not None:
+            self.current, self.source, self._saved_at, self._good = config, "last-good", saved_at, True
+
+    def _remember(self, text: str | None) -> None:
+        """Keep a copy of the valid file (none when the file is absent: then the defaults are good)."""
+        copy = last_good_path(self.path)
+        with contextlib.suppress(OSError):  # best effort: a read-only home keeps the in-process memory
+            if text is None:
+                copy.unlink(missing_ok=True)
+            elif not copy.exists() or copy.read_text(encoding="utf-8") != text:
+                _atomic_write(copy, text)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` atomically, 0600 in a 0700 dir (the file may hold an API key): :mod:`.atomic`."""
+    write_private_text(path, text)
+
+
+def _indent_of(text: str) -> int | str | None:
+    """The indent a JSON text uses: spaces (a number), a tab, or None for one line."""
+    m = re.search(r"\n([ \t]+)\S", text)
+    if m is None:
+        return None if text.strip() and "\n" not in text.strip() else 2
+    lead = m.group(1)
+    return "\t" if lead.startswith("\t") else len(lead)
+
+
+def dump_like(data: Any, before: str | None) -> str:
+    """``data`` as JSON text in the format of ``before`` (its indent; non-ASCII kept or escaped as it was).
+
+    The one writer of the config file (``mode``, the installers' upstream edit): a user's file keeps its
+    look. New files get 2 spaces.
+    """
+    indent = _indent_of(before) if before else 2
+    ascii_only = bool(before) and bool(re.search(r"\\u[0-9a-fA-F]{4}", before or ""))
+    return json.dumps(data, indent=indent, ensure_ascii=ascii_only) + "\n"
+
+
+def write_config_data(data: dict[str, Any], path: Path | None = None) -> str:
+    """Write config ``data`` (the user's keys, as parsed) in the file's own format; returns the text."""
+    path = path or config_path()
+    try:
+        before: str | None = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        before = None
+    text = dump_like(data, before)
+    _atomic_write(path, text)
+    return text
 
 
 def save_config(config: Config, path: Path | None = None) -> Path:
     """Write ``config`` (only non-default keys are kept by callers that merge; here: all)."""
     path = path or config_path()
-    write_private_text(path, json.dumps(config.model_dump(by_alias=True), indent=2) + "\n")
+    write_config_data(config.model_dump(by_alias=True), path)
     return path
 
 

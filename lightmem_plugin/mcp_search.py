@@ -23,10 +23,12 @@ TOOL = "lightmem2_search"
 MAX_CHARS = 4000
 MAX_HITS = 20
 DESCRIPTION = (
-    "Search the originals lightmem2 archived when it shortened tool outputs. `query` is words that must "
-    'all appear on one line ("a phrase", prefix*, OR, NOT; wrap punctuation in double quotes) or, with '
-    "`regex` true, a Python regular expression. Returns ranked hits: artifact key, line number, excerpt "
-    "and the lightmem2_recover call (key, lines) that prints the line. `limit` <= 20."
+    "Search the originals lightmem2 archived when it shortened tool outputs. `query` is literal text, "
+    "punctuation included (file.py:17, foo_bar.baz): every space-separated term must appear on one line, "
+    'ignoring case; "a quoted query" is one phrase. With `fts` true it is FTS5 syntax ("a phrase", '
+    "prefix*, AND, OR, NOT); with `regex` true a Python regular expression. Returns hits, best first: "
+    "artifact key, line number, BM25 score, excerpt and the lightmem2_recover call (key, lines) that "
+    "prints the line. `limit` <= 20."
 )
 
 
@@ -53,7 +55,9 @@ def register_search_tool(server: MCPServer, index: SearchIndex | None = None) ->
     )
 
     @server.tool(name=TOOL, description=DESCRIPTION, annotations=hints, structured_output=False)
-    def lightmem2_search(query: str, session: str | None = None, regex: bool = False, limit: int = 10) -> str:
+    def lightmem2_search(
+        query: str, session: str | None = None, regex: bool = False, limit: int = 10, fts: bool = False
+    ) -> str:
         try:
             store = index if index is not None else SearchIndex.default()
         except Exception as err:  # fail-open (I5): a tool error for the model, a fault for doctor
@@ -66,6 +70,7 @@ def register_search_tool(server: MCPServer, index: SearchIndex | None = None) ->
                 all_sessions=session is None,
                 regex=regex,
                 limit=min(limit, MAX_HITS),
+                fts=fts,
             )
         except LightMemError as err:
             raise ToolError(f"lightmem2: {err}") from None

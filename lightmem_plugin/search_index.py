@@ -46,12 +46,16 @@ _WORD = re.compile(r"\w+")
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """One matching line: artifact ``key``, 1-based ``line``, a short ``excerpt``, higher ``score`` = better."""
+    """One matching line: artifact ``key``, 1-based ``line``, a short ``excerpt``, higher ``score`` = better.
+
+    ``score`` is the line's BM25 relevance (3 significant digits; FTS5 floors a term on most lines to a
+    tiny weight, so it can be small, never rounded to 0); None for a regex or scan match (no rank).
+    """
 
     key: str
     line: int
     excerpt: str
-    score: float
+    score: float | None
 
 
 def decode(data: bytes) -> str:
@@ -78,11 +82,37 @@ def excerpt(line: str, at: int = 0, width: int = EXCERPT_CHARS) -> str:
 
 
 def _fts_error(query: str, err: sqlite3.OperationalError) -> UsageError:
-    quoted = '"' + query.replace('"', '""') + '"'
     return UsageError(
-        f"bad search query {query!r}: {err}; quote it to search the literal text, e.g. {quoted!r}, "
-        "or pass --regex"
+        f"bad search query {query!r} (FTS5 syntax, --fts): {err}; search it without --fts to find the "
+        "literal text, or pass --regex"
     )
+
+
+_TOKEN = re.compile(r"[^\W_]")  # what FTS5's unicode61 tokenizer keeps (letters, digits)
+
+
+def literal_terms(query: str) -> list[str]:
+    """The literal pieces of a plain query: whitespace-separated terms, or one phrase when double-quoted."""
+    text = query.strip()
+    if len(text) > 2 and text[0] == text[-1] == '"' and '"' not in text[1:-1]:
+        return [text[1:-1]]
+    return text.split()
+
+
+def literal_match(terms: list[str]) -> str | None:
+    """The FTS5 query that finds lines holding every term (each an exact phrase, its last word a prefix).
+
+    None when no term has a letter or digit (FTS5 cannot look for pure punctuation: the caller scans).
+    Lines it finds still need :func:`contains_all`: FTS5 ignores the punctuation between words.
+    """
+    phrases = ['"' + t.replace('"', '""') + '"*' for t in terms if _TOKEN.search(t)]
+    return " AND ".join(phrases) or None
+
+
+def contains_all(text: str, terms: list[str]) -> bool:
+    """True when ``text`` holds every term, ignoring case."""
+    low = text.casefold()
+    return all(t.casefold() in low for t in terms)
 
 
 class SearchIndex:
@@ -186,48 +216,88 @@ class SearchIndex:
         return " AND key IN (SELECT key FROM docs WHERE session = ?)", (session,)
 
     def search(
-        self, query: str, session: str | None = None, regex: bool = False, limit: int = 20
+        self,
+        query: str,
+        session: str | None = None,
+        regex: bool = False,
+        limit: int = 20,
+        fts: bool = False,
     ) -> list[Hit]:
-        """Lines matching ``query`` (FTS5 syntax, or a Python regex), best first; ``session`` None = all."""
+        """Lines matching ``query``, best first; ``session`` None = all.
+
+        By default ``query`` is literal text: every whitespace-separated term (or the one phrase of a
+        double-quoted query) must appear on the line, ignoring case, starting at a word (a term with no
+        letter or digit may appear anywhere). ``fts``: FTS5 query syntax; ``regex``: a Python regex.
+        """
         if not query.strip():
             raise UsageError("empty search query; give words to look for, e.g. ImportError")
         if limit < 1:
             raise UsageError(f"bad limit {limit}; use a positive number of hits, e.g. 10")
-        return self._regex(query, session, limit) if regex else self._fts(query, session, limit)
+        if regex and fts:
+            raise UsageError("--regex and --fts exclude each other; pass one of them")
+        if regex:
+            try:
+                pattern = re.compile(query)
+            except re.error as err:
+                raise UsageError(
+                    f"bad regex {query!r}: {err}; fix it or drop --regex to search the literal text"
+                ) from None
+            return self._scan(pattern, session, limit)
+        if fts:
+            words = [w for w in _WORD.findall(query) if w.upper() not in ("AND", "OR", "NOT", "NEAR")]
+            return self._fts(query, session, limit, [], words)
+        terms = literal_terms(query)
+        match = literal_match(terms)
+        if match is None:  # nothing FTS5 can index (e.g. "->"): scan for the text
+            pattern = re.compile(re.escape(terms[0]), re.IGNORECASE)
+            return self._scan(pattern, session, limit, terms)
+        return self._fts(match, session, limit, terms, terms, shown=query)
 
-    def _fts(self, query: str, session: str | None, limit: int) -> list[Hit]:
+    def _fts(
+        self,
+        match: str,
+        session: str | None,
+        limit: int,
+        must: list[str],
+        words: list[str],
+        shown: str | None = None,
+    ) -> list[Hit]:
+        """FTS5 ``match`` ranked by BM25; rows must also contain every ``must`` term (literal search)."""
         where, args = self._scope(session)
         sql = (
             "SELECT key, line_no, text, bm25(lines) AS rank FROM lines WHERE lines MATCH ?"
             + where
-            + " ORDER BY rank, key, line_no LIMIT ?"
+            + " ORDER BY rank, key, line_no"
+            + ("" if must else " LIMIT ?")
         )
+        hits: list[Hit] = []
         try:
             with self._lock:
-                rows = self._db.execute(sql, (query, *args, limit)).fetchall()
+                rows = self._db.execute(sql, (match, *args) if must else (match, *args, limit))
+                for key, line_no, text, rank in rows:
+                    if must and not contains_all(text, must):
+                        continue  # FTS5 matched the words; the punctuation between them differs
+                    low = text.casefold()
+                    at = min((i for i in (low.find(w.casefold()) for w in words) if i >= 0), default=0)
+                    hits.append(Hit(key, int(line_no), excerpt(text, at), float(f"{-float(rank):.3g}")))
+                    if len(hits) >= limit:
+                        break
         except sqlite3.OperationalError as err:
-            raise _fts_error(query, err) from None
-        words = [w.lower() for w in _WORD.findall(query) if w.upper() not in ("AND", "OR", "NOT", "NEAR")]
-        hits = []
-        for key, line_no, text, rank in rows:
-            low = text.lower()
-            at = min((i for i in (low.find(w) for w in words) if i >= 0), default=0)
-            hits.append(Hit(key, int(line_no), excerpt(text, at), round(-float(rank), 4)))
+            raise _fts_error(shown or match, err) from None
         return hits
 
-    def _regex(self, query: str, session: str | None, limit: int) -> list[Hit]:
-        try:
-            pattern = re.compile(query)
-        except re.error as err:
-            raise UsageError(f"bad regex {query!r}: {err}; fix it or drop --regex to search words") from None
+    def _scan(
+        self, pattern: re.Pattern[str], session: str | None, limit: int, must: list[str] | None = None
+    ) -> list[Hit]:
+        """Lines ``pattern`` matches (and holding every ``must`` term), in indexing order; no rank."""
         where, args = self._scope(session)
         sql = "SELECT key, line_no, text FROM lines WHERE 1" + where + " ORDER BY rowid LIMIT ?"
         hits: list[Hit] = []  # the first ``limit`` matches in indexing order (a scan, no sort), then by key
         with self._lock:
             for key, line_no, text in self._db.execute(sql, (*args, REGEX_SCAN_LINES)):
                 m = pattern.search(text)
-                if m:
-                    hits.append(Hit(key, int(line_no), excerpt(text, m.start()), 1.0))
+                if m and (must is None or contains_all(text, must)):
+                    hits.append(Hit(key, int(line_no), excerpt(text, m.start()), None))
                     if len(hits) >= limit:
                         break
         return sorted(hits, key=lambda h: (h.key, h.line))

@@ -71,3 +71,18 @@ def test_chat_commands_answer_without_raising() -> None:
     assert code == 2 and "not available in chat" in text
     text, code = run_line("/lightmem2 mode")
     assert code == 0 and text.startswith("mode: normal")
+
+
+@pytest.mark.parametrize("line", ["/lightmem2 bogus", "/lightmem2 status --bad", "lightmem2 search"])
+def test_bad_chat_arguments_have_one_prefix(line: str) -> None:
+    from lightmem_plugin.commands.registry import run_line
+
+    text, code = run_line(line)
+    assert code == 2 and text.startswith("lightmem2: ") and "lightmem2: lightmem2" not in text, text
+    assert text.count("lightmem2:") == 1
+
+
+def test_bad_cli_arguments_have_one_prefix(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--bad"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lightmem2: ") and err.count("lightmem2:") == 1, err

@@ -43,7 +43,7 @@ def test_camel_case_keys_round_trip(isolated_home: Path) -> None:
         ({"mode": "agressive"}, ["mode", '"agressive"', "conservative", "aggressive"]),
         ({"eviction": {"batchTurns": 0}}, ["eviction.batchTurns", "0"]),
         ({"reduction": {"normal": {"capChars": "big"}}}, ["reduction.normal.capChars", '"big"']),
-        ({"registry": {"maxByte": 5}}, ["registry.maxByte", "Extra inputs"]),
+        ({"registry": {"maxByte": 5}}, ["registry.maxByte", "5", "not a config key", "registry.maxBytes"]),
     ],
 )
 def test_bad_config_gives_one_line_naming_file_key_and_value(
@@ -76,3 +76,42 @@ def test_last_good_config_stays_in_force(isolated_home: Path) -> None:
     os.utime(path, (1, 1))
     assert holder.reload().mode == "aggressive"
     assert holder.last_error is not None and "turbo" in holder.last_error
+
+
+def test_a_new_process_keeps_the_last_good_config_not_the_defaults(isolated_home: Path) -> None:
+    path = config_path()
+    path.write_text(json.dumps({"mode": "aggressive"}))
+    assert ConfigHolder(path).current.mode == "aggressive"  # a good read is remembered
+    path.write_text(json.dumps({"mode": "turbo"}))
+    fresh = ConfigHolder(path)  # e.g. the next hook process, or `lightmem2 status`
+    assert fresh.current.mode == "aggressive" and fresh.source == "last-good"
+    assert fresh.last_error is not None and '"turbo"' in fresh.last_error
+    assert "last good" in fresh.in_force
+
+
+def test_a_file_bad_from_the_first_read_runs_on_the_defaults_and_says_so(isolated_home: Path) -> None:
+    path = config_path()
+    path.write_text(json.dumps({"mode": "turbo"}))
+    holder = ConfigHolder(path)
+    assert holder.current == Config() and holder.source == "defaults"
+    assert "defaults" in holder.in_force and "turbo" in (holder.last_error or "")
+
+
+@pytest.mark.parametrize(
+    ("data", "needles"),
+    [
+        ({"reduction": {"normal": {"triggerChars": "lots"}}}, ["reduction.normal.triggerChars", '"lots"']),
+        ({"triggerChars": "lots"}, ["triggerChars", "not a config key", "reduction.normal.triggerChars"]),
+    ],
+)
+def test_a_bad_trigger_chars_is_reported_not_ignored(
+    isolated_home: Path, data: dict[str, object], needles: list[str]
+) -> None:
+    path = config_path()
+    path.write_text(json.dumps({"mode": "aggressive"}))
+    ConfigHolder(path)
+    path.write_text(json.dumps(data))
+    holder = ConfigHolder(path)
+    assert holder.current.mode == "aggressive" and holder.last_error is not None
+    for needle in needles:
+        assert needle in holder.last_error

@@ -71,15 +71,15 @@ def test_session_scope_and_ranking(index: SearchIndex) -> None:
     ],
 )
 def test_fts_syntax(index: SearchIndex, query: str, expected: list[tuple[str, int]]) -> None:
-    assert sorted((h.key[0], h.line) for h in index.search(query)) == expected
+    assert sorted((h.key[0], h.line) for h in index.search(query, fts=True)) == expected
 
 
 @pytest.mark.parametrize("query", ['"unbalanced', "foo AND", "a:b(", "NEAR(", "(x"])
 def test_fts_syntax_error_is_one_line_usage_error(index: SearchIndex, query: str) -> None:
     with pytest.raises(UsageError) as info:
-        index.search(query)
+        index.search(query, fts=True)
     msg = str(info.value)
-    assert "\n" not in msg and "bad search query" in msg and "quote it" in msg
+    assert "\n" not in msg and "bad search query" in msg and "without --fts" in msg
 
 
 def test_regex_mode(index: SearchIndex) -> None:
@@ -132,3 +132,49 @@ def test_hook_fails_open(tmp_path: Path) -> None:
 def test_excerpt_is_bounded_and_one_line(line: str, at: int) -> None:
     out = excerpt(line.replace("\n", " "), at)
     assert len(out) <= EXCERPT_CHARS and "\n" not in out.replace("\u2028", "")
+
+
+PUNCTUATED = (
+    "step 1: build quasar-lattice\n"
+    "quasar lattice is not the same\n"
+    "value = foo_bar.baz(2)\n"
+    "see path/to/file.py line 3\n"
+    "path/to/file.py:17: AssertionError\n"
+    "a -> b\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("query", "lines"),
+    [
+        ("quasar-lattice", [1]),
+        ("foo_bar.baz", [3]),
+        ("foo_bar.baz(2)", [3]),
+        ("path/to/file.py", [4, 5]),
+        ("file.py:17", [5]),
+        ("FILE.PY:17 assertionerror", [5]),  # case-insensitive; every term on the line, any order
+        ('"quasar lattice"', [2]),  # a double-quoted query is one literal phrase
+        ("->", [6]),  # no word characters at all: a scan
+        ("quasar-lat", [1]),  # a term matches from the start of a word
+        ("AND", []),  # FTS5 operators are plain words here
+        ('"unbalanced', []),
+    ],
+)
+def test_literal_text_is_the_default(tmp_path: Path, query: str, lines: list[int]) -> None:
+    idx = SearchIndex(tmp_path / "search.sqlite3")
+    idx.add("c" * 32, PUNCTUATED, "s1")
+    assert sorted(h.line for h in idx.search(query)) == lines
+
+
+def test_fts_and_regex_exclude_each_other(index: SearchIndex) -> None:
+    with pytest.raises(UsageError, match="--regex and --fts"):
+        index.search("x", regex=True, fts=True)
+
+
+def test_scores_are_bm25_and_not_rounded_to_zero(tmp_path: Path) -> None:
+    idx = SearchIndex(tmp_path / "search.sqlite3")
+    idx.add("d" * 32, "error here\nerror error there\nerror\nno match\n", "s1")  # "error" on most lines
+    hits = idx.search("error")
+    assert len(hits) == 3 and all(h.score is not None and h.score > 0 for h in hits)
+    assert [h.score for h in hits] == sorted((h.score or 0 for h in hits), reverse=True)
+    assert all(h.score is None for h in idx.search("err", regex=True))  # a regex match has no rank

@@ -3,7 +3,9 @@
 Why a :class:`Probe`: every outside fact doctor needs (an executable on PATH, a command's output, an
 HTTP status, the user's home) goes through one small object, so tests swap in a fake machine and the
 real one is only touched through time-bounded calls (5 s per subprocess, 2 s per HTTP request).
-Supported versions are the ones DESIGN section 6 was verified on.
+Supported versions are the ones DESIGN section 6 was verified on (and the e2e tests run): from
+``minimum`` up to the newest tested series pass; a newer version is a warning (it is likely to work,
+it was not tested), only one older than ``minimum`` fails when lightmem2 is wired in.
 """
 
 from __future__ import annotations
@@ -68,21 +70,45 @@ class Probe:
     home: Path = field(default_factory=Path.home)
 
 
+Version = tuple[int, int, int]
+Support = Literal["supported", "newer", "older"]
+
+
 @dataclass(frozen=True)
 class Host:
     """A host agent: its executable, the versions we support, and how to tell lightmem2 is wired in."""
 
     name: str
     exe: str
-    supported: Callable[[tuple[int, int, int]], bool]
-    supported_text: str
+    minimum: Version
+    """The oldest version lightmem2 works with."""
+    tested: tuple[tuple[int, int], ...]
+    """The (major, minor) series the e2e tests run, oldest first."""
     install_fix: str
+
+    @property
+    def supported_text(self) -> str:
+        """The supported range in words."""
+        lo = ".".join(map(str, self.minimum[:2]))
+        hi = ".".join(map(str, self.tested[-1]))
+        return f"{lo}.x" if lo == hi else f"{lo}.x to {hi}.x"
+
+    @property
+    def tested_text(self) -> str:
+        """The tested series in words."""
+        return " and ".join(f"{a}.{b}.x" for a, b in self.tested)
+
+    def judge(self, version: Version) -> Support:
+        """Older than the minimum, within what was tested (or between), or newer than tested."""
+        if version < self.minimum:
+            return "older"
+        return "supported" if version[:2] <= self.tested[-1] else "newer"
 
 
 HOSTS = (
-    Host("openclaw", "openclaw", lambda v: v[:2] == (2026, 9), "2026.9.x", "lightmem2 install openclaw"),
-    Host("claude-code", "claude", lambda v: v[:2] == (2, 1), "2.1.x", "lightmem2 install claude-code"),
-    Host("codex", "codex", lambda v: v[0] == 0 and 160 <= v[1] <= 169, "0.16x", "lightmem2 install codex"),
+    Host("openclaw", "openclaw", (2026, 9, 0), ((2026, 9),), "lightmem2 install openclaw"),
+    Host("claude-code", "claude", (2, 1, 0), ((2, 1),), "lightmem2 install claude-code"),
+    Host("codex", "codex", (0, 160, 0), ((0, 169), (0, 171)), "lightmem2 install codex"),
 )
 
 
@@ -133,19 +159,32 @@ def check_host(host: Host, probe: Probe) -> Check:
             host.name, "fail", f"`{host.exe} --version` failed ({why})", f"reinstall {host.name} or fix PATH"
         )
     shown = ".".join(map(str, version))
-    ok_version = host.supported(version)
+    judged = host.judge(version)
     wired, where = _wired(host, exe, probe)
     if wired is None:
         return Check(host.name, "fail", f"{shown}: {where}", f"fix the file or rerun `{host.install_fix}`")
-    support = "supported" if ok_version else f"untested; supported: {host.supported_text}"
-    if wired and ok_version:
+    support = {
+        "supported": "supported",
+        "newer": f"newer than tested {'.'.join(map(str, host.tested[-1]))}.x; the e2e tests run "
+        f"{host.tested_text}",
+        "older": f"older than supported {host.supported_text}",
+    }[judged]
+    if wired and judged == "supported":
         return Check(host.name, "pass", f"{shown} (supported), lightmem2 wired in ({where})")
+    if wired and judged == "newer":
+        return Check(
+            host.name,
+            "warn",
+            f"{shown} ({support}), lightmem2 wired in ({where})",
+            "likely fine; if a hook or the proxy misbehaves, run `lightmem2 doctor` and report it with "
+            "the host version",
+        )
     if wired:
         return Check(
             host.name,
             "fail",
             f"{shown} ({support}) with lightmem2 wired in ({where})",
-            f"install {host.name} {host.supported_text}, or run `{host.install_fix} --uninstall`",
+            f"upgrade {host.name} to {host.supported_text}, or run `{host.install_fix} --uninstall`",
         )
     return Check(
         host.name,

@@ -13,8 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_private_text
-from ..config import MODES, Config, config_path, load_config, parse_config
+from ..config import MODES, Config, config_path, load_config, parse_config, write_config_data
 from ..errors import ConfigError, UsageError
 from .base import Command, Outcome
 
@@ -54,7 +53,7 @@ def set_mode(value: str, path: Path | None = None) -> Config:
             raise ConfigError(f"{path}: top level must be a JSON object; fix the file")
     data["mode"] = mode
     config = parse_config(data, path)
-    write_private_text(path, json.dumps(data, indent=2) + "\n")  # 0600: it may hold an API key
+    write_config_data(data, path)
     return config
 
 

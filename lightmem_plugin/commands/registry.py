@@ -68,7 +68,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports bad usage as one line (UsageError) instead of a usage dump."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}; see '{self.prog} --help'")
+        # no "lightmem2:" here: the CLI and run_line add the one prefix every error gets
+        raise UsageError(f"{message}; see '{self.prog} --help'")
 
 
 def find(name: str) -> Command:

@@ -1,11 +1,13 @@
-"""search QUERY [--session ID | --all] [--regex] [--limit N] [--json]: find lines in archived originals.
+"""search QUERY [--session ID | --all] [--regex | --fts] [--limit N] [--json]: find lines in archived originals.
 
 A stub names its artifact key, but "where did I see that error?" needs no key: this searches every
 archived original (redacted, as stored) and prints, best first, the artifact key, the line number, a
-short excerpt and the exact ``lightmem2 recover KEY --lines A:B`` call that prints the line. QUERY is
-FTS5 syntax: words (all must appear on the line), "a phrase", prefix*, OR, NOT; put the query in double
-quotes to search punctuation literally. ``--regex`` takes a Python regular expression instead. Without
-``--session`` the session that archived last is searched; ``--all`` searches every session.
+short excerpt, the BM25 score and the exact ``lightmem2 recover KEY --lines A:B`` call that prints the
+line. QUERY is literal text, punctuation included (``file.py:17``, ``foo_bar.baz``): every
+space-separated term must appear on the line, ignoring case, from the start of a word; a query in
+double quotes is one phrase. ``--fts`` takes FTS5 query syntax instead ("a phrase", prefix*, AND, OR,
+NOT), ``--regex`` a Python regular expression (matches have no score). Without ``--session`` the
+session that archived last is searched; ``--all`` searches every session.
 """
 
 from __future__ import annotations
@@ -61,23 +63,31 @@ def run(
     regex: bool = False,
     limit: int = 10,
     as_json: bool = False,
+    fts: bool = False,
 ) -> str:
     """The text ``lightmem2 search`` prints."""
     if not 1 <= limit <= MAX_LIMIT:
         raise UsageError(f"bad --limit {limit}; use 1 to {MAX_LIMIT}")
     scope = _scope(index, session, all_sessions)
-    hits = index.search(query, session=scope, regex=regex, limit=limit)
+    hits = index.search(query, session=scope, regex=regex, limit=limit, fts=fts)
     where = f"session {scope}" if scope is not None else "all sessions"
     if as_json:
         return to_json(
-            {"query": query, "regex": regex, "session": scope, "hits": [hit_dict(h) for h in hits]}
+            {
+                "query": query,
+                "regex": regex,
+                "fts": fts,
+                "session": scope,
+                "hits": [hit_dict(h) for h in hits],
+            }
         )
     if not hits:
         more = "; try --all" if scope is not None else ""
         return f'no archived line matches "{query}" in {where}{more}'
     lines = [f'{len(hits)} hit{"s" if len(hits) > 1 else ""} for "{query}" in {where}, best first:']
     for n, hit in enumerate(hits, 1):
-        lines.append(f"{n:>3}. {hit.key} line {hit.line}  score {hit.score:g}")
+        score = f"  score {hit.score:.3g}" if hit.score is not None else ""
+        lines.append(f"{n:>3}. {hit.key} line {hit.line}{score}")
         lines.append(f"     {hit.excerpt}")
         lines.append(f"     {recover_call(hit)}")
     return "\n".join(lines)
@@ -94,19 +104,23 @@ def fix_index(registry: Registry, index: SearchIndex | None = None) -> str:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """``QUERY``, ``--session ID`` or ``--all``, ``--regex``, ``--limit N``, ``--json``."""
+    """``QUERY``, ``--session ID`` or ``--all``, ``--regex`` or ``--fts``, ``--limit N``, ``--json``."""
     parser.add_argument("query", metavar="QUERY")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--session", metavar="ID")
     group.add_argument("--all", action="store_true")
-    parser.add_argument("--regex", action="store_true")
+    syntax = parser.add_mutually_exclusive_group()
+    syntax.add_argument("--regex", action="store_true", help="QUERY is a Python regular expression")
+    syntax.add_argument("--fts", action="store_true", help="QUERY is FTS5 query syntax")
     parser.add_argument("--limit", type=int, default=10, metavar="N")
     parser.add_argument("--json", action="store_true")
 
 
 def main(args: argparse.Namespace) -> Outcome:
     """``lightmem2 search`` in the user's index."""
-    return run(SearchIndex.default(), args.query, args.session, args.all, args.regex, args.limit, args.json)
+    return run(
+        SearchIndex.default(), args.query, args.session, args.all, args.regex, args.limit, args.json, args.fts
+    )
 
 
 COMMAND = Command("search", __doc__, configure, main)

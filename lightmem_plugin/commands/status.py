@@ -3,7 +3,9 @@
 The current session is the one whose call was recorded last (or ``--session ID``). It shows the
 context size now against what the host alone would send, the cache hit rate (the provider's figure
 when it reports one, else simulated), the cost K saved so far against the vanilla estimate, the
-archived originals, and the last pass error if any. Short enough for a chat bubble.
+archived originals, and the last pass error if any. Short enough for a chat bubble. When the config
+file is invalid it says so first (file, key, bad value, fix) and which config is in force instead: the
+last good one, or the defaults if the file was never valid.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..config import Config, data_dir
+from ..config import Config, ConfigHolder, data_dir
 from ..faults import FAULTS_FILE, FaultSink
 from ..ledger import Ledger, SessionTotals
 from ..pipeline import LightMem
@@ -68,8 +70,9 @@ def run(
     config: Config,
     session_id: str | None = None,
     as_json: bool = False,
+    holder: ConfigHolder | None = None,
 ) -> str:
-    """The text (or JSON) ``lightmem2 status`` prints."""
+    """The text (or JSON) ``lightmem2 status`` prints; ``holder``: where ``config`` came from."""
     sid = ledger.resolve(session_id)
     totals = ledger.totals(sid) if sid is not None else None
     error = last_error(totals, sid)
@@ -85,6 +88,7 @@ def run(
                 "registryBytes": stored,
                 "registryDir": str(registry.root),
                 "lastError": error,
+                "config": _config_dict(holder),
             }
         )
     on = "on" if modules["stabilizer"] else "off"
@@ -92,10 +96,32 @@ def run(
         f"lightmem2 mode: {config.mode} (stabilizer {on}, {len(modules['passes'])} reduction passes, "
         f"eviction {'on' if modules['eviction'] else 'off'})"
     ]
+    if holder is not None and holder.last_error:
+        lines.append(f"config file invalid: {holder.last_error}")
+        lines.append(f"config in force: {holder.in_force}")
     lines += _session_lines(totals) if totals else ["session: none recorded yet"]
     lines.append(f"archived originals: {artifacts} ({size(stored)})")
     lines.append(f"last error: {error or 'none'}")
     return "\n".join(lines)
+
+
+def _config_dict(holder: ConfigHolder | None) -> dict[str, Any] | None:
+    if holder is None:
+        return None
+    return {
+        "path": str(holder.path),
+        "valid": holder.last_error is None,
+        "error": holder.last_error,
+        "inForce": holder.source,
+        "inForceText": holder.in_force,
+    }
+
+
+def run_from_config(session_id: str | None = None, as_json: bool = False) -> str:
+    """``lightmem2 status`` on the user's files: the config in force as the running plugin has it."""
+    holder = ConfigHolder()  # the same rules as the plugin's: last good config, else defaults
+    plugin = LightMem(config=holder.current)
+    return run(Ledger.default(), plugin.registry, holder.current, session_id, as_json, holder)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -106,8 +132,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> Outcome:
     """``lightmem2 status``: the user's plugin, ledger and registry."""
-    plugin = LightMem.from_config()
-    return run(Ledger.default(), plugin.registry, plugin.config, args.session, args.json)
+    return run_from_config(args.session, args.json)
 
 
 COMMAND = Command("status", __doc__, configure, main)

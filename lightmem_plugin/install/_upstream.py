@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..config import config_path, parse_config
+from ..config import config_path, dump_like, parse_config
 from ..errors import ConfigError
 from . import _edits
 
@@ -41,7 +41,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 def _write(path: Path, data: dict[str, Any]) -> str:
     before = _edits.read_text(path)
-    after = json.dumps(data, indent=2) + "\n"
+    after = dump_like(data, before)  # the user's format; the same writer as `lightmem2 mode`
     if before == after:
         return ""
     _edits.write_text(path, after)

@@ -32,7 +32,7 @@ CHAT_SAFE: dict[str, frozenset[str]] = {
     "doctor": frozenset({"json", "fix"}),
     "mode": frozenset({"value"}),
     "recover": frozenset({"key", "lines"}),
-    "search": frozenset({"query", "session", "all", "regex", "limit", "json"}),
+    "search": frozenset({"query", "session", "all", "regex", "fts", "limit", "json"}),
     "resume": frozenset({"level", "session", "at_turn"}),
     "export": frozenset({"format", "session"}),  # prints; writes no file
     "visual": frozenset({"session"}),  # into the data dir's visual/ only

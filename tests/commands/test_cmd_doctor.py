@@ -77,6 +77,7 @@ def test_clean_machine_passes_with_warnings(home: Path, isolated_home: Path) -> 
     assert list(checks) == [
         "config",
         "registry",
+        "stores",
         "tokenizer",
         "server",
         "openclaw",
@@ -85,11 +86,12 @@ def test_clean_machine_passes_with_warnings(home: Path, isolated_home: Path) -> 
         "estimator",
         "errors",
     ]
+    assert checks["stores"].startswith("[pass] stores:")
     assert checks["config"].startswith("[pass]") and "defaults in force" in checks["config"]
     assert checks["tokenizer"].startswith("[pass]") and "verified" in checks["tokenizer"]
     assert checks["server"] == "[warn] server: not running at http://127.0.0.1:8787/healthz"
     assert checks["codex"].startswith("[warn] codex: not installed")
-    assert text.splitlines()[-1] == "doctor: 5 pass, 4 warn, 0 fail"
+    assert text.splitlines()[-1] == "doctor: 6 pass, 4 warn, 0 fail"
     assert machine.requests == [("http://127.0.0.1:8787/healthz", {})]
 
 
@@ -122,9 +124,10 @@ def test_everything_wired_and_supported(home: Path, isolated_home: Path, ledger:
     ("exe", "outputs", "status", "detail"),
     [
         ("claude", {"--version": (0, "2.1.332 (Claude Code)")}, "warn", "lightmem2 not wired in"),
-        ("claude", {"--version": (0, "2.0.14 (Claude Code)")}, "warn", "untested; supported: 2.1.x"),
+        ("claude", {"--version": (0, "2.0.14 (Claude Code)")}, "warn", "older than supported 2.1.x"),
         ("claude", {"--version": (1, "segfault")}, "fail", "`claude --version` failed (exit 1)"),
-        ("codex", {"--version": (0, "codex-cli 0.170.2")}, "warn", "untested; supported: 0.16x"),
+        ("codex", {"--version": (0, "codex-cli 0.170.2")}, "warn", "lightmem2 not wired in"),
+        ("codex", {"--version": (0, "codex-cli 0.159.9")}, "warn", "older than supported"),
         ("codex", {"--version": (124, "timed out after 5 s")}, "fail", "failed (exit 124)"),
         (
             "openclaw",
@@ -138,7 +141,12 @@ def test_everything_wired_and_supported(home: Path, isolated_home: Path, ledger:
             "fail",
             "failed (exit 2)",
         ),
-        ("openclaw", {"--version": (0, "2026.11.1"), "plugins list": (0, "lightmem2\n")}, "fail", "untested"),
+        (
+            "openclaw",
+            {"--version": (0, "2026.11.1"), "plugins list": (0, "lightmem2\n")},
+            "warn",
+            "newer than tested 2026.9.x",
+        ),
     ],
 )
 def test_host_cases(
@@ -152,12 +160,41 @@ def test_host_cases(
         assert check.fix
 
 
-def test_unsupported_claude_with_our_hooks_fails(home: Path) -> None:
+def test_too_old_claude_with_our_hooks_fails(home: Path) -> None:
     write_claude_settings(home, "/opt/lightmem2/bin/lightmem2 hook claude-code PostToolUse")
-    machine = FakeMachine(home, {"claude": {"--version": (0, "2.2.0 (Claude Code)")}}, {})
+    machine = FakeMachine(home, {"claude": {"--version": (0, "2.0.14 (Claude Code)")}}, {})
     check = check_host(HOSTS[1], machine.probe())
-    assert check.status == "fail" and "2.2.0 (untested; supported: 2.1.x)" in check.detail
-    assert check.fix and "--uninstall" in check.fix
+    assert check.status == "fail" and "2.0.14 (older than supported 2.1.x)" in check.detail
+    assert check.fix and "--uninstall" in check.fix and "upgrade" in check.fix
+
+
+@pytest.mark.parametrize(
+    ("exe", "version", "status", "detail"),
+    [
+        ("codex", "codex-cli 0.171.0", "pass", "0.171.0 (supported)"),  # the e2e tests run it
+        ("codex", "codex-cli 0.171.4", "pass", "0.171.4 (supported)"),
+        ("codex", "codex-cli 0.169.0", "pass", "0.169.0 (supported)"),
+        ("codex", "codex-cli 0.172.0", "warn", "0.172.0 (newer than tested 0.171.x"),
+        ("codex", "codex-cli 0.159.0", "fail", "0.159.0 (older than supported"),
+        ("claude", "2.1.340 (Claude Code)", "pass", "2.1.340 (supported)"),
+        ("claude", "2.2.0 (Claude Code)", "warn", "2.2.0 (newer than tested 2.1.x"),
+        ("claude", "2.0.9 (Claude Code)", "fail", "2.0.9 (older than supported 2.1.x"),
+        ("openclaw", "OpenClaw 2026.9.9", "pass", "2026.9.9 (supported)"),
+        ("openclaw", "OpenClaw 2026.10.2", "warn", "2026.10.2 (newer than tested 2026.9.x"),
+        ("openclaw", "OpenClaw 2026.8.1", "fail", "2026.8.1 (older than supported 2026.9.x"),
+    ],
+)
+def test_wired_host_versions_newer_warn_older_fail(
+    home: Path, exe: str, version: str, status: str, detail: str
+) -> None:
+    write_claude_settings(home, "/opt/lightmem2/bin/lightmem2 hook claude-code PostToolUse")
+    write_codex_config(home, CODEX_WIRED)
+    outputs = {"--version": (0, version), "plugins list": (0, "lightmem2\n")}
+    machine = FakeMachine(home, {exe: outputs}, {})
+    check = check_host(next(h for h in HOSTS if h.exe == exe), machine.probe())
+    assert check.status == status and detail in check.detail, check
+    if status == "warn":
+        assert check.fix and "downgrade" not in check.fix and "install " + check.name not in check.fix
 
 
 @pytest.mark.parametrize(

@@ -59,8 +59,9 @@ def test_json_output(run: Replayed) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "needle"),
     [
-        ({"query": "foo AND"}, "bad search query"),
-        ({"query": '"open'}, "quote it"),
+        ({"query": "foo AND", "fts": True}, "bad search query"),
+        ({"query": '"open', "fts": True}, "without --fts"),
+        ({"query": "x", "fts": True, "regex": True}, "--regex and --fts"),
         ({"query": "x", "session": "nope"}, 'unknown session "nope"'),
         ({"query": "x", "session": "s", "all_sessions": True}, "exclude each other"),
         ({"query": "x", "limit": 0}, "bad --limit 0"),
@@ -102,7 +103,14 @@ def test_agent_tool_returns_the_same(run: Replayed) -> None:
     server = build_server(run.registry, run.index)
     query = f'"{NEEDLE}"'
     tools, (ok, scoped, bad) = asyncio.run(
-        _call(server, [{"query": query}, {"query": query, "session": run.session}, {"query": "foo AND"}])
+        _call(
+            server,
+            [
+                {"query": query},
+                {"query": query, "session": run.session},
+                {"query": "foo AND", "fts": True},
+            ],
+        )
     )
     names = {t.name for t in tools.tools}
     assert names == {"lightmem2_recover", TOOL}
@@ -139,3 +147,26 @@ def test_doctor_fix_rebuilds_a_stale_index(tmp_path: Path) -> None:
     assert fix_index(reg, idx).startswith("[fixed] search index: 1 artifacts")
     assert idx.search("needle")
     assert fix_index(reg, idx) == "[pass] search index: up to date"
+
+
+@pytest.mark.parametrize("query", ["quasar-lattice", "foo_bar.baz", "path/to/file.py", "file.py:17"])
+def test_punctuation_is_searched_literally_from_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], query: str
+) -> None:
+    from lightmem_plugin.cli import main as cli_main
+
+    monkeypatch.setenv("LIGHTMEM2_HOME", str(tmp_path))
+    with SearchIndex.default() as idx:
+        idx.add("e" * 32, f"noise line\nnoise again\nthe {query} is here\nnoise more\n", "s1")
+    assert cli_main(["search", query]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f'1 hit for "{query}"'), out
+    shown = re.search(r"line 3  score (\S+)\n", out)
+    assert shown and float(shown.group(1)) > 0, out
+    assert cli_main(["search", "--fts", "the AND here"]) == 0
+    assert "line 3" in capsys.readouterr().out
+
+
+def test_regex_hits_show_no_score(run: Replayed) -> None:
+    out = search.run(run.index, r"getLogger\('pydicom'\)", regex=True)
+    assert "score" not in out

@@ -81,3 +81,44 @@ def test_unknown_session_lists_known_ones(ledger: Ledger, registry: Registry) ->
 
 def test_docstring_is_help() -> None:
     assert status.__doc__ and status.__doc__.startswith("status [--json]:")
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_status_says_the_config_file_is_invalid_and_which_config_is_in_force(
+    isolated_home: Path, chat: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lightmem_plugin.cli import main as cli_main
+    from lightmem_plugin.commands.mode import set_mode
+    from lightmem_plugin.commands.registry import run_line
+    from lightmem_plugin.config import config_path
+
+    set_mode("aggressive")
+    if chat:
+        text, code = run_line("/lightmem2 status")
+    else:
+        code = cli_main(["status"])
+        text = capsys.readouterr().out
+    before = text
+    assert code == 0 and "mode: aggressive" in before
+    path = config_path()
+    path.write_text(json.dumps({"mode": "turbo"}, indent=2) + "\n")
+    if chat:
+        text, code = run_line("/lightmem2 status")
+    else:
+        code = cli_main(["status"])
+        text = capsys.readouterr().out
+    assert code == 0
+    assert "lightmem2 mode: aggressive" in text  # the last good config, not the defaults
+    bad = next(line for line in text.splitlines() if line.startswith("config file invalid:"))
+    assert str(path) in bad and "mode" in bad and '"turbo"' in bad and "fix the value" in bad
+    assert "config in force: last good" in text
+
+
+def test_status_json_reports_the_config_state(isolated_home: Path) -> None:
+    from lightmem_plugin.config import config_path
+
+    config_path().write_text(json.dumps({"reduction": {"normal": {"triggerChars": "lots"}}}))
+    data = json.loads(status.run_from_config(as_json=True))
+    assert data["mode"] == "normal"
+    assert data["config"]["valid"] is False and data["config"]["inForce"] == "defaults"
+    assert "reduction.normal.triggerChars" in data["config"]["error"]

@@ -225,3 +225,25 @@ def test_install_then_uninstall_restores_any_settings_byte_for_byte(
         assert not (home / ".claude" / "commands").exists()
     finally:
         mp.undo()
+
+
+@pytest.mark.parametrize("indent", [4, "\t", None])
+def test_the_upstream_edit_keeps_the_format_of_lightmem2s_config(
+    home: Path, isolated_home: Path, indent: int | str | None
+) -> None:
+    path = home / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(USER_SETTINGS)
+    mine = isolated_home / "config.json"
+    user = {"mode": "aggressive", "estimator": {"model": "modèle-é"}}
+    mine.write_text(json.dumps(user, indent=indent, ensure_ascii=False) + "\n", encoding="utf-8")
+    cc.run()
+    data = {**user, "server": {"upstreams": {"anthropic": "https://gateway.example.com"}}}
+    assert mine.read_text(encoding="utf-8") == json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
+    from lightmem_plugin.commands.mode import set_mode
+
+    set_mode("normal")  # `mode` writes with the same writer, in the same format
+    data["mode"] = "normal"
+    assert mine.read_text(encoding="utf-8") == json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
+    cc.run(uninstall=True)
+    assert json.loads(mine.read_text(encoding="utf-8")) == {**user, "mode": "normal"}

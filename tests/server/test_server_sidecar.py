@@ -151,5 +151,7 @@ def test_search_finds_an_archived_line_for_the_agent_tool(sidecar: Any) -> None:
     assert client.post("/sidecar/ingest", json=body).json()["output"] != log
     text = client.post("/sidecar/search", json={"query": "tenant_id"}).json()["text"]
     assert "lightmem2 recover" in text and "tenant_id" in text
-    bad = client.post("/sidecar/search", json={"query": "foo AND ("})
-    assert bad.status_code == 400 and "quote it" in bad.json()["error"]
+    literal = client.post("/sidecar/search", json={"query": "foo AND ("})  # literal text: no syntax error
+    assert literal.status_code == 200 and "no archived line matches" in literal.json()["text"]
+    bad = client.post("/sidecar/search", json={"query": "  "})
+    assert bad.status_code == 400 and "empty search query" in bad.json()["error"]
