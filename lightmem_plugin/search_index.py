@@ -16,10 +16,13 @@ import contextlib
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import regex as regex_engine  # the `regex` engine: a timeout on backtracking (re has none)
 
 from .config import data_dir
 from .errors import UsageError
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
 INDEX_FILE = "search.sqlite3"
 MAX_LINE_CHARS = 4000  # longer lines (minified JSON, base64) are indexed by their start only
 REGEX_SCAN_LINES = 2_000_000  # regex mode reads at most this many indexed lines per query
+REGEX_BUDGET_S = 2.0
+"""Time a regex search may take in all (the ``regex`` engine's timeout; ``re`` has none)."""
 EXCERPT_CHARS = 160
 _SCHEMA_VERSION = 1
 _CREATE = """
@@ -237,12 +242,14 @@ class SearchIndex:
             raise UsageError("--regex and --fts exclude each other; pass one of them")
         if regex:
             try:
-                pattern = re.compile(query)
-            except re.error as err:
+                compiled = regex_engine.compile(query)
+            except regex_engine.error as err:
                 raise UsageError(
                     f"bad regex {query!r}: {err}; fix it or drop --regex to search the literal text"
                 ) from None
-            return self._scan(pattern, session, limit)
+            return self._scan(
+                compiled, session, limit, deadline=time.monotonic() + REGEX_BUDGET_S, shown=query
+            )
         if fts:
             words = [w for w in _WORD.findall(query) if w.upper() not in ("AND", "OR", "NOT", "NEAR")]
             return self._fts(query, session, limit, [], words)
@@ -287,15 +294,37 @@ class SearchIndex:
         return hits
 
     def _scan(
-        self, pattern: re.Pattern[str], session: str | None, limit: int, must: list[str] | None = None
+        self,
+        pattern: re.Pattern[str] | regex_engine.Pattern[str],
+        session: str | None,
+        limit: int,
+        must: list[str] | None = None,
+        deadline: float | None = None,
+        shown: str = "",
     ) -> list[Hit]:
-        """Lines ``pattern`` matches (and holding every ``must`` term), in indexing order; no rank."""
+        """Lines ``pattern`` matches (and holding every ``must`` term), in indexing order; no rank.
+
+        With a ``deadline`` (a regex from the user or the model) the whole scan is bounded in time:
+        the ``regex`` engine checks its timeout while it backtracks, so ``^(a+)+$`` over a long line
+        of ``a`` stops instead of hanging the tool and every call queued behind it."""
         where, args = self._scope(session)
         sql = "SELECT key, line_no, text FROM lines WHERE 1" + where + " ORDER BY rowid LIMIT ?"
         hits: list[Hit] = []  # the first ``limit`` matches in indexing order (a scan, no sort), then by key
         with self._lock:
             for key, line_no, text in self._db.execute(sql, (*args, REGEX_SCAN_LINES)):
-                m = pattern.search(text)
+                if deadline is None:
+                    m = pattern.search(text)
+                else:
+                    left = deadline - time.monotonic()
+                    try:
+                        if left <= 0:
+                            raise TimeoutError
+                        m = pattern.search(text, timeout=left)  # type: ignore[call-overload]
+                    except TimeoutError:
+                        raise UsageError(
+                            f"regex {shown!r} ran past {REGEX_BUDGET_S:g} s (catastrophic backtracking?); "
+                            "simplify it, or search the literal text without --regex"
+                        ) from None
                 if m and (must is None or contains_all(text, must)):
                     hits.append(Hit(key, int(line_no), excerpt(text, m.start()), None))
                     if len(hits) >= limit:

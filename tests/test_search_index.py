@@ -178,3 +178,19 @@ def test_scores_are_bm25_and_not_rounded_to_zero(tmp_path: Path) -> None:
     assert len(hits) == 3 and all(h.score is not None and h.score > 0 for h in hits)
     assert [h.score for h in hits] == sorted((h.score or 0 for h in hits), reverse=True)
     assert all(h.score is None for h in idx.search("err", regex=True))  # a regex match has no rank
+
+
+def test_a_backtracking_regex_is_stopped_in_time(tmp_path: Path) -> None:
+    """Measured before: ^(a+)+$ over 34 "a" and "!" gave no answer in 45 s and blocked the next call."""
+    import time
+
+    idx = SearchIndex(tmp_path / "i.sqlite3")
+    idx.add("c" * 32, "a" * 34 + "!\n" + "a" * 60 + "!\nsomething else\n", "s")
+    t0 = time.monotonic()
+    assert idx.search("^(a+)+$", regex=True) == []  # the regex engine answers this one at once
+    assert time.monotonic() - t0 < 2
+    t0 = time.monotonic()
+    with pytest.raises(UsageError, match=r"ran past 2 s .*simplify it"):
+        idx.search("^(a|aa)+$", regex=True)  # this one still backtracks: stopped at the budget
+    assert time.monotonic() - t0 < 10
+    assert [h.line for h in idx.search("^some", regex=True)] == [3]  # the index still answers
