@@ -77,7 +77,14 @@ class EstimatorError(LightMemError):
 
 
 class PassError(LightMemError):
-    """A reduction pass failed; the pipeline counts it and keeps the original."""
+    """A reduction pass failed; the pipeline counts it and keeps the original.
+
+    ``pass_name`` names the pass, so ``doctor`` and ``status`` can say which one (``proxy/reduction/html``).
+    """
+
+    def __init__(self, message: str, pass_name: str | None = None) -> None:
+        super().__init__(message)
+        self.pass_name = pass_name
 
 
 class StoreError(LightMemError, sqlite3.DatabaseError):

@@ -27,12 +27,13 @@ import xxhash
 from .accounting import Accountant, CallFacts, detect_api, real_usage, with_real_usage
 from .codecs import openai_chat
 from .config import Config, ConfigHolder, data_dir
+from .errors import PassError
 from .eviction.evictor import Batch, EvictionState, Evictor, chat_view
 from .eviction.lifecycle import TaskRegistry
 from .eviction.record_render import render as render_record
 from .eviction.record_store import LEVELS, RecordStore
 from .eviction.session_record import extract
-from .faults import FaultSink, describe, open_sink, report, safecall
+from .faults import FaultSink, describe, open_sink, report
 from .ledger import CallRecord, Ledger
 from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
 from .redaction import Redactor
@@ -75,16 +76,22 @@ class FailOpen:
 
     def run(self, name: str, fn: Callable[[], T], fallback: T) -> T:
         """``fn()``, or ``fallback`` if it raised (the error is counted under ``name`` and reported)."""
-        return safecall(name, fn, fallback, self.sink, self.session_id, self._count)
+        try:
+            return fn()
+        except Exception as err:  # fail-open by design: the host must never break because of us
+            self.report(name, err)
+            return fallback
 
     def _count(self, name: str, err: BaseException) -> None:
         self.errors[name] += 1
         self.last = PassFailure(name, describe(err))
 
     def report(self, name: str, err: BaseException) -> None:
-        """Count and report a failure that the caller already handled (e.g. a codec it fell back from)."""
+        """Count and report a failure that the caller handled; a pass failure names its pass as the
+        step (``reduction/html``) in the sink, while the ledger row counts it under ``name``."""
         self._count(name, err)
-        report(self.sink, name, err, self.session_id)
+        step = f"{name}/{err.pass_name}" if isinstance(err, PassError) and err.pass_name else name
+        report(self.sink, step, err, self.session_id)
 
 
 class LightMem:

@@ -175,3 +175,31 @@ def test_mcp_tool_fault(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_no_faults_reads_as_none() -> None:
     faults.FaultSink.default().close()  # the file exists, empty
     assert _doctor_errors() == "[pass] errors: none reported by any surface"
+
+
+def test_a_failing_pass_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The sink says which pass failed (python/reduction/testrun), the ledger row counts 'reduction'."""
+
+    def broken(lines: list[str]) -> set[int]:
+        raise RuntimeError("injected into one pass")
+
+    monkeypatch.setattr("lightmem_plugin.reduction.testrun.failure_lines", broken)
+    sink = FaultSink(tmp_path / "f.sqlite3")
+    session = LightMem(config=Config(), faults=sink).session("s")
+    log = "".join(f"tests/test_a.py::test_{i} PASSED  [{i}%]\n" for i in range(100))
+    log += "==== 1 failed, 99 passed in 0.5s ====\n"
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "bash", "arguments": '{"command": "pytest"}'},
+    }
+    msgs = [
+        {"role": "user", "content": "test it"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": log},
+    ]
+    out = session.before_model_call(msgs)
+    assert out[2]["content"].startswith(log)  # the original went out
+    assert session.fail.errors["reduction"] == 1
+    (fault,) = sink.summary()
+    assert fault.where == "python/reduction/testrun" and "injected into one pass" in fault.last_error

@@ -20,15 +20,28 @@ stub naming that key and the 1-based line range of the original (I4), numbered l
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from ..errors import PassError
 from . import passes, whitespace
 from .base import PassContext, already_reduced, shell_hint, stub
 from .dedup import Repeats
 from .kinds import classify
+from .spec import PassSpec
 from .work import Piece, Work, cut, render, size
 
 MIN_SAVING = 200
 _DUMMY_KEY = "0" * 32
+
+
+def _run(spec: PassSpec, *args: Any) -> Any:
+    """``spec.run(*args)``; a failure becomes a :class:`PassError` naming the pass (for doctor)."""
+    try:
+        return spec.run(*args)
+    except PassError:
+        raise
+    except Exception as err:
+        raise PassError(f"pass {spec.name}: {type(err).__name__}: {err}", spec.name) from err
 
 
 def _stub_len(text: str, n_lines: int) -> int:
@@ -42,7 +55,7 @@ def _lossy(work: Work, ctx: PassContext) -> list[Piece] | None:
     for spec in passes.of_stage("select", ctx.table.passes):
         if spec.kinds and work.kind not in spec.kinds:
             continue
-        pieces: list[Piece] | None = spec.run(work, ctx)
+        pieces: list[Piece] | None = _run(spec, work, ctx)
         if pieces is not None:
             return pieces
     return None
@@ -54,7 +67,7 @@ def _plan(text: str, ctx: PassContext) -> list[Piece] | None:
     original = whitespace.split_lines(text)
     work = Work(original, original, list(range(len(original))), kind=classify(text, ctx.call))
     for spec in passes.of_stage("clean", table.passes):
-        cleaned: Work | None = spec.run(work)
+        cleaned: Work | None = _run(spec, work)
         if cleaned is not None:
             work = cleaned
     stub_len = _stub_len(text, len(original))
@@ -139,7 +152,7 @@ def _wrapped(
 def reduce_media(data: bytes, media_type: str, ctx: PassContext) -> tuple[bytes, str] | None:
     """A smaller (bytes, media type) for an image from the first media pass that applies, or None."""
     for spec in passes.of_stage("media", ctx.table.passes):
-        out: tuple[bytes, str] | None = spec.run(data, media_type, ctx)
+        out: tuple[bytes, str] | None = _run(spec, data, media_type, ctx)
         if out is not None:
             return out
     return None
