@@ -140,9 +140,9 @@ STORES: tuple[tuple[str, str, Callable[[Path], object]], ...] = (
 """The private SQLite stores of the data dir: (name, file, how to open it)."""
 
 
-def check_stores(root: Path) -> Check:
-    """Every store that exists opens as a database (a damaged one is a ``fail`` naming its file)."""
-    bad: list[str] = []
+def damaged_stores(root: Path) -> list[tuple[str, Path]]:
+    """(name, path) of each store that exists and does not open as a database."""
+    bad: list[tuple[str, Path]] = []
     for name, file, opener in STORES:
         path = root / file
         if not path.exists():
@@ -150,16 +150,22 @@ def check_stores(root: Path) -> Check:
         try:
             store = opener(path)
         except StoreError:
-            bad.append(f"{name} ({path})")
+            bad.append((name, path))
             continue
         close = getattr(store, "close", None)
         if close is not None:
             close()
+    return bad
+
+
+def check_stores(root: Path) -> Check:
+    """Every store that exists opens as a database (a damaged one is a ``fail`` naming its file)."""
+    bad = damaged_stores(root)
     if bad:
         return Check(
             "stores",
             "fail",
-            "not a usable SQLite database: " + ", ".join(bad),
+            "not a usable SQLite database: " + ", ".join(f"{name} ({path})" for name, path in bad),
             "run `lightmem2 doctor --fix`: it moves the damaged files aside and new ones are started",
         )
     return Check("stores", "pass", "ledger, session state, search index and fault sink open")
@@ -167,23 +173,10 @@ def check_stores(root: Path) -> Check:
 
 def fix_stores(root: Path) -> list[str]:
     """``doctor --fix``: move each damaged store aside; one line per store moved."""
-    lines = []
-    for name, file, opener in STORES:
-        path = root / file
-        if not path.exists():
-            continue
-        try:
-            store = opener(path)
-        except StoreError:
-            moved = move_aside(path)
-            lines.append(
-                f"[fixed] {name}: {path} was not a database; moved to {moved.name}, a new one starts"
-            )
-            continue
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
-    return lines
+    return [
+        f"[fixed] {name}: {path} was not a database; moved to {move_aside(path).name}, a new one starts"
+        for name, path in damaged_stores(root)
+    ]
 
 
 def check_faults(faults: list[Fault]) -> Check:
