@@ -18,11 +18,13 @@ from typing import Any
 
 import xxhash
 
+from . import wire
 from .cachesim import make_cache
 from .chat_tokens import MESSAGE_OVERHEAD_TOKENS
 from .ledger import CallRecord, k_cost
 from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
 from .tokens import TokenCounter
+from .wire.base import RealUsage as RealUsage  # re-exported: the ledger's real figures
 
 
 @dataclass
@@ -147,48 +149,19 @@ class Accountant:
         )
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-@dataclass(frozen=True)
-class RealUsage:
-    """Provider-reported figures of one call, in one shape for all APIs (None: not reported)."""
-
-    input_tokens: int | None
-    cached_tokens: int | None
-    cache_write_tokens: int | None
-    output_tokens: int | None
-
-
 def detect_api(usage: Mapping[str, Any]) -> str:
-    """Which API a ``usage`` object came from, by its keys."""
-    if "cache_read_input_tokens" in usage or "cache_creation_input_tokens" in usage:
-        return "anthropic"
-    return "chat" if "prompt_tokens" in usage else "responses"
+    """Which API a ``usage`` object came from, by its keys (the wire registry decides)."""
+    return wire.for_usage(usage).name
 
 
 def real_usage(api: str, usage: Mapping[str, Any]) -> RealUsage:
     """Normalise a provider ``usage`` object: total input (cached + uncached + written), cached part."""
-    if api == "anthropic":
-        parts = [
-            _int(usage.get(k))
-            for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-        ]
-        total = sum(p or 0 for p in parts) if parts[0] is not None else None
-        return RealUsage(total, parts[1], parts[2], _int(usage.get("output_tokens")))
-    if api == "chat":
-        details = usage.get("prompt_tokens_details")
-        cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
-        return RealUsage(_int(usage.get("prompt_tokens")), cached, None, _int(usage.get("completion_tokens")))
-    details = usage.get("input_tokens_details")
-    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
-    return RealUsage(_int(usage.get("input_tokens")), cached, None, _int(usage.get("output_tokens")))
+    return wire.get(api).usage(usage)
 
 
 def with_real_usage(rec: CallRecord, api: str, figures: RealUsage) -> CallRecord:
     """``rec`` with the provider's real figures in the ledger's fields."""
-    if api == "anthropic":
+    if wire.get(api).ledger_fields == "anthropic":
         return replace(
             rec,
             real_cache_read=figures.cached_tokens,

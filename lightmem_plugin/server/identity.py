@@ -17,41 +17,21 @@ A request with no messages at all has no identity (None) and is passed through u
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 import xxhash
 
+from .. import wire
+from ..wire.anthropic import claude_session as claude_session  # re-exported
+from ..wire.base import clean_id
+
 HEADER = "x-lightmem2-session"
-_MAX_ID = 200
-_CLAUDE_SESSION = re.compile(r"_session_([0-9A-Za-z][0-9A-Za-z._:-]*)$")
 _VOLATILE = re.compile(
     r"[0-9A-Fa-f]*[0-9][0-9A-Fa-f]*"
     r"|\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun|Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b"
 )
-
-
-def _clean(value: object) -> str | None:
-    if not isinstance(value, str):
-        return None
-    value = value.strip()
-    return value[:_MAX_ID] if value else None
-
-
-def claude_session(user_id: object) -> str | None:
-    """The session id inside Claude Code's ``metadata.user_id``, None when there is none."""
-    if not isinstance(user_id, str):
-        return None
-    if user_id.lstrip().startswith("{"):
-        try:
-            obj = json.loads(user_id)
-        except ValueError:
-            return None
-        return _clean(obj.get("session_id")) if isinstance(obj, dict) else None
-    m = _CLAUDE_SESSION.search(user_id)
-    return _clean(m.group(1)) if m else None
 
 
 def _text(content: Any) -> str:
@@ -67,10 +47,8 @@ def _text(content: Any) -> str:
 
 def _head(api: str, payload: Mapping[str, Any]) -> list[str] | None:
     """System/developer texts plus the first user message; None when there are no messages."""
-    items = payload.get("input") if api == "responses" else payload.get("messages")
-    if api == "responses" and isinstance(items, str):
-        items = [{"role": "user", "content": items}]
-    if not isinstance(items, list) or not items:
+    items = wire.get(api).messages(payload)
+    if items is None:
         return None
     head = [_text(payload.get("system")), _text(payload.get("instructions"))]
     for item in items:
@@ -99,16 +77,7 @@ def session_identity(api: str, payload: Mapping[str, Any], headers: Mapping[str,
     has_messages = _head(api, payload) is not None
     if not has_messages:
         return None
-    explicit = _clean(headers.get(HEADER))
+    explicit = clean_id(headers.get(HEADER))
     if explicit:
         return explicit
-    if api == "anthropic":
-        meta = payload.get("metadata")
-        found = claude_session(meta.get("user_id")) if isinstance(meta, dict) else None
-        if found:
-            return found
-    else:
-        found = _clean(payload.get("prompt_cache_key"))
-        if found:
-            return found
-    return head_id(api, payload)
+    return wire.get(api).session_hint(payload) or head_id(api, payload)

@@ -30,13 +30,12 @@ import httpx
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response, StreamingResponse
 
-from ..codecs import anthropic, openai_chat, openai_responses
+from .. import wire
 from ..errors import PayloadError
 from ..faults import on_surface
 from ..pipeline import LightMem, Session
 from .identity import HEADER, session_identity
-from .responses_stream import ResponsesStream
-from .rewrite import AnthropicStream, ChatStream, StreamRewriter, body_usage, restore_body
+from .rewrite import StreamRewriter, body_usage
 from .sse import json_bytes
 from .usage import UsageBook, record_usage
 
@@ -73,19 +72,12 @@ def connection_tokens(value: str) -> frozenset[str]:
 
 
 POOL_SHARDS = 8
-STREAMS: dict[str, Callable[[Mapping[str, str]], StreamRewriter]] = {
-    "anthropic": AnthropicStream,
-    "chat": ChatStream,
-    "responses": ResponsesStream,
-}
 
 
 def error_body(api: str, status: int, message: str) -> dict[str, Any]:
     """An error in the provider's own shape, so the host's SDK reports it normally."""
     kind = {413: "request_too_large", 502: "api_error", 504: "timeout_error"}.get(status, "api_error")
-    if api == "anthropic":
-        return {"type": "error", "error": {"type": kind, "message": message}}
-    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+    return wire.get(api).error(kind, message)
 
 
 def error_response(api: str, status: int, message: str) -> Response:
@@ -113,15 +105,15 @@ def transform(session: Session, api: str, payload: dict[str, Any], body: bytes) 
 
 
 def _transform(session: Session, api: str, payload: dict[str, Any], body: bytes) -> Outgoing:
-    codec = {"anthropic": anthropic, "chat": openai_chat, "responses": openai_responses}[api]
+    api_wire = wire.get(api)
     try:
-        req = codec.decode_request(payload)
+        req = api_wire.decode(payload)
     except PayloadError as err:
         _count(session, "codec", err)
         return Outgoing(body, session, {})
     out = session.process(req)
     try:
-        encoded = codec.encode_request(out)
+        encoded = api_wire.encode(out)
     except Exception as err:  # fail-open (I5)
         _count(session, "codec", err)
         return Outgoing(body, session, {})
@@ -229,11 +221,11 @@ class Proxy:
             )
         back = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in _DROP_BACK]
         kind = resp.headers.get("content-type", "")
-        if out.session is None or resp.status_code >= 400 or api not in STREAMS:
+        if out.session is None or resp.status_code >= 400 or api not in wire.NAMES:
             return _streaming(self._relay(resp, None, lambda: None), resp.status_code, back)
         session, values = out.session, out.values or {}
         if kind.startswith("text/event-stream"):
-            rewriter = STREAMS[api](values)
+            rewriter = wire.get(api).stream(values)
             rewriter.on_error = session.fail.report
 
             def done() -> None:
@@ -257,7 +249,8 @@ class Proxy:
         usage = body_usage(body)
         if usage is not None:
             record_usage(self.usage, session, api, usage)
-        new = session.fail.run("restore", lambda: restore_body(api, body, values), body)
+        restore = wire.get(api).restore
+        new = session.fail.run("restore", lambda: restore(body, values), body)
         if new == body:
             return raw
         return json_bytes(new)

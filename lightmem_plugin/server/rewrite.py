@@ -20,7 +20,6 @@ events we do not change are forwarded byte for byte.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -63,20 +62,34 @@ def restore_response_item(item: JSON, values: Mapping[str, str]) -> JSON:
     return item
 
 
-def restore_body(api: str, body: JSON, values: Mapping[str, str]) -> JSON:
-    """A non-streamed response body with placeholders restored (``api``: anthropic, chat, responses)."""
-    if not values:
+def restore_anthropic(body: JSON, values: Mapping[str, str]) -> JSON:
+    """An Anthropic Messages answer with placeholders restored in its content blocks."""
+    if not values or not isinstance(body.get("content"), list):
         return body
-    out = copy.copy(body)
-    if api == "anthropic" and isinstance(body.get("content"), list):
-        out["content"] = [_restore_block(b, values) if isinstance(b, dict) else b for b in body["content"]]
-    elif api == "chat" and isinstance(body.get("choices"), list):
-        out["choices"] = [_restore_choice(c, values) if isinstance(c, dict) else c for c in body["choices"]]
-    elif api == "responses" and isinstance(body.get("output"), list):
-        out["output"] = [
-            restore_response_item(i, values) if isinstance(i, dict) else i for i in body["output"]
-        ]
-    return out
+    return {
+        **body,
+        "content": [_restore_block(b, values) if isinstance(b, dict) else b for b in body["content"]],
+    }
+
+
+def restore_chat(body: JSON, values: Mapping[str, str]) -> JSON:
+    """A Chat Completions answer with placeholders restored in each choice's message."""
+    if not values or not isinstance(body.get("choices"), list):
+        return body
+    return {
+        **body,
+        "choices": [_restore_choice(c, values) if isinstance(c, dict) else c for c in body["choices"]],
+    }
+
+
+def restore_responses(body: JSON, values: Mapping[str, str]) -> JSON:
+    """A Responses answer with placeholders restored in its output items."""
+    if not values or not isinstance(body.get("output"), list):
+        return body
+    return {
+        **body,
+        "output": [restore_response_item(i, values) if isinstance(i, dict) else i for i in body["output"]],
+    }
 
 
 def _restore_block(block: JSON, values: Mapping[str, str]) -> JSON:

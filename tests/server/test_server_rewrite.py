@@ -10,8 +10,8 @@ from fake_wire import STREAM, WIRE, Reply, usage_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lightmem_plugin.server.proxy import STREAMS
-from lightmem_plugin.server.rewrite import restore_body, restore_strings
+from lightmem_plugin import wire
+from lightmem_plugin.server.rewrite import restore_strings
 
 VALUES = {"WORKDIR": "/home/alice/proj", "TIMESTAMP": "2026-03-01T10:00:00Z", "HOME": 'C:\\Users\\"bob"'}
 REPLY = Reply(
@@ -37,7 +37,7 @@ def _raw(api: str, reply: Reply = REPLY) -> bytes:
 
 def _rewrite(api: str, raw: bytes, cuts: list[int], values: dict[str, str]) -> bytes:
     points = sorted({min(c, len(raw)) for c in cuts})
-    rw = STREAMS[api](values)
+    rw = wire.get(api).stream(values)
     out = b"".join(rw.feed(raw[a:b]) for a, b in zip([0, *points], [*points, len(raw)], strict=True))
     return out + rw.finish()
 
@@ -57,7 +57,7 @@ def test_stream_restored_whatever_the_chunking(api: str, cuts: list[int]) -> Non
 
 @pytest.mark.parametrize("api", APIS)
 def test_stream_usage_is_picked_up(api: str) -> None:
-    rw = STREAMS[api](VALUES)
+    rw = wire.get(api).stream(VALUES)
     rw.feed(_raw(api))
     rw.finish()
     assert rw.usage is not None
@@ -85,10 +85,10 @@ def test_unreadable_event_is_forwarded_as_is(api: str) -> None:
 @pytest.mark.parametrize("api", APIS)
 def test_body_restored(api: str) -> None:
     body = WIRE[api](REPLY, usage_for(api, 10, 0, 0, REPLY), 1, "m")
-    view = body_view(api, restore_body(api, body, VALUES))
+    view = body_view(api, wire.get(api).restore(body, VALUES))
     assert view.text == WANT_TEXT
     assert [json.loads(a) for a in view.args] == WANT_ARGS
-    assert restore_body(api, body, {}) is body
+    assert wire.get(api).restore(body, {}) is body
 
 
 def test_tail_released_before_block_end() -> None:

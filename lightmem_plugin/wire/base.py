@@ -1,0 +1,77 @@
+"""What a provider wire API declares about itself, so the proxy, accounting and identity need no switch.
+
+Why a declaration: the API kind (Anthropic Messages, OpenAI Chat Completions, OpenAI Responses) used to
+be a string compared in six modules (proxy, rewrite, accounting, identity, sidecar, app). A new API is
+now one module that defines ``WIRE`` and one line in :data:`.WIRES`; every place that needs to decode,
+encode, restore, read usage, shape an error or find the session asks the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ..model import Request
+    from ..server.rewrite import StreamRewriter
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RealUsage:
+    """Provider-reported figures of one call, in one shape for all APIs (None: not reported)."""
+
+    input_tokens: int | None
+    cached_tokens: int | None
+    cache_write_tokens: int | None
+    output_tokens: int | None
+
+
+def as_int(value: Any) -> int | None:
+    """``value`` when it is a real int (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class WireApi:
+    """One provider API as the proxy speaks it.
+
+    ``decode``/``encode``: request JSON to and from the neutral model (:mod:`..codecs`); ``stream``: the
+    SSE rewriter that restores placeholders in a streamed answer; ``restore``: the same for a whole
+    JSON answer; ``usage``: its ``usage`` object normalised; ``owns_usage``: True for a usage object
+    of this API (by its keys); ``error``: an error body in its shape from (kind, message);
+    ``messages``: the conversation items of a request (for the session's head), None without any;
+    ``session_hint``: the host's own session id in the request, if it carries one; ``ledger_fields``:
+    which real-usage columns of the ledger it fills (Anthropic's split or OpenAI's cached tokens).
+    """
+
+    name: str
+    summary: str
+    decode: Callable[[JSON], Request]
+    encode: Callable[[Request], JSON]
+    stream: Callable[[Mapping[str, str]], StreamRewriter]
+    restore: Callable[[JSON, Mapping[str, str]], JSON]
+    usage: Callable[[Mapping[str, Any]], RealUsage]
+    owns_usage: Callable[[Mapping[str, Any]], bool]
+    error: Callable[[str, str], JSON]
+    messages: Callable[[Mapping[str, Any]], list[Any] | None]
+    session_hint: Callable[[Mapping[str, Any]], str | None]
+    ledger_fields: Literal["anthropic", "openai"]
+
+
+MAX_ID = 200
+
+
+def clean_id(value: object) -> str | None:
+    """A session id from a request field: a stripped, bounded non-empty string, else None."""
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    return value[:MAX_ID] if value else None
+
+
+def openai_error(kind: str, message: str) -> JSON:
+    """The error body both OpenAI APIs use."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}

@@ -1,0 +1,52 @@
+"""OpenAI Responses (``POST /v1/responses``), the only API Codex CLI speaks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..codecs import openai_responses as codec
+from ..server.responses_stream import ResponsesStream
+from ..server.rewrite import restore_responses
+from .base import RealUsage, WireApi, as_int, clean_id, openai_error
+
+
+def usage(raw: Mapping[str, Any]) -> RealUsage:
+    details = raw.get("input_tokens_details")
+    cached = as_int(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return RealUsage(as_int(raw.get("input_tokens")), cached, None, as_int(raw.get("output_tokens")))
+
+
+def owns_usage(raw: Mapping[str, Any]) -> bool:
+    return "input_tokens" in raw and not (
+        "cache_read_input_tokens" in raw or "cache_creation_input_tokens" in raw
+    )
+
+
+def messages(payload: Mapping[str, Any]) -> list[Any] | None:
+    """``input`` items; a bare string input is one user message."""
+    items = payload.get("input")
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    return items if isinstance(items, list) and items else None
+
+
+def session_hint(payload: Mapping[str, Any]) -> str | None:
+    """Codex sends its thread as ``prompt_cache_key``."""
+    return clean_id(payload.get("prompt_cache_key"))
+
+
+WIRE = WireApi(
+    "responses",
+    "OpenAI Responses",
+    codec.decode_request,
+    codec.encode_request,
+    ResponsesStream,
+    restore_responses,
+    usage,
+    owns_usage,
+    openai_error,
+    messages,
+    session_hint,
+    "openai",
+)
