@@ -26,6 +26,7 @@ from .._version import __version__
 from ..errors import LightMemError, UsageError
 from . import (
     config_cmd,
+    continuous,
     demo,
     doctor,
     export,
@@ -53,6 +54,7 @@ COMMANDS: tuple[Command, ...] = (
     recover.COMMAND,
     config_cmd.COMMAND,
     replay_cmd.COMMAND,
+    continuous.COMMAND,
     search.COMMAND,
     export.COMMAND,
     serve_cmd.COMMAND,

@@ -129,7 +129,7 @@ def test_every_option_of_a_chat_safe_command_is_either_allowed_or_unset_by_defau
 
 def test_commands_outside_the_allowlist_are_refused() -> None:
     for cmd in set(_subcommands()) - set(chat_commands.CHAT_SAFE):
-        assert cmd in {"replay", "serve", "install", "hook", "demo"}, (
+        assert cmd in {"replay", "continuous", "serve", "install", "hook", "demo"}, (
             f"new command {cmd}: decide if chat-safe"
         )
     args = build_parser().parse_args(["resume", "--tr", "/dev/zero"])
