@@ -132,10 +132,10 @@ class ReductionConfig(_Model):
     conservative: ConservativeTable = Field(default_factory=ConservativeTable)
     normal: NormalTable = Field(default_factory=NormalTable)
     aggressive: AggressiveTable = Field(default_factory=AggressiveTable)
-    recoverHint: Literal["tool", "shell"] = Field(
-        "tool",
-        description='How stubs say to recover: the lightmem2_recover tool, or "shell" (lightmem2 recover KEY) '
-        "for hosts without the tool.",
+    recoverHint: Literal["auto", "tool", "shell"] = Field(
+        "auto",
+        description='How stubs say to recover: "tool" (lightmem2_recover), "shell" (lightmem2 recover KEY), '
+        'or "auto": the tool when the request offers it, the shell command when it offers only a shell.',
     )
     hardCapChars: int = Field(50_000, ge=1000, description="No tool output enters the context above this.")
     imageBitmapMaxBytes: int = Field(100 * 1024, ge=1024, description="Downsample bitmaps above this size.")

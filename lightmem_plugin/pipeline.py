@@ -38,14 +38,14 @@ from .ledger import CallRecord, Ledger
 from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
 from .redaction import Redactor
 from .reduction import passes
-from .reduction.base import PassContext
+from .reduction.base import PassContext, prefers_shell
 from .reduction.dedup import DedupIndex, Repeats, call_key
 from .reduction.kinds import ToolCall
 from .reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_text
 from .registry import Registry
 from .search_index import SearchIndex, index_hook
 from .session_state import STATE_VERSION, Journal, StateStore, StoredSession
-from .stabilizer import Stabilizer
+from .stabilizer import Stabilizer, tool_name
 from .tokens import TokenCounter
 
 T = TypeVar("T")
@@ -201,6 +201,7 @@ class Session:
         self._decoded: list[Message] = []
         self._processed: dict[int, tuple[Message, Message]] = {}
         self._tool_calls: dict[str, ToolCall] = {}
+        self.prefer_shell = False  # stubs name the shell command (see reduction.base.prefers_shell)
         self._encoded: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._accountant = Accountant(plugin.counter) if plugin.ledger is not None else None
         self.last_record: CallRecord | None = None
@@ -294,7 +295,7 @@ class Session:
     # -- ingestion ---------------------------------------------------------------------------------
     def _context(self, call: ToolCall | None = None) -> PassContext:
         cfg = self.cfg
-        return PassContext(cfg.mode_table(), cfg.reduction, self.plugin.registry.put, call)
+        return PassContext(cfg.mode_table(), cfg.reduction, self.plugin.registry.put, call, self.prefer_shell)
 
     def ingest_tool_result(self, call_id: str, output: str, call: ToolCall | None = None) -> str:
         """What the model will see of this tool output; computed once per (call id, content).
@@ -403,6 +404,8 @@ class Session:
         return Message(msg.role, parts, dict(msg.extra), dict(msg.hints))
 
     def _process(self, req: Request) -> Request:
+        if req.tools:
+            self.prefer_shell = prefers_shell([tool_name(t) for t in req.tools])
         done: dict[int, tuple[Message, Message]] = {}
         messages: list[Message] = []
         for msg in req.messages:

@@ -56,7 +56,8 @@ def head_length(messages: Sequence[Message], head_messages: int) -> int:
     return n
 
 
-def _tool_name(tool: JSON) -> str:
+def tool_name(tool: JSON) -> str:
+    """A tool definition's name in any of the three wire formats."""
     fn = tool.get("function")
     name = tool.get("name", fn.get("name") if isinstance(fn, dict) else None)
     return name if isinstance(name, str) else str(tool.get("type", ""))
@@ -65,7 +66,7 @@ def _tool_name(tool: JSON) -> str:
 def canonical_tools(tools: Sequence[JSON]) -> list[JSON]:
     """Tools sorted by name (stable). ``cache_control`` marks stay at their positions, so an
     Anthropic breakpoint on the last tool still ends the tool list."""
-    order = sorted(range(len(tools)), key=lambda i: _tool_name(tools[i]))
+    order = sorted(range(len(tools)), key=lambda i: tool_name(tools[i]))
     if order == list(range(len(tools))):
         return list(tools)
     marks = {i: tools[i]["cache_control"] for i in order if "cache_control" in tools[i]}

@@ -142,3 +142,29 @@ def test_append_only_history_keeps_prefix_except_at_eviction_batches(tmp_path: P
         keys = stub_keys(str(by_id[cid]["content"]))
         original = outs[int(cid.removeprefix("call_"))]
         assert keys and original in lm.registry.recover(keys[0])
+
+
+@pytest.mark.parametrize(
+    ("tools", "hint"),
+    [
+        (["Bash", "Read"], "run: lightmem2 recover "),  # Claude Code without our MCP server
+        (["Bash", "mcp__lightmem2__lightmem2_recover"], "recover with lightmem2_recover(key"),
+        (["lightmem2_recover", "exec"], "recover with lightmem2_recover(key"),  # OpenClaw
+        ([], "recover with lightmem2_recover(key"),
+    ],
+)
+def test_the_stub_names_the_recovery_that_works_in_this_host(tools: list[str], hint: str) -> None:
+    from lightmem_plugin.reduction.base import prefers_shell
+
+    session = LightMem(config=Config()).session("hint")
+    big = "".join(f"line {i}: some program output that is long enough to matter\n" for i in range(200))
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "./run"}'}}
+    msgs = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": big},
+    ]
+    defs = [{"type": "function", "function": {"name": n, "parameters": {}}} for n in tools]
+    out = session.before_model_call(msgs, tools=defs or None)
+    assert hint in out[2]["content"]
+    assert prefers_shell(tools) == hint.startswith("run:")

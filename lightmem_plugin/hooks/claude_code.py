@@ -79,6 +79,9 @@ def post_tool_use(payload: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(tool, str) or response is None:
         return None
     session = _common.reducing_session(payload)
+    # the model reads the hook's stub inside Claude Code, which has Bash but lists our recover tool only
+    # when the MCP server is registered: the shell command works either way (recoverHint "auto")
+    session.prefer_shell = True
     tool_input = payload.get("tool_input")
     call = ToolCall(tool, json.dumps(tool_input) if isinstance(tool_input, dict) else "")
 

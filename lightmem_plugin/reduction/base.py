@@ -32,6 +32,7 @@ class PassContext:
     reduction: ReductionConfig
     archive: Archiver
     call: ToolCall | None = None  # the tool call that produced the output (its command names the kind)
+    prefer_shell: bool = False  # the host offers a shell but no lightmem2_recover tool (recoverHint auto)
 
 
 def stub(
@@ -54,7 +55,19 @@ def stub(
 
 def shell_hint(ctx: PassContext) -> bool:
     """True when stubs should name the shell command rather than the tool (the host has no tool)."""
-    return ctx.reduction.recoverHint == "shell"
+    hint = ctx.reduction.recoverHint
+    return hint == "shell" or (hint == "auto" and ctx.prefer_shell)
+
+
+SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "run_shell_command"})
+
+
+def prefers_shell(tool_names: list[str]) -> bool:
+    """True for a tool list with a shell and no ``lightmem2_recover`` (Claude Code without our MCP
+    server): a stub there must name ``lightmem2 recover KEY``, which the agent can run."""
+    if any(name.endswith("lightmem2_recover") for name in tool_names):
+        return False
+    return any(name.lower() in SHELL_TOOLS for name in tool_names)
 
 
 def stub_keys(text: str) -> list[str]:

@@ -100,7 +100,10 @@ def test_mcp_text_and_blocks() -> None:
 def test_the_hook_writes_the_stub_the_proxy_would() -> None:
     """One reduction per output, whoever sees it first: same bytes as a fresh pipeline session."""
     out = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG))))
-    assert out["stdout"] == LightMem().session("other").ingest_tool_result("any-call", LOG)
+    proxy_side = LightMem().session("other")
+    proxy_side.prefer_shell = True  # what a Claude Code request (Bash, no lightmem2_recover) sets
+    assert out["stdout"] == proxy_side.ingest_tool_result("any-call", LOG)
+    assert "run: lightmem2 recover " in out["stdout"]  # Claude Code has Bash, not our tool
     again = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG))))
     assert again == out  # I1: same input, same bytes
 
