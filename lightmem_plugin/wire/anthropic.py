@@ -9,7 +9,7 @@ from typing import Any
 
 from ..codecs import anthropic as codec
 from ..server.rewrite import AnthropicStream, restore_anthropic
-from .base import JSON, RealUsage, WireApi, as_int, clean_id
+from .base import JSON, RealUsage, WireApi, as_int, clean_id, message_list
 
 _CLAUDE_SESSION = re.compile(r"_session_([0-9A-Za-z][0-9A-Za-z._:-]*)$")
 
@@ -45,11 +45,6 @@ def error(kind: str, message: str) -> JSON:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-def messages(payload: Mapping[str, Any]) -> list[Any] | None:
-    items = payload.get("messages")
-    return items if isinstance(items, list) and items else None
-
-
 def session_hint(payload: Mapping[str, Any]) -> str | None:
     """Claude Code names its session in ``metadata.user_id``."""
     meta = payload.get("metadata")
@@ -66,7 +61,7 @@ WIRE = WireApi(
     usage,
     owns_usage,
     error,
-    messages,
+    message_list,
     session_hint,
     "anthropic",
 )

@@ -72,6 +72,17 @@ def clean_id(value: object) -> str | None:
     return value[:MAX_ID] if value else None
 
 
+def message_list(payload: Mapping[str, Any]) -> list[Any] | None:
+    """``messages`` of a request (Anthropic Messages and Chat Completions), None when absent or empty."""
+    items = payload.get("messages")
+    return items if isinstance(items, list) and items else None
+
+
+def cache_key_hint(payload: Mapping[str, Any]) -> str | None:
+    """The ``prompt_cache_key`` an OpenAI client sends per thread (Codex does): the host's session id."""
+    return clean_id(payload.get("prompt_cache_key"))
+
+
 def openai_error(kind: str, message: str) -> JSON:
     """The error body both OpenAI APIs use."""
     return {"error": {"message": message, "type": kind, "param": None, "code": kind}}

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..codecs import openai_chat as codec
 from ..server.rewrite import ChatStream, restore_chat
-from .base import RealUsage, WireApi, as_int, clean_id, openai_error
+from .base import RealUsage, WireApi, as_int, cache_key_hint, message_list, openai_error
 
 
 def usage(raw: Mapping[str, Any]) -> RealUsage:
@@ -20,15 +20,6 @@ def owns_usage(raw: Mapping[str, Any]) -> bool:
     return "prompt_tokens" in raw
 
 
-def messages(payload: Mapping[str, Any]) -> list[Any] | None:
-    items = payload.get("messages")
-    return items if isinstance(items, list) and items else None
-
-
-def session_hint(payload: Mapping[str, Any]) -> str | None:
-    return clean_id(payload.get("prompt_cache_key"))
-
-
 WIRE = WireApi(
     "chat",
     "OpenAI Chat Completions",
@@ -39,7 +30,7 @@ WIRE = WireApi(
     usage,
     owns_usage,
     openai_error,
-    messages,
-    session_hint,
+    message_list,
+    cache_key_hint,
     "openai",
 )

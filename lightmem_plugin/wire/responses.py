@@ -8,7 +8,7 @@ from typing import Any
 from ..codecs import openai_responses as codec
 from ..server.responses_stream import ResponsesStream
 from ..server.rewrite import restore_responses
-from .base import RealUsage, WireApi, as_int, clean_id, openai_error
+from .base import RealUsage, WireApi, as_int, cache_key_hint, openai_error
 
 
 def usage(raw: Mapping[str, Any]) -> RealUsage:
@@ -31,11 +31,6 @@ def messages(payload: Mapping[str, Any]) -> list[Any] | None:
     return items if isinstance(items, list) and items else None
 
 
-def session_hint(payload: Mapping[str, Any]) -> str | None:
-    """Codex sends its thread as ``prompt_cache_key``."""
-    return clean_id(payload.get("prompt_cache_key"))
-
-
 WIRE = WireApi(
     "responses",
     "OpenAI Responses",
@@ -47,6 +42,6 @@ WIRE = WireApi(
     owns_usage,
     openai_error,
     messages,
-    session_hint,
+    cache_key_hint,
     "openai",
 )
