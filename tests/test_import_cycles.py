@@ -82,14 +82,15 @@ def _marked(node: ast.stmt, lines: list[str]) -> bool:
 
 
 def _imports(
-    tree: ast.AST, lines: list[str], local: bool = False
+    tree: ast.AST, lines: list[str], local: bool = False, typing: bool = False
 ) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool, bool]]:
-    """Every runtime import statement with whether it sits inside a function and is marked lazy."""
+    """Every runtime import statement with whether it sits inside a function and is marked lazy
+    (``typing``: the imports under ``if TYPE_CHECKING:`` too)."""
     lazy_run = False  # a marker above a run of imports covers the whole run
     for node in ast.iter_child_nodes(tree):
         if isinstance(node, ast.If) and _is_type_checking(node):
-            for child in node.orelse:
-                yield from _imports(ast.Module(body=[child], type_ignores=[]), lines, local)
+            for child in (*node.body, *node.orelse) if typing else node.orelse:
+                yield from _imports(ast.Module(body=[child], type_ignores=[]), lines, local, typing)
             lazy_run = False
             continue
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -98,17 +99,17 @@ def _imports(
             continue
         lazy_run = False
         inner = local or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-        yield from _imports(node, lines, inner)
+        yield from _imports(node, lines, inner, typing)
 
 
-def edges(mods: dict[str, Path] | None = None) -> list[Edge]:
-    """The in-package import edges of every module."""
+def edges(mods: dict[str, Path] | None = None, typing: bool = False) -> list[Edge]:
+    """The in-package import edges of every module (``typing``: type-checking imports too)."""
     mods = modules() if mods is None else mods
     out: list[Edge] = []
     for name, path in mods.items():
         is_pkg = path.name == "__init__.py"
         text = path.read_text(encoding="utf-8")
-        for node, local, lazy in _imports(ast.parse(text, str(path)), text.splitlines()):
+        for node, local, lazy in _imports(ast.parse(text, str(path)), text.splitlines(), typing=typing):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -245,6 +246,13 @@ def test_lazy_imports_close_only_the_known_cycles() -> None:
         f"KNOWN_LAZY_CYCLES with the reason: {sorted(new)}\n" + report(all_edges)
     )
     assert found == KNOWN_LAZY_CYCLES.keys(), f"no longer on a cycle: {KNOWN_LAZY_CYCLES.keys() - found}"
+
+
+def test_type_checking_imports_close_no_cycle_either() -> None:
+    """The layers hold for types too: e.g. the reduction passes must not name the config's classes
+    (the config builds its pass names from them), so they read it through protocols."""
+    found = cycles([e for e in edges(typing=True) if not e.lazy])
+    assert not found, found
 
 
 def test_the_walker_finds_a_cycle_hidden_in_a_function(tmp_path: Path) -> None:

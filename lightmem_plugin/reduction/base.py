@@ -8,14 +8,50 @@ input always yields the same stub (DESIGN I1, I3) whether or not the store alrea
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .kinds import ToolCall
 
-if TYPE_CHECKING:  # the config builds its pass names from this package: no import back at run time
-    from ..config import ModeTable, ReductionConfig
+
+class ModeSettings(Protocol):
+    """What the passes read of a mode's table (``config.ModeTable`` provides it).
+
+    A protocol, not the config class: the config builds its pass names from this package, so this
+    package must not import the config back, not even for types (it stays a leaf below it).
+    """
+
+    @property
+    def triggerChars(self) -> int: ...
+    @property
+    def capChars(self) -> int: ...
+    @property
+    def headChars(self) -> int: ...
+    @property
+    def tailChars(self) -> int: ...
+    @property
+    def fileViewChars(self) -> int: ...
+    @property
+    def keepErrorLines(self) -> bool: ...
+    @property
+    def passes(self) -> Sequence[str]: ...
+
+
+class ReductionSettings(Protocol):
+    """What the passes read of the reduction config (``config.ReductionConfig`` provides it)."""
+
+    @property
+    def hardCapChars(self) -> int: ...
+    @property
+    def recoverHint(self) -> str: ...
+    @property
+    def imageBitmapMaxBytes(self) -> int: ...
+    @property
+    def imageSvgMaxBytes(self) -> int: ...
+    @property
+    def imageMaxSidePx(self) -> int: ...
+
 
 Archiver = Callable[[bytes], str]
 """Stores bytes in the artifact registry and returns their content key (32 hex chars)."""
@@ -28,8 +64,8 @@ STUB_RE = re.compile(r"\[lightmem2: [^\]\n]*?(?:archived as|lightmem2 recover) (
 class PassContext:
     """Settings of the current mode plus the archive callback."""
 
-    table: ModeTable
-    reduction: ReductionConfig
+    table: ModeSettings
+    reduction: ReductionSettings
     archive: Archiver
     call: ToolCall | None = None  # the tool call that produced the output (its command names the kind)
     prefer_shell: bool = False  # the host offers a shell but no lightmem2_recover tool (recoverHint auto)
