@@ -14,14 +14,17 @@ import os
 import tempfile
 from pathlib import Path
 
+TEMP_PREFIX = ".tmp-"
+"""Temp files start with this, so a crash leftover is recognisable (the registry's GC removes them)."""
 
-def write_private_text(path: Path, text: str) -> None:
-    """Make ``path`` hold ``text`` (UTF-8), 0600 in a 0700 directory, or leave it untouched on error."""
+
+def write_private_bytes(path: Path, data: bytes) -> None:
+    """Make ``path`` hold ``data``, 0600 in a 0700 directory, or leave it untouched on error."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o600)
@@ -30,3 +33,8 @@ def write_private_text(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def write_private_text(path: Path, text: str) -> None:
+    """:func:`write_private_bytes` of ``text`` as UTF-8."""
+    write_private_bytes(path, text.encode("utf-8"))

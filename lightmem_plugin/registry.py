@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import xxhash
 
+from .atomic import TEMP_PREFIX, write_private_bytes
 from .errors import ArtifactCorrupt, ArtifactNotFound, RegistryError, UsageError
 from .redaction import Redactor
 
@@ -82,18 +82,7 @@ class Registry:
             pass  # absent, or the directory is unusable: the write below reports it as a RegistryError
         self._ensure_root()
         try:
-            path.parent.mkdir(exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.chmod(tmp, 0o600)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_private_bytes(path, data)
         except OSError as err:
             raise RegistryError(f"cannot write artifact {key} under {self.root}: {err}") from None
         if self.on_put is not None:
@@ -160,7 +149,7 @@ class Registry:
         if not self.root.exists():
             return
         cutoff = time.time() - max_age_s
-        for tmp in self.root.glob("??/.tmp-*"):
+        for tmp in self.root.glob(f"??/{TEMP_PREFIX}*"):
             with contextlib.suppress(OSError):
                 if tmp.stat().st_mtime < cutoff:
                     tmp.unlink()
