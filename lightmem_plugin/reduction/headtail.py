@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .spec import PassSpec
-from .work import Piece, Work, cut, head_tail_mask, protected, with_protected
+from .work import Piece, Work, cut, head_tail_mask, with_protected
 
 if TYPE_CHECKING:
     from .base import PassContext
@@ -19,7 +19,7 @@ def select(work: Work, ctx: PassContext) -> list[Piece] | None:
     """Head and tail around one stub; None when the text fits. Error lines in the middle (a
     traceback frame, an exception) stay, each elided region then gets a short marker."""
     table = ctx.table
-    if table.keepErrorLines and work.origin is not None and protected(work.lines):
+    if table.keepErrorLines and work.origin is not None and work.protected():
         keep = head_tail_mask(work.lines, table.headChars, table.tailChars)
         if not all(keep):
             return with_protected(work, keep, "chars (head, tail and error lines shown)", True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .spec import PassSpec
-from .work import Piece, Work, head_tail_plus, protected
+from .work import Piece, Work, head_tail_plus
 
 if TYPE_CHECKING:
     from .base import PassContext
@@ -26,7 +26,7 @@ def select(work: Work, ctx: PassContext) -> list[Piece] | None:
     """Frames, code lines, exceptions and the message tail whole; head and tail of the rest."""
     if work.origin is None:
         return None
-    marks = protected(work.lines)
+    marks = work.protected()
     if not marks:
         return None
     last = max(marks)

@@ -8,7 +8,7 @@ which original line it came from, so a later pass can still name exact ranges.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import error_lines
 from . import truncate
@@ -49,6 +49,15 @@ class Work:
     origin: list[int] | None
     what: str = "chars"
     kind: str = "other"
+    _protected: set[int] | None = field(default=None, repr=False, compare=False)
+
+    def protected(self) -> set[int]:
+        """Indexes of lines no selection may cut: error lines and the code line under each frame
+        (computed once per work text; several passes and the renderer ask)."""
+        if self._protected is None:
+            marks = {i for i, line in enumerate(self.lines) if error_lines.is_error_line(strip_ansi(line))}
+            self._protected = marks | error_lines.frame_code_lines(self.lines) if marks else marks
+        return self._protected
 
     def chars(self) -> int:
         return sum(len(line) + 1 for line in self.lines)
@@ -141,12 +150,6 @@ def size(pieces: list[Piece], stub_len: int) -> int:
     )
 
 
-def protected(lines: list[str]) -> set[int]:
-    """Indexes of lines no selection may cut: error lines and the code line under each frame."""
-    out = {i for i, line in enumerate(lines) if error_lines.is_error_line(strip_ansi(line))}
-    return out | error_lines.frame_code_lines(lines) if out else out
-
-
 def head_tail_mask(lines: list[str], head_chars: int, tail_chars: int) -> list[bool]:
     """Whole lines kept from the start up to ``head_chars`` and from the end up to ``tail_chars``."""
     keep = [False] * len(lines)
@@ -168,7 +171,7 @@ def head_tail_mask(lines: list[str], head_chars: int, tail_chars: int) -> list[b
 def with_protected(work: Work, keep: list[bool], what: str, protect: bool) -> list[Piece]:
     """``masked`` after adding the protected lines (``protect``: the mode keeps error lines)."""
     if protect:
-        for i in protected(work.lines):
+        for i in work.protected():
             keep[i] = True
     for first, last in truncate.regions(keep):  # a run shorter than its marker is shown instead
         if sum(len(x) + 1 for x in work.lines[first : last + 1]) <= MARK_COST:
