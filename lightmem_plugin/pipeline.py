@@ -206,6 +206,7 @@ class Session:
         self._accountant = Accountant(plugin.counter) if plugin.ledger is not None else None
         self.last_record: CallRecord | None = None
         self.journal: Journal | None = None
+        self._saved_batch_check: int | None = None  # last_batch_call of the eviction state on disk
         if plugin.states is not None:
             store = plugin.states
             self.fail.run("state", lambda: self._load_state(store), None)
@@ -252,6 +253,7 @@ class Session:
         self.repeats.lines.seen = dict.fromkeys(int(k) for k in maps["lines"])
         self.stabilizer = stabilizer
         self.evictor.state, self.evictor.tasks = state, tasks
+        self._saved_batch_check = state.last_batch_call
         self.calls = max(self.calls, int(core.get("calls", 0)))
         self._last_record = {str(k): str(v) for k, v in (core.get("record") or {}).items()}
 
@@ -264,14 +266,15 @@ class Session:
         blobs: dict[str, Any] = {
             "core": {"version": STATE_VERSION, "calls": self.calls, "record": self._last_record},
             "stabilizer": self.stabilizer.state_dict(),
-            "eviction": {
+        }
+        if ev.state.last_batch_call != self._saved_batch_check:  # only an eviction check changes these
+            blobs["eviction"] = {
                 "stubs": ev.state.stubs,
                 "batches": [[b.call_index, b.key, b.call_ids, b.tokens_saved] for b in ev.state.batches],
                 "last": ev.state.last_batch_call,
-            },
-        }
-        if ev.tasks.chunks or ev.tasks.rejected:
-            blobs["tasks"] = ev.tasks.to_dict()
+            }
+            if ev.tasks.chunks or ev.tasks.rejected:
+                blobs["tasks"] = ev.tasks.to_dict()
         maps: dict[str, Mapping[Any, Any]] = {
             "memo": self.memo,
             "images": self.image_memo,
@@ -280,7 +283,13 @@ class Session:
             "dedup_spellings": self.repeats.outputs.spellings,
             "lines": self.repeats.lines.seen,
         }
-        self.fail.run("state", lambda: journal.save(maps, blobs), None)
+
+        def save() -> bool:
+            journal.save(maps, blobs)
+            return True
+
+        if self.fail.run("state", save, False):  # a failed write is retried with the next call
+            self._saved_batch_check = ev.state.last_batch_call
 
     @staticmethod
     def _recorded_calls(ledger: Ledger | None, session_id: str) -> int:
