@@ -46,6 +46,8 @@ _surface: contextvars.ContextVar[str] = contextvars.ContextVar("lightmem2_surfac
 @contextmanager
 def on_surface(name: str) -> Iterator[None]:
     """Attribute failures inside the block to surface ``name`` (one of :data:`SURFACES`)."""
+    if name not in SURFACES:
+        raise ValueError(f"unknown surface {name!r}; use one of {', '.join(SURFACES)}")
     token = _surface.set(name)
     try:
         yield

@@ -203,3 +203,8 @@ def test_a_failing_pass_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert session.fail.errors["reduction"] == 1
     (fault,) = sink.summary()
     assert fault.where == "python/reduction/testrun" and "injected into one pass" in fault.last_error
+
+
+def test_an_unknown_surface_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown surface 'proxyy'"), on_surface("proxyy"):
+        pass

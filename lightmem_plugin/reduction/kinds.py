@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -190,11 +189,3 @@ def classify(text: str, call: ToolCall | None = None) -> Kind:
     if _share(lines, _NUMBERED_LINE) >= 0.8:
         return "file_view"
     return "other"
-
-
-def split_command(command: str) -> list[str]:
-    """``shlex`` words of a command, or a whitespace split when it does not parse (unbalanced quotes)."""
-    try:
-        return shlex.split(command)
-    except ValueError:
-        return command.split()

@@ -51,11 +51,3 @@ def of_stage(stage: Stage, enabled: Iterable[str]) -> list[PassSpec]:
     """The passes of ``stage`` whose names are in ``enabled`` (a mode's pass list), in run order."""
     names = set(enabled)
     return [p for p in PASSES if p.stage == stage and p.name in names]
-
-
-def by_name(name: str) -> PassSpec:
-    """The pass called ``name`` (KeyError for an unknown one; the config validates names first)."""
-    for p in PASSES:
-        if p.name == name:
-            return p
-    raise KeyError(name)

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from .base import PassContext
 
 WHAT = "chars of test run (failures and summary shown)"
-_SECTION = re.compile(r"^={3,} ?(FAILURES|ERRORS|short test summary info|warnings summary)? ?={3,}$")
 _PYTEST_SECTION = re.compile(r"^={3,} (FAILURES|ERRORS|short test summary info) ={3,}$")
 _OTHER_SECTION = re.compile(r"^={3,} .* ={3,}$")
 _UNITTEST_RULE = re.compile(r"^(?:={20,}|-{20,})$")

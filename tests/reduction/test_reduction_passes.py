@@ -61,3 +61,10 @@ def test_a_new_select_pass_is_one_spec_and_one_registry_line(monkeypatch: pytest
     out = reduce_text(text, ctx)
     assert out.startswith("FIRST LINE ONLY: row 0 ") and "chars (test pass) archived as " + "a" * 32 in out
     assert keys == [text.encode()]
+
+
+def test_every_kind_a_pass_names_is_a_kind_the_classifier_returns() -> None:
+    from lightmem_plugin.reduction.kinds import KINDS
+
+    named = {k for p in passes.PASSES for k in p.kinds}
+    assert named and named <= set(KINDS), named - set(KINDS)
