@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 import xxhash
 
+from .cachesim import k_cost
 from .error_lines import error_lines
 from .reduction.base import stub_keys
 
@@ -56,8 +57,6 @@ _HITS_PER_WINDOW = 4
 _SEP = "\n\x00\n"  # between texts of a prompt, so no span is found across two messages
 RECOVER_CALL_TOKENS = 40
 """What one ``lightmem2_recover(key, lines=...)`` call costs in the agent's output and history."""
-CACHED_RATE = 0.1
-"""Price of a cached input token relative to a miss (DESIGN section 1)."""
 _NOT_COMMAND = frozenset({"description", "timeout", "run_in_background"})  # labels, not what runs
 
 Verdict = Literal["kept", "recoverable", "lost"]
@@ -253,8 +252,12 @@ def newest_outputs(prompt: Sequence[ChatMessage]) -> dict[str, ChatMessage]:
 
 def recover_charge(recovers: Iterable[tuple[int, int]], calls: int) -> float:
     """The K a session's recover round trips add: ``(call u, tokens t)`` each costs
-    ``(RECOVER_CALL_TOKENS + t)`` as misses at ``u`` plus ``CACHED_RATE`` of it on every later call."""
-    return sum((RECOVER_CALL_TOKENS + t) * (1 + CACHED_RATE * max(0, calls - u - 1)) for u, t in recovers)
+    ``RECOVER_CALL_TOKENS + t`` as misses at ``u`` and as cached re-reads on every later call (the
+    one cost formula, :func:`.cachesim.k_cost`)."""
+    return sum(
+        k_cost(hit=(RECOVER_CALL_TOKENS + t) * max(0, calls - u - 1), miss=RECOVER_CALL_TOKENS + t)
+        for u, t in recovers
+    )
 
 
 class _SpanIndex:
