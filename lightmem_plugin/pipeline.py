@@ -28,7 +28,8 @@ from .accounting import Accountant, CallFacts, detect_api, real_usage, with_real
 from .codecs import openai_chat
 from .config import Config, ConfigHolder, data_dir
 from .errors import PassError
-from .eviction.evictor import Batch, EvictionState, Evictor, chat_view
+from .eviction.evictor import EvictionState, Evictor, chat_view
+from .eviction.goals import is_goal
 from .eviction.lifecycle import TaskRegistry
 from .eviction.record_render import render as render_record
 from .eviction.record_store import LEVELS, RecordStore
@@ -206,7 +207,7 @@ class Session:
         self._accountant = Accountant(plugin.counter) if plugin.ledger is not None else None
         self.last_record: CallRecord | None = None
         self.journal: Journal | None = None
-        self._saved_batch_check: int | None = None  # last_batch_call of the eviction state on disk
+        self._saved_batch_check: tuple[int, ...] | None = None  # eviction state version on disk
         if plugin.states is not None:
             store = plugin.states
             self.fail.run("state", lambda: self._load_state(store), None)
@@ -231,13 +232,9 @@ class Session:
             raise ValueError(f"session state version {core.get('version')!r}, expected {STATE_VERSION}")
         cfg = self.plugin.config
         stabilizer = Stabilizer.from_state(cfg.stabilizer, loaded.blobs["stabilizer"])
-        ev = loaded.blobs.get("eviction") or {}
-        state = EvictionState(
-            {str(k): str(v) for k, v in ev.get("stubs", {}).items()},
-            [Batch(int(b[0]), str(b[1]), [str(c) for c in b[2]], int(b[3])) for b in ev.get("batches", [])],
-            int(ev.get("last", 0)),
-        )
+        state = EvictionState.from_dict(loaded.blobs.get("eviction") or {})
         tasks = TaskRegistry.from_dict(loaded.blobs["tasks"]) if "tasks" in loaded.blobs else TaskRegistry()
+        goals = TaskRegistry.from_dict(loaded.blobs["goals"]) if "goals" in loaded.blobs else TaskRegistry()
         images = {k: (str(v[0]), str(v[1])) if v else None for k, v in maps["images"].items()}
         repeats = {str(k): int(v) for k, v in maps["dedup_repeats"].items()}
         counts: dict[str, int] = {}
@@ -252,9 +249,10 @@ class Session:
         self.repeats.outputs.replay({str(k): str(v) for k, v in maps["dedup_spellings"].items()})
         self.repeats.lines.seen = dict.fromkeys(int(k) for k in maps["lines"])
         self.stabilizer = stabilizer
-        self.evictor.state, self.evictor.tasks = state, tasks
-        self._saved_batch_check = state.last_batch_call
+        self.evictor.state, self.evictor.tasks, self.evictor.goals = state, tasks, goals
+        self._saved_batch_check = state.version
         self.calls = max(self.calls, int(core.get("calls", 0)))
+        self.repeats.scope = int(core.get("scope", 0))
         self._last_record = {str(k): str(v) for k, v in (core.get("record") or {}).items()}
 
     def _save(self) -> None:
@@ -264,17 +262,20 @@ class Session:
             return
         ev = self.evictor
         blobs: dict[str, Any] = {
-            "core": {"version": STATE_VERSION, "calls": self.calls, "record": self._last_record},
+            "core": {
+                "version": STATE_VERSION,
+                "calls": self.calls,
+                "record": self._last_record,
+                "scope": self.repeats.scope,
+            },
             "stabilizer": self.stabilizer.state_dict(),
         }
-        if ev.state.last_batch_call != self._saved_batch_check:  # only an eviction check changes these
-            blobs["eviction"] = {
-                "stubs": ev.state.stubs,
-                "batches": [[b.call_index, b.key, b.call_ids, b.tokens_saved] for b in ev.state.batches],
-                "last": ev.state.last_batch_call,
-            }
+        if ev.state.version != self._saved_batch_check:  # only eviction decisions change these
+            blobs["eviction"] = ev.state.to_dict()
             if ev.tasks.chunks or ev.tasks.rejected:
                 blobs["tasks"] = ev.tasks.to_dict()
+            if ev.goals.chunks or ev.goals.rejected:
+                blobs["goals"] = ev.goals.to_dict()
         maps: dict[str, Mapping[Any, Any]] = {
             "memo": self.memo,
             "images": self.image_memo,
@@ -289,7 +290,7 @@ class Session:
             return True
 
         if self.fail.run("state", save, False):  # a failed write is retried with the next call
-            self._saved_batch_check = ev.state.last_batch_call
+            self._saved_batch_check = ev.state.version
 
     @staticmethod
     def _recorded_calls(ledger: Ledger | None, session_id: str) -> int:
@@ -389,14 +390,18 @@ class Session:
         """Re-apply past evictions; in a mode with eviction, run a batch when one is due and pays."""
         self._evicted_now = False
         if self.cfg.mode_table().eviction:
-            self._evicted_now = self.evictor.maybe_evict(self.calls, original, self.evictor.apply(reduced))
+            hint = self.cfg.reduction.recoverHint
+            shell = hint == "shell" or (hint == "auto" and self.prefer_shell)
+            if self.cfg.eviction.argumentsOnArrival:
+                self.evictor.on_arrival(original, shell)
+            self._evicted_now = self.evictor.maybe_evict(self.calls, original, reduced, shell)
         return self.evictor.apply(reduced)
 
     def _snapshot_record(self, original: Request) -> None:
         """Persist the session record (every batch of calls, when it changed) for ``lightmem2 resume``."""
         store = self.plugin.records
         assert store is not None
-        view, _ids = chat_view(original)
+        view, _ids, _owners = chat_view(original)
         record = extract(view, self.evictor.tasks, source=self.evictor.estimator)
         renders: dict[str, str] = {level: render_record(record, level) for level in LEVELS}
         if renders != self._last_record:
@@ -417,7 +422,12 @@ class Session:
             self.prefer_shell = prefers_shell([tool_name(t) for t in req.tools])
         done: dict[int, tuple[Message, Message]] = {}
         messages: list[Message] = []
+        scoped = self.cfg.mode_table().eviction and self.cfg.eviction.finishedTasks
+        goals = 0
         for msg in req.messages:
+            if scoped and is_goal(msg):
+                goals += 1
+                self.repeats.scope = goals - 1  # repeats never point into a task that may leave
             hit = self._processed.get(id(msg))
             out_msg = hit[1] if hit is not None and hit[0] is msg else self._process_message(msg)
             done[id(msg)] = (msg, out_msg)

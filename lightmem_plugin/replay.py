@@ -131,9 +131,17 @@ class SessionResult:
     lost_lines: int = 0
     error_pairs: int = 0
     error_pairs_kept: int = 0
+    task_uses: int = 0
+    task_kept: int = 0
+    task_kept_lines: int = 0
+    said_uses: int = 0
+    said_kept: int = 0
+    said_recoverable: int = 0
+    said_lost: int = 0
     recovers: int = 0
     recovered_tokens: int = 0
     K_charged: float = 0.0
+    K_charged_all: float = 0.0  # also a recover for each reuse of the agent's own words that left
     lines_shown: int = 0
     lines_changed_outside_stubs: int = 0
     overhead_ms: list[float] = field(default_factory=list)
@@ -217,12 +225,17 @@ def replay_trace(
     res.uses, res.kept, res.recoverable, res.lost = r.uses, r.kept, r.recoverable, r.lost
     res.kept_lines, res.recoverable_lines, res.lost_lines = r.kept_lines, r.recoverable_lines, r.lost_lines
     res.error_pairs, res.error_pairs_kept = r.error_pairs, r.error_pairs_kept
-    recovers = [(rec.call, counter.count(rec.text)) for rec in tracker.recovers]
+    res.task_uses, res.task_kept, res.task_kept_lines = r.task_uses, r.task_kept, r.task_kept_lines
+    res.said_uses, res.said_kept = r.said_uses, r.said_kept
+    res.said_recoverable, res.said_lost = r.said_recoverable, r.said_lost
+    recovers = [(rec.call, counter.count(rec.text)) for rec in tracker.recovers if not rec.said]
+    said = [(rec.call, counter.count(rec.text)) for rec in tracker.recovers if rec.said]
     res.recovers, res.recovered_tokens = len(recovers), sum(t for _, t in recovers)
     res.lines_shown, res.lines_changed_outside_stubs = fidelity.shown, fidelity.changed
     writes = res.write_tokens if provider == "anthropic" else 0
     res.K = k_cost(res.hit_tokens, res.miss_tokens, writes)
     res.K_charged = res.K + recover_charge(recovers, res.calls)
+    res.K_charged_all = res.K_charged + recover_charge(said, res.calls)
     return res
 
 
@@ -273,9 +286,17 @@ def summarize(results: Iterable[SessionResult]) -> dict[str, Any]:
         "retention_kept_lines": round(sum(r.kept_lines for r in rs) / uses, 4) if uses else 1.0,
         "retention_recoverable_lines": round(sum(r.recoverable_lines for r in rs) / uses, 4) if uses else 0.0,
         "retention_lost_lines": round(sum(r.lost_lines for r in rs) / uses, 4) if uses else 0.0,
+        "task_uses": (tu := sum(r.task_uses for r in rs)),
+        "task_kept": round(sum(r.task_kept for r in rs) / tu, 4) if tu else 1.0,
+        "task_kept_lines": round(sum(r.task_kept_lines for r in rs) / tu, 4) if tu else 1.0,
+        "said_uses": (su := sum(r.said_uses for r in rs)),
+        "said_kept": round(sum(r.said_kept for r in rs) / su, 4) if su else 1.0,
+        "said_recoverable": round(sum(r.said_recoverable for r in rs) / su, 4) if su else 0.0,
+        "said_lost": round(sum(r.said_lost for r in rs) / su, 4) if su else 0.0,
         "error_line_pairs": pairs,
         "error_lines_kept": round(sum(r.error_pairs_kept for r in rs) / pairs, 4) if pairs else 1.0,
         "K_charged": round(sum(r.K_charged for r in rs), 1),
+        "K_charged_all": round(sum(r.K_charged_all for r in rs), 1),
         "recovers": sum(r.recovers for r in rs),
         "recovered_tokens": sum(r.recovered_tokens for r in rs),
         "lines_shown": sum(r.lines_shown for r in rs),

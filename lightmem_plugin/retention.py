@@ -19,6 +19,18 @@ tell us what the agent used instead (``traces/README.md``, "Retention"):
   command string or its other inputs) must be whole lines of every later prompt while no newer
   output of that command exists: the agent acts on them, and the reduction promises not to cut them.
   ``error_lines_kept`` = kept (line, call) pairs / all such pairs (1.0 when there are none).
+  Only outputs of the **task still running** count: those after the last user message that set a
+  goal (:mod:`.eviction.goals`). Once the user moved on, a finished task's error lines are no longer
+  what the agent acts on; if it does use them, the uses below judge that like any other line.
+- **Within the task** (``task_kept``, ``task_kept_lines``): the same verdicts over the uses whose
+  source output belongs to the task still running, the figure that says whether reduction and
+  eviction inside a task hide what the agent needs (uses that reach into a finished task are
+  counted in the totals and, when recoverable, charged below).
+- **The agent's own words** (``said_*``): a span of an earlier assistant text or tool-call argument
+  value reappearing in a later call's output is a use too (the agent quoting its plan, rewriting its
+  script), judged kept / recoverable / lost by span the same way. Counted apart from tool-output
+  uses, since much of it is the agent's habit (the same import lines, the same phrases) and not a
+  need; a span both sources hold counts as a tool-output use.
 - **K charged** prices what "recoverable" really costs. A use that is only recoverable (by span) at
   call ``u`` means a recover round trip at ``u``: the recover call (``RECOVER_CALL_TOKENS`` = 40)
   plus the recovered lines (``t`` tokens of the original lines the span touches) are paid as misses
@@ -29,6 +41,8 @@ tell us what the agent used instead (``traces/README.md``, "Retention"):
       K_charged = K + sum over recovers r of (40 + t_r) * (1 + 0.1 * (calls - u_r - 1))
 
   The extra model request of the round trip (its re-read of the cached prefix) is not charged.
+  ``K_charged`` prices the tool-output uses (the definition the figures in the README use);
+  ``K_charged_all`` adds a round trip for each own-words use that is only recoverable.
 
 Fast by construction: tool-output lines go in a set, and tool-output text is indexed by 17-char
 windows at every 16th offset. Any common substring of 32+ chars contains one aligned window
@@ -47,6 +61,7 @@ import xxhash
 
 from .cachesim import k_cost
 from .error_lines import error_lines
+from .eviction.goals import goal_words
 from .reduction.base import stub_keys
 
 MIN_LINE_CHARS = 16
@@ -87,6 +102,7 @@ class Recover:
     call: int
     artifact: str
     text: str
+    said: bool = False  # a use of the agent's own earlier words (not of a tool output)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +118,23 @@ class Retention:
     lost_lines: int = 0
     error_pairs: int = 0
     error_pairs_kept: int = 0
+    task_uses: int = 0
+    task_kept: int = 0
+    task_kept_lines: int = 0
+    said_uses: int = 0
+    said_kept: int = 0
+    said_recoverable: int = 0
+    said_lost: int = 0
+
+    @property
+    def task_kept_fraction(self) -> float:
+        """Kept by span, over the uses of outputs of the task still running (since the last goal)."""
+        return self.task_kept / self.task_uses if self.task_uses else 1.0
+
+    @property
+    def task_kept_lines_fraction(self) -> float:
+        """Kept by line, over the uses of outputs of the task still running."""
+        return self.task_kept_lines / self.task_uses if self.task_uses else 1.0
 
     @property
     def error_lines_kept(self) -> float:
@@ -250,6 +283,16 @@ def newest_outputs(prompt: Sequence[ChatMessage]) -> dict[str, ChatMessage]:
     return newest
 
 
+def last_goal(prompt: Sequence[ChatMessage]) -> int:
+    """Index of the last message in ``prompt`` where the user set a goal (-1 if none): what came
+    before it is finished work, judged by its uses, not by the error lines the current task acts on."""
+    for pos in range(len(prompt) - 1, -1, -1):
+        message = prompt[pos]
+        if message.get("role") == "user" and goal_words(_content_text(message.get("content"))):
+            return pos
+    return -1
+
+
 def recover_charge(recovers: Iterable[tuple[int, int]], calls: int) -> float:
     """The K a session's recover round trips add: ``(call u, tokens t)`` each costs
     ``RECOVER_CALL_TOKENS + t`` as misses at ``u`` and as cached re-reads on every later call (the
@@ -349,6 +392,8 @@ class RetentionTracker:
         self._archived: dict[str, str | None] = {}
         self._index = _SpanIndex()
         self._tool_ids: dict[int, tuple[ChatMessage, str]] = {}
+        self._said = _SpanIndex()  # what the assistant wrote: its texts and tool-call argument values
+        self._said_ids: dict[int, ChatMessage] = {}
         self._texts: dict[int, tuple[ChatMessage, str]] = {}
         self._errors: dict[int, tuple[ChatMessage, tuple[str, ...]]] = {}
         self._calls = 0
@@ -362,6 +407,12 @@ class RetentionTracker:
                 "lost_lines",
                 "errors",
                 "errors_kept",
+                "task_uses",
+                "task_kept",
+                "task_kept_lines",
+                "said_kept",
+                "said_recoverable",
+                "said_lost",
             ),
             0,
         )
@@ -377,18 +428,28 @@ class RetentionTracker:
             self._tool_ids[id(message)] = (message, text)  # holding it keeps the id from being reused
             self._index.add(text)
 
-    def _source(self, prompt: Sequence[ChatMessage], located: Located) -> tuple[int, tuple[str, ...]]:
-        """First line index and whole lines of the tool output a span is judged by: the newest tool
-        output of this call's original prompt that contains it (what the agent read last), else the
-        output it was first indexed from (one that compaction took out of the prompt)."""
+    def _source(self, prompt: Sequence[ChatMessage], located: Located) -> tuple[int, tuple[str, ...], int]:
+        """First line index and whole lines of the tool output a span is judged by, and that output's
+        position in the prompt: the newest tool output of this call's original prompt that contains
+        it (what the agent read last), else the output it was first indexed from (one that
+        compaction took out of the prompt; position ``len(prompt)``, as if current)."""
         span, tid, start = located
-        for message in reversed(prompt):
+        for pos in range(len(prompt) - 1, -1, -1):
+            message = prompt[pos]
             if message.get("role") == "tool":
                 text = self._tool_ids[id(message)][1]
                 at = text.find(span)
                 if at >= 0:
-                    return touched_lines(text, at, len(span))
-        return self._index.lines_of(tid, start, len(span))
+                    return (*touched_lines(text, at, len(span)), pos)
+        return (*self._index.lines_of(tid, start, len(span)), len(prompt))
+
+    def _index_said(self, prompt: Sequence[ChatMessage]) -> None:
+        for message in prompt:
+            if message.get("role") != "assistant" or id(message) in self._said_ids:
+                continue
+            self._said_ids[id(message)] = message
+            for text in output_texts(message):
+                self._said.add(text)
 
     def _text(self, message: ChatMessage) -> str:
         """:func:`message_text`, memoised per message object (prompts share their messages)."""
@@ -421,14 +482,24 @@ class RetentionTracker:
         call = self._calls
         self._calls += 1
         self._index_tools(original_prompt)
+        goal = last_goal(original_prompt)
+        current = {id(m) for m in original_prompt[goal + 1 :]}
         errors = dict.fromkeys(
-            line for m in newest_outputs(original_prompt).values() for line in self._error_lines(m)
+            line
+            for m in newest_outputs(original_prompt).values()
+            if id(m) in current
+            for line in self._error_lines(m)
         )
         spans: dict[str, Located] = {}
+        said: dict[str, Located] = {}
         for text in output_texts(output):
             for located in self._index.spans(text):
                 spans.setdefault(located[0], located)
-        if not spans and not errors:
+            for located in self._said.spans(text):
+                if not any(located[0] in s or s in located[0] for s in spans):
+                    said.setdefault(located[0], located)
+        self._index_said(original_prompt)  # after: a call's own output is no use of itself
+        if not spans and not errors and not said:
             return []
         haystack = prompt_text(transformed_prompt, self._text)
         bounded = f"\n{haystack}\n"
@@ -446,10 +517,25 @@ class RetentionTracker:
             return keyed
 
         uses: list[Use] = []
+        for located in said.values():
+            span, tid, start = located
+            first, lines = self._said.lines_of(tid, start, len(span))
+            artifact = None
+            if span in haystack:
+                verdict: Verdict = "kept"
+            else:
+                artifact = next((k for k, t in archives() if span in t), None)
+                verdict = "lost" if artifact is None else "recoverable"
+            counts[f"said_{verdict}"] += 1
+            if verdict == "lost" and len(self.lost_uses) < 100:
+                self.lost_uses.append(Use(call, span, "lost", "lost", lines))
+            if artifact is not None and (artifact, -1 - first, lines) not in self._recovered:
+                self._recovered.add((artifact, -1 - first, lines))
+                self.recovers.append(Recover(call, artifact, "\n".join(lines), said=True))
         for located in spans.values():
             span = located[0]
-            first, lines = self._source(original_prompt, located)
-            verdict: Verdict = "kept"
+            first, lines, pos = self._source(original_prompt, located)
+            verdict = "kept"
             artifact = None
             if span not in haystack:
                 artifact = next((k for k, t in archives() if span in t), None)
@@ -459,6 +545,10 @@ class RetentionTracker:
             uses.append(use)
             counts[verdict] += 1
             counts[f"{by_line}_lines"] += 1
+            if pos > goal:
+                counts["task_uses"] += 1
+                counts["task_kept"] += verdict == "kept"
+                counts["task_kept_lines"] += by_line == "kept"
             if artifact is not None and (artifact, first, lines) not in self._recovered:
                 self._recovered.add((artifact, first, lines))
                 self.recovers.append(Recover(call, artifact, "\n".join(lines)))
@@ -478,6 +568,13 @@ class RetentionTracker:
             c["lost_lines"],
             c["errors"],
             c["errors_kept"],
+            c["task_uses"],
+            c["task_kept"],
+            c["task_kept_lines"],
+            c["said_kept"] + c["said_recoverable"] + c["said_lost"],
+            c["said_kept"],
+            c["said_recoverable"],
+            c["said_lost"],
         )
 
 

@@ -84,7 +84,16 @@ def test_vanilla_session_keeps_every_use() -> None:
     assert uses[2][0].span == "ValueError: negative width is not allowed here"
     assert uses[3][0].span == ' File "/testbed/app/models.py", line 88, in save'
     assert tracker.result() == Retention(
-        uses=3, kept=3, recoverable=0, lost=0, kept_lines=3, error_pairs=6, error_pairs_kept=6
+        uses=3,
+        kept=3,
+        recoverable=0,
+        lost=0,
+        kept_lines=3,
+        error_pairs=6,
+        error_pairs_kept=6,
+        task_uses=3,
+        task_kept=3,
+        task_kept_lines=3,
     )
 
 

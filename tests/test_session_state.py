@@ -55,8 +55,9 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], 
 
 def test_fixture_evicts(uninterrupted: tuple[list[str], list[int]]) -> None:
     requests, batches = uninterrupted
-    assert batches == [20]
+    assert batches == [20, 26]  # outputs of finished work, then an executed script's arguments
     assert "output of finished work archived as" in requests[-1]
+    assert "chars of this executed call archived as" in requests[-1]
 
 
 @pytest.mark.parametrize("at", [5, 19, 20, 21, 30, 37])

@@ -1,46 +1,66 @@
-"""Cost-aware eviction: page out the tool outputs of finished work, in batches, only when it pays.
+"""Cost-aware eviction: page out finished work, in batches, only when it pays.
 
 Why a cost rule: in append-only sessions the provider cache already hits ~97%, so every change in the
 middle of the history re-misses everything after it once. Paging out ``X`` tokens that sit before
 ``T`` tokens saves about ``0.1 * X`` per remaining call and costs about ``0.9 * T`` once (DESIGN 1). A
 batch runs at most every ``eviction.batchTurns`` calls; it picks the earliest break position whose
-saving over the expected remaining calls beats its one-time re-miss, and evicts every candidate from
-there on, so one break pays for as much as possible.
+saving over the expected remaining calls (:mod:`.horizon`, from the session's own tasks) beats its
+one-time re-miss, and pages out everything that may go from there on, so one break pays for as much
+as possible.
 
-What is evicted: tool outputs that the estimator shows are no longer needed (in a task chunk that
-became ``evictable``, or made stale by later work: a file read later rewritten or re-read, a command
-re-run, exploration consumed). The structure of the conversation stays valid for every API: each
-output is replaced in place by a one-line stub naming the batch's artifact and its line range. The
-batch's outputs are archived together (byte-exact, recoverable), and the first stub of a batch carries
-the session record, so the record changes only at eviction batches and stays cached in between.
-Evictions already made are re-applied identically on every later call (DESIGN I2).
+What may go, three kinds:
+
+- **Finished tasks** (:mod:`.goals`): a new user goal closes the task before it. Its goal chunk
+  becomes ``completed`` at the next batch and ``evictable`` at the one after (never in one step);
+  then its whole work, tool outputs and assistant turns, is archived as one document and replaced by
+  one assistant message that says what it did and how it ended (:mod:`.collapse`). This is where
+  nearly all of the saving is: the break sits right after the task, so little follows it.
+- **Outputs inside the running task** the estimator shows are no longer needed (in a chunk that
+  became ``evictable``, or stale: a file read later rewritten or re-read, a command re-run), except
+  the newest output of a command while it has error lines. Each is replaced in place by a one-line
+  stub naming the batch's archive and its line range; the first stub carries the session record.
+- **Long arguments of executed calls** inside the running task (an inline script that ran, a file
+  write a later whole write replaced): the longest value keeps its first line and a stub.
+  With ``eviction.argumentsOnArrival`` they go as they first come back instead (:meth:`on_arrival`).
+
+Everything removed is archived (recoverable with the key in its stub), and everything decided is
+re-applied identically on every later call (DESIGN I2) and persisted with the session state.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import EstimatorConfig, EvictionConfig
+from ..error_lines import error_lines
 from ..model import Message, Request, TextPart, ToolCallPart, ToolResultPart
 from ..tokens import TokenCounter
+from .collapse import Collapse, archive_document, fingerprint, summary
+from .goals import GoalTask, goal_tasks, goal_text
 from .heuristic import HeuristicEstimator
-from .lifecycle import TaskRegistry
+from .horizon import remaining_in_session, remaining_in_task
+from .lifecycle import TaskRegistry, TaskUpdate
 from .llm_estimator import LLMEstimator
 from .record_render import render
 from .session_record import extract
+from .signals import ToolEvent
 
 STUB_TOKENS = 40
 MIN_SAVING_TOKENS = 60
 MESSAGES_PER_CALL = 2
 
 
-def chat_view(req: Request) -> tuple[list[dict[str, Any]], list[str | None]]:
-    """The request as simple chat-form dicts for the estimator, and the tool call id of each entry."""
+def chat_view(req: Request) -> tuple[list[dict[str, Any]], list[str | None], list[int]]:
+    """The request as simple chat-form dicts for the estimator, the tool call id of each entry, and
+    the index of the message each entry came from (one message may give several entries)."""
     view: list[dict[str, Any]] = []
     ids: list[str | None] = []
-    for msg in req.messages:
+    owners: list[int] = []
+    for n, msg in enumerate(req.messages):
         calls = [p for p in msg.parts if isinstance(p, ToolCallPart)]
         results = [p for p in msg.parts if isinstance(p, ToolResultPart)]
         text = msg.text()
@@ -56,15 +76,18 @@ def chat_view(req: Request) -> tuple[list[dict[str, Any]], list[str | None]]:
                 ]
             view.append(entry)
             ids.append(None)
+            owners.append(n)
         for r in results:
             view.append({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.text()})
             ids.append(r.tool_call_id)
-    return view, ids
+            owners.append(n)
+    return view, ids, owners
 
 
 @dataclass
 class Batch:
-    """One eviction batch: when, what, and the artifact that holds it."""
+    """One eviction batch: when, what (tool call ids; ``args:<id>`` for arguments, ``task:<n>`` for a
+    finished task), the artifact that holds the outputs and arguments, and the tokens it saved."""
 
     call_index: int
     key: str
@@ -79,6 +102,50 @@ class EvictionState:
     stubs: dict[str, str] = field(default_factory=dict)
     batches: list[Batch] = field(default_factory=list)
     last_batch_call: int = 0
+    args: dict[str, str] = field(default_factory=dict)  # tool call id -> its arguments as now sent
+    collapses: list[Collapse] = field(default_factory=list)
+    goal_calls: list[int] = field(default_factory=list)  # the call at which goal n + 1 was first seen
+    sent_whole: list[str] = field(default_factory=list)  # calls first sent before their result came
+
+    @property
+    def version(self) -> tuple[int, ...]:
+        """Changes whenever a decision was added (the session state is saved then)."""
+        return (self.last_batch_call, len(self.args), len(self.sent_whole), len(self.goal_calls))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form for the persisted session state."""
+        return {
+            "stubs": self.stubs,
+            "batches": [[b.call_index, b.key, b.call_ids, b.tokens_saved] for b in self.batches],
+            "last": self.last_batch_call,
+            "args": self.args,
+            "collapses": [c.to_list() for c in self.collapses],
+            "goal_calls": self.goal_calls,
+            "sent_whole": self.sent_whole,
+        }
+
+    @classmethod
+    def from_dict(cls, ev: Mapping[str, Any]) -> EvictionState:
+        """The inverse of :meth:`to_dict` (older states lack the newer keys); raises on malformed data."""
+        return cls(
+            {str(k): str(v) for k, v in ev.get("stubs", {}).items()},
+            [Batch(int(b[0]), str(b[1]), [str(c) for c in b[2]], int(b[3])) for b in ev.get("batches", [])],
+            int(ev.get("last", 0)),
+            {str(k): str(v) for k, v in ev.get("args", {}).items()},
+            [Collapse.from_list(c) for c in ev.get("collapses", [])],
+            [int(c) for c in ev.get("goal_calls", [])],
+            [str(c) for c in ev.get("sent_whole", [])],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    """One thing a batch may page out: where it sits, what it is, what it saves and for how long."""
+
+    index: int  # message index in the request
+    ident: str  # a tool call id, "args:<id>" or "task:<n>"
+    saving: int  # tokens
+    horizon: float  # calls the saving is re-read for
 
 
 class Evictor:
@@ -103,24 +170,39 @@ class Evictor:
             else self.estimator
         )
         self.tasks = TaskRegistry()
+        self.goals = TaskRegistry()  # one chunk per user goal (ids g1, g2, ...), message indices
         self.state = EvictionState()
         self._applied: dict[int, tuple[Message, Message]] = {}
+        self._verified: dict[int, tuple[Message, Message]] = {}
+        self._collapsed: dict[int, Message] = {}
+        self._sizes: dict[int, tuple[Message, int]] = {}
         self.last_evicted_tokens = 0
 
     # -- applying --------------------------------------------------------------------------------
     def apply(self, req: Request) -> Request:
-        """``req`` with every evicted tool output replaced by its stub (no change when none applies)."""
-        if not self.state.stubs:
+        """``req`` with every eviction made so far applied (no change when none applies)."""
+        if not (self.state.stubs or self.state.args or self.state.collapses):
+            return req
+        return self._collapse(req, self._stub_parts(req))
+
+    def _stub_parts(self, req: Request) -> Request:
+        """``req`` with evicted tool outputs and arguments replaced by their stubs (same messages)."""
+        if not (self.state.stubs or self.state.args):
             return req
         out: list[Message] = []
         changed = False
         done: dict[int, tuple[Message, Message]] = {}
+        stubs, args = self.state.stubs, self.state.args
         for msg in req.messages:
             hit = self._applied.get(id(msg))
             if hit is not None and hit[0] is msg:
                 new = hit[1]  # the same stubbed object as last call: later caches see no change
-            elif any(isinstance(p, ToolResultPart) and p.tool_call_id in self.state.stubs for p in msg.parts):
-                parts = [self._stubbed(p) if isinstance(p, ToolResultPart) else p for p in msg.parts]
+            elif any(
+                (isinstance(p, ToolResultPart) and p.tool_call_id in stubs)
+                or (isinstance(p, ToolCallPart) and p.id in args)
+                for p in msg.parts
+            ):
+                parts = [self._stubbed(p) for p in msg.parts]
                 new = Message(msg.role, parts, dict(msg.extra), dict(msg.hints))
             else:
                 new = msg
@@ -131,31 +213,270 @@ class Evictor:
         self._applied = done
         return Request(out, req.tools, req.extra, req.hints) if changed else req
 
-    def _stubbed(self, part: ToolResultPart) -> ToolResultPart:
-        stub = self.state.stubs.get(part.tool_call_id)
-        if stub is None:
-            return part
-        return ToolResultPart(part.tool_call_id, [TextPart(stub)], part.is_error, dict(part.extra))
+    def _stubbed(self, part: Any) -> Any:
+        if isinstance(part, ToolResultPart):
+            stub = self.state.stubs.get(part.tool_call_id)
+            if stub is not None:
+                return ToolResultPart(part.tool_call_id, [TextPart(stub)], part.is_error, dict(part.extra))
+        elif isinstance(part, ToolCallPart):
+            args = self.state.args.get(part.id)
+            if args is not None:
+                return ToolCallPart(part.id, part.name, args, dict(part.extra))
+        return part
+
+    def _collapse(self, original: Request, req: Request) -> Request:
+        """``req`` with each collapsed task's messages replaced by its one summary message.
+
+        A collapse applies only where the same messages are found again (checked on ``original``, by
+        fingerprint); a host that rewrote its history gets its own messages back, never a wrong one."""
+        if not self.state.collapses:
+            return req
+        src, msgs = original.messages, req.messages
+        keep: list[tuple[int, int, Message]] = []
+        verified: dict[int, tuple[Message, Message]] = {}
+        for c in self.state.collapses:
+            if c.last >= len(src):
+                continue
+            seen = self._verified.get(c.number)
+            ok = seen is not None and seen[0] is src[c.first] and seen[1] is src[c.last]
+            if not ok and fingerprint(src[c.first : c.last + 1]) != c.fingerprint:
+                continue
+            verified[c.number] = (src[c.first], src[c.last])
+            msg = self._collapsed.get(c.number)
+            if msg is None:
+                msg = self._collapsed[c.number] = Message("assistant", [TextPart(c.text)])
+            keep.append((c.first, c.last, msg))
+        self._verified = verified
+        if not keep:
+            return req
+        out: list[Message] = []
+        pos = 0
+        for first, last, msg in sorted(keep, key=lambda k: k[0]):
+            if first < pos:
+                continue  # overlapping ranges cannot come from one history; keep the first
+            out.extend(msgs[pos:first])
+            out.append(msg)
+            pos = last + 1
+        out.extend(msgs[pos:])
+        return Request(out, req.tools, req.extra, req.hints)
 
     # -- deciding ----------------------------------------------------------------------------------
-    def maybe_evict(self, call_index: int, original: Request, sent: Request) -> bool:
-        """Run a batch if one is due and pays; returns True when the prefix changed."""
+    def on_arrival(self, req: Request, shell: bool = False) -> int:
+        """Archive the long arguments of calls that just ran, as they first come back as input.
+
+        Why on arrival: a call's arguments are new input in the request that carries its result
+        (the model wrote them; no cache holds them yet), so replacing them there costs no cache break,
+        unlike any later change. Kept: the first line (``cat > fix.py << 'EOF'``, the script's
+        interpreter) and a stub with the key. A call first seen without its result keeps its
+        arguments for good (changing them later would break the prefix). Returns how many archived."""
+        results = {p.tool_call_id for m in req.messages for p in m.parts if isinstance(p, ToolResultPart)}
+        done = 0
+        known = set(self.state.sent_whole)
+        for msg in req.messages:
+            if msg.role != "assistant":
+                continue
+            for p in msg.parts:
+                if not isinstance(p, ToolCallPart) or p.id in self.state.args or p.id in known:
+                    continue
+                if p.id not in results:
+                    self.state.sent_whole.append(p.id)
+                    known.add(p.id)
+                    continue
+                leaf = _largest_leaf(p.arguments)
+                if leaf is None or len(leaf[1]) < self.config.argumentMinChars:
+                    continue
+                key = self.archive((leaf[1] + "\n").encode("utf-8", "surrogatepass"))
+                stubbed = _stub_arguments(p.arguments, key, shell, None)
+                if stubbed is not None:
+                    self.state.args[p.id] = stubbed[0]
+                    done += 1
+        return done
+
+    def maybe_evict(self, call_index: int, original: Request, reduced: Request, shell: bool = False) -> bool:
+        """Run a batch if one is due and pays; returns True when the prefix changed.
+
+        ``reduced`` is the request as reduction left it (before past evictions); ``shell`` says the
+        host has no recover tool, so stubs name the command line instead."""
         self.last_evicted_tokens = 0
+        goals = goal_tasks(original.messages) if self.config.finishedTasks else []
+        while len(self.state.goal_calls) < len(goals):
+            self.state.goal_calls.append(call_index)
         if call_index - self.state.last_batch_call < self.config.batchTurns:
             return False
         self.state.last_batch_call = call_index
-        view, ids = chat_view(original)
+        view, ids, owners = chat_view(original)
         self.estimator.sync(view)
         updates = self.proposer.estimate(view, self.tasks)
         self.tasks.apply(updates, max_turn=len(view) - 1)
-        candidates = self._candidates(view, ids)
-        if not candidates:
+        ready = self._finished_goals(goals, original.messages)
+        sent = self._stub_parts(reduced)
+        sizes = self._sizes_of(sent)
+        items = self._items(view, ids, owners, original, sent, sizes, goals, ready, call_index, shell)
+        if not items:
             return False
-        plan = self._plan(candidates, sent, call_index)
+        plan = self._plan(items, sizes)
         if plan is None:
             return False
-        self._evict(plan, view, ids, call_index)
+        self._evict(plan, view, ids, owners, original, sent, goals, call_index, shell)
         return True
+
+    def _finished_goals(self, goals: list[GoalTask], messages: list[Message]) -> dict[int, GoalTask]:
+        """Close finished goals in the goal registry; the ones that may leave now (``evictable``)."""
+        done = {c.number for c in self.state.collapses}
+        updates: list[TaskUpdate] = []
+        for t, nxt in itertools.pairwise(goals):
+            if t.empty or t.number in done:
+                continue
+            tid = f"g{t.number}"
+            current = self.goals.get(tid)
+            evidence = (f"user set a new goal at message {nxt.goal}",)
+            if current is None or current.lifecycle == "active":
+                updates.append(
+                    TaskUpdate(
+                        task_id=tid,
+                        lifecycle="completed",
+                        objective=_objective(goal_text(messages[t.goal])),
+                        turns=(t.goal, max(t.goal, t.last)),
+                        evidence=evidence,
+                    )
+                )
+            elif current.lifecycle == "completed":
+                updates.append(
+                    TaskUpdate(
+                        task_id=tid,
+                        lifecycle="evictable",
+                        evidence=evidence,
+                        evictable_reason="the user moved on to a new goal",
+                    )
+                )
+        if updates:
+            self.goals.apply(updates, max_turn=len(messages) - 1)
+        return {
+            t.number: t
+            for t in goals
+            if t.number not in done
+            and (chunk := self.goals.get(f"g{t.number}")) is not None
+            and chunk.lifecycle == "evictable"
+            and chunk.turns == (t.goal, max(t.goal, t.last))
+        }
+
+    def _sizes_of(self, req: Request) -> list[int]:
+        """Tokens of each message as it is sent now (before collapses), memoised per message object."""
+        sizes: list[int] = []
+        memo: dict[int, tuple[Message, int]] = {}
+        for msg in req.messages:
+            hit = self._sizes.get(id(msg))
+            if hit is not None and hit[0] is msg:
+                n = hit[1]
+            else:
+                n = 0
+                for p in msg.parts:
+                    if isinstance(p, ToolResultPart):
+                        n += self.counter.count(p.text())
+                    elif isinstance(p, TextPart):
+                        n += self.counter.count(p.text)
+                    elif isinstance(p, ToolCallPart):
+                        n += self.counter.count(p.arguments)
+            memo[id(msg)] = (msg, n)
+            sizes.append(n)
+        self._sizes = memo
+        for c in self.state.collapses:  # what a collapsed task weighs now
+            if c.last < len(sizes):
+                sizes[c.first] = self.counter.count(c.text)
+                for i in range(c.first + 1, c.last + 1):
+                    sizes[i] = 0
+        return sizes
+
+    def _horizons(self, goals: list[GoalTask], call_index: int) -> tuple[float, float]:
+        """Expected remaining calls: within the current task, and for the rest of the session."""
+        calls = self.state.goal_calls
+        lengths = [b - a for a, b in itertools.pairwise(calls) if b > a]
+        in_task = call_index - calls[-1] if calls else call_index
+        prior = self.config.expectedRemainingCalls
+        return remaining_in_task(in_task, lengths, prior), remaining_in_session(in_task, lengths, prior)
+
+    def _items(
+        self,
+        view: list[dict[str, Any]],
+        ids: list[str | None],
+        owners: list[int],
+        original: Request,
+        sent: Request,
+        sizes: list[int],
+        goals: list[GoalTask],
+        ready: Mapping[int, GoalTask],
+        call_index: int,
+        shell: bool,
+    ) -> list[_Item]:
+        """Everything that may leave in this batch, with its saving (counted on ``sent``, what the
+        model reads now) and horizon."""
+        in_task, in_session = self._horizons(goals, call_index)
+        items: list[_Item] = []
+        created = frozenset(self.estimator.live.created)
+        for t in ready.values():
+            span = original.messages[t.first : t.last + 1]
+            events = self._events_in(t, owners)
+            text = summary(t.number, "0" * 32, span, events, created, shell)
+            saving = sum(sizes[t.first : t.last + 1]) - self.counter.count(text)
+            if saving >= MIN_SAVING_TOKENS:
+                items.append(_Item(t.first, f"task:{t.number}", saving, in_session))
+        # outputs and arguments of the task still running (finished tasks leave whole)
+        floor = max((t.last for t in goals[:-1] if not t.empty), default=-1)
+        horizon = len(view) - self.config.keepRecentTurns * MESSAGES_PER_CALL
+        index = {cid: i for i, cid in enumerate(ids) if cid is not None}
+        for cid in self._candidates(view, ids):
+            owner = owners[index[cid]]
+            if owner <= floor:
+                continue
+            part = _result(sent.messages[owner], cid)  # what the model reads of it now
+            n = self.counter.count(part.text()) if part is not None else 0
+            if n - STUB_TOKENS >= MIN_SAVING_TOKENS:
+                # the liveness signals that mark an output dead are weak inside a running task
+                # (measured: with the session's own horizon they paged out outputs the agent used
+                # later and the error lines it acted on), so outputs keep the cautious prior
+                items.append(
+                    _Item(
+                        owner, cid, n - STUB_TOKENS, min(in_task, float(self.config.expectedRemainingCalls))
+                    )
+                )
+        for e in self._stale_arguments(horizon):
+            ran = ids[e.result_index] if e.result_index is not None else None
+            if ran is None or ran in self.state.args or owners[e.call_index] <= floor:
+                continue
+            call = _call(original.messages[owners[e.call_index]], ran)
+            if call is None:
+                continue
+            stubbed = _stub_arguments(call.arguments, "0" * 32, shell)
+            if stubbed is None:
+                continue
+            saving = self.counter.count(call.arguments) - self.counter.count(stubbed[0])
+            if saving >= MIN_SAVING_TOKENS:
+                items.append(_Item(owners[e.call_index], f"args:{ran}", saving, in_task))
+        return sorted(items, key=lambda it: (it.index, it.ident))
+
+    def _events_in(self, t: GoalTask, owners: list[int]) -> list[ToolEvent]:
+        return [e for e in self.estimator.log.events if t.first <= owners[e.call_index] <= t.last]
+
+    def _stale_arguments(self, horizon: int) -> list[ToolEvent]:
+        """Executed calls whose long arguments the agent no longer reads: an inline script that ran
+        (no file written), or a whole-file write that a later whole write of the same file replaced."""
+        events = self.estimator.log.events
+        later_whole: dict[str, int] = {}
+        out: list[ToolEvent] = []
+        for e in reversed(events):
+            if (
+                e.call_chars >= self.config.argumentMinChars
+                and e.result_index is not None
+                and e.result_index < horizon
+                and (
+                    (e.kind == "run" and not e.writes)
+                    or (e.whole and all(later_whole.get(p, -1) > e.seq for p in e.whole))
+                )
+            ):
+                out.append(e)
+            for p in e.whole:
+                later_whole.setdefault(p, e.seq)
+        return out[::-1]
 
     def _candidates(self, view: list[dict[str, Any]], ids: list[str | None]) -> dict[str, str]:
         """Tool call id -> why it is no longer needed, for outputs old enough to page out."""
@@ -175,68 +496,193 @@ class Evictor:
                 cid = ids[idx]
                 if cid is not None:
                     reasons.setdefault(cid, why)
-        return {cid: why for cid, why in reasons.items() if cid not in self.state.stubs}
+        acted_on = self._acted_on(ids)
+        return {
+            cid: why for cid, why in reasons.items() if cid not in self.state.stubs and cid not in acted_on
+        }
 
-    def _plan(self, candidates: Mapping[str, str], sent: Request, call_index: int) -> list[str] | None:
-        """The candidates to evict now: from the break position that pays best, or None."""
-        positions: list[tuple[int, str, int]] = []  # (message index, call id, tokens saved)
-        sizes: list[int] = []
-        for i, msg in enumerate(sent.messages):
-            size = 0
-            for p in msg.parts:
-                if isinstance(p, ToolResultPart):
-                    n = self.counter.count(p.text())
-                    size += n
-                    if p.tool_call_id in candidates and n - STUB_TOKENS >= MIN_SAVING_TOKENS:
-                        positions.append((i, p.tool_call_id, n - STUB_TOKENS))
-                elif isinstance(p, TextPart):
-                    size += self.counter.count(p.text)
-                elif isinstance(p, ToolCallPart):
-                    size += self.counter.count(p.arguments)
-            sizes.append(size)
-        if not positions:
-            return None
-        remaining = self.config.expectedRemainingCalls
+    def _acted_on(self, ids: list[str | None]) -> set[str]:
+        """Outputs whose error lines the agent acts on: the newest output of each command, when it
+        has error lines (DESIGN 4: never cut; a stub would hide every one of them)."""
+        log = self.estimator.log
+        newest: dict[int, int] = {}
+        for e in log.events:
+            newest[e.norm] = e.seq
+        out: set[str] = set()
+        for seq in newest.values():
+            e = log.events[seq]
+            cid = ids[e.result_index] if e.result_index is not None and e.result_index < len(ids) else None
+            if cid is not None and error_lines(log.outputs[seq]):
+                out.add(cid)
+        return out
+
+    def _plan(self, items: list[_Item], sizes: list[int]) -> list[_Item] | None:
+        """The items to page out now: every one from the break position that pays best, or None.
+
+        Paging out ``X`` tokens saves ``0.1 * X`` on each of the ``horizon`` calls that re-read it,
+        and re-misses once everything after the break (DESIGN 1); ``minSavingRatio`` keeps a margin
+        for a session that ends sooner than expected."""
         record_tokens = {"critical": 100, "standard": 300, "full": 600}[self.config.recordLevel]
         best: tuple[float, int] | None = None
         saved_after = 0
-        for j in range(len(positions) - 1, -1, -1):
-            saved_after += positions[j][2]
-            start = positions[j][0]
-            after = sum(sizes[start:]) - saved_after + record_tokens
-            gain = 0.1 * (saved_after - record_tokens) * remaining
+        gain_after = 0.0
+        parts_after = False  # a batch with outputs or arguments carries the session record
+        for j in range(len(items) - 1, -1, -1):
+            it = items[j]
+            saved_after += it.saving
+            gain_after += 0.1 * it.saving * it.horizon
+            parts_after = parts_after or not it.ident.startswith("task:")
+            record = record_tokens if parts_after else 0
+            after = sum(sizes[it.index :]) - saved_after + record
+            gain = gain_after - 0.1 * record * it.horizon
             cost = 0.9 * after * self.config.minSavingRatio
             if gain > cost and (best is None or gain - cost > best[0]):
                 best = (gain - cost, j)
         if best is None:
             return None
-        return [cid for _, cid, _ in positions[best[1] :]]
+        return items[best[1] :]
 
     def _evict(
-        self, chosen: list[str], view: list[dict[str, Any]], ids: list[str | None], call_index: int
+        self,
+        chosen: list[_Item],
+        view: list[dict[str, Any]],
+        ids: list[str | None],
+        owners: list[int],
+        original: Request,
+        sent: Request,
+        goals: list[GoalTask],
+        call_index: int,
+        shell: bool,
     ) -> None:
-        """Archive the chosen outputs together and write their stubs (the first carries the record)."""
+        """Archive what was chosen and write its stubs: finished tasks one archive each, outputs and
+        arguments together in one (whose first stub carries the session record)."""
+        by_number = {t.number: t for t in goals}
+        created = frozenset(self.estimator.live.created)
+        saved = 0
+        keys: list[str] = []
+        for it in chosen:
+            if not it.ident.startswith("task:"):
+                continue
+            t = by_number[int(it.ident[5:])]
+            span = original.messages[t.first : t.last + 1]
+            doc = archive_document(t.number, t.first, t.last, span)
+            key = self.archive(doc.encode("utf-8", "surrogatepass"))
+            text = summary(t.number, key, span, self._events_in(t, owners), created, shell)
+            self.state.collapses.append(
+                Collapse(t.number, t.first, t.last, fingerprint(span), text, key, call_index, it.saving)
+            )
+            saved += it.saving
+            keys.append(key)
+        parts = [it for it in chosen if not it.ident.startswith("task:")]
+        if parts:
+            part_saved, part_key = self._evict_parts(parts, view, ids, original, sent, shell)
+            saved += part_saved
+            keys.insert(0, part_key)
+        self.state.batches.append(Batch(call_index, keys[0], [it.ident for it in chosen], saved))
+        self.last_evicted_tokens = saved
+
+    def _evict_parts(
+        self,
+        chosen: list[_Item],
+        view: list[dict[str, Any]],
+        ids: list[str | None],
+        original: Request,
+        sent: Request,
+        shell: bool,
+    ) -> tuple[int, str]:
+        """Archive the chosen outputs and arguments together and write their stubs; (tokens saved,
+        the archive's key)."""
         index = {cid: i for i, cid in enumerate(ids) if cid is not None}
         lines: list[str] = []
         ranges: dict[str, tuple[int, int]] = {}
-        for cid in chosen:
-            text = str(view[index[cid]].get("content") or "")
-            lines.append(f"=== lightmem2: output of tool call {cid} ===")
+        for it in chosen:
+            if it.ident.startswith("args:"):
+                cid = it.ident[5:]
+                call = _call(original.messages[it.index], cid)
+                value = _largest_leaf(call.arguments) if call is not None else None
+                lines.append(f"=== lightmem2: arguments of tool call {cid} ===")
+                text = value[1] if value is not None else ""
+            else:
+                cid = it.ident
+                lines.append(f"=== lightmem2: output of tool call {cid} ===")
+                text = str(view[index[cid]].get("content") or "")
             start = len(lines) + 1
             lines.extend(text.split("\n"))
-            ranges[cid] = (start, len(lines))
+            ranges[it.ident] = (start, len(lines))
         key = self.archive(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
         record = render(extract(view, self.tasks, source=self.estimator), self.config.recordLevel)
         saved = 0
-        for n, cid in enumerate(chosen):
-            a, b = ranges[cid]
-            stub = (
-                f"[lightmem2: output of finished work archived as {key}; "
-                f'recover with lightmem2_recover(key, lines="{a}:{b}")]'
+        first_output = True
+        for it in chosen:
+            a, b = ranges[it.ident]
+            if it.ident.startswith("args:"):
+                cid = it.ident[5:]
+                call = _call(original.messages[it.index], cid)
+                stubbed = _stub_arguments(call.arguments, key, shell, (a, b)) if call is not None else None
+                if call is None or stubbed is None:
+                    continue
+                self.state.args[cid] = stubbed[0]
+                saved += self.counter.count(call.arguments) - self.counter.count(stubbed[0])
+                continue
+            cid = it.ident
+            hint = (
+                f"run: lightmem2 recover {key} --lines {a}:{b}"
+                if shell
+                else (f'recover with lightmem2_recover(key, lines="{a}:{b}")')
             )
-            if n == 0 and record:
+            stub = f"[lightmem2: output of finished work archived as {key}; {hint}]"
+            if first_output and record:
                 stub += f"\n[lightmem2 session record]\n{record}"
+                first_output = False
             self.state.stubs[cid] = stub
-            saved += self.counter.count(str(view[index[cid]].get("content") or "")) - self.counter.count(stub)
-        self.state.batches.append(Batch(call_index, key, list(chosen), saved))
-        self.last_evicted_tokens = saved
+            now = _result(sent.messages[it.index], cid)
+            saved += self.counter.count(now.text() if now is not None else "") - self.counter.count(stub)
+        return saved, key
+
+
+def _objective(text: str) -> str:
+    """A goal's text as a task objective (one line, at most 400 chars, never empty)."""
+    line = " ".join(text.split()) or "a goal"
+    return line if len(line) <= 400 else line[:399] + "…"
+
+
+def _result(msg: Message, cid: str) -> ToolResultPart | None:
+    return next((p for p in msg.parts if isinstance(p, ToolResultPart) and p.tool_call_id == cid), None)
+
+
+def _call(msg: Message, cid: str) -> ToolCallPart | None:
+    return next((p for p in msg.parts if isinstance(p, ToolCallPart) and p.id == cid), None)
+
+
+def _largest_leaf(arguments: str) -> tuple[str, str] | None:
+    """The name and value of the longest top-level string argument, if the arguments are an object."""
+    try:
+        obj = json.loads(arguments)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    strings = [(k, v) for k, v in obj.items() if isinstance(v, str)]
+    return max(strings, key=lambda kv: len(kv[1])) if strings else None
+
+
+def _stub_arguments(
+    arguments: str, key: str, shell: bool, lines: tuple[int, int] | None = None
+) -> tuple[str, str] | None:
+    """The arguments with their longest string value replaced by its first line and a stub naming
+    the archive; (new arguments JSON, the name replaced), or None when they are not a JSON object."""
+    leaf = _largest_leaf(arguments)
+    if leaf is None:
+        return None
+    name, value = leaf
+    obj = json.loads(arguments)
+    head = value.split("\n", 1)[0]
+    head = head if len(head) <= 160 else head[:159] + "…"
+    if shell:
+        hint = f"run: lightmem2 recover {key}" + (f" --lines {lines[0]}:{lines[1]}" if lines else "")
+    else:
+        hint = (
+            "recover with lightmem2_recover(key" + (f', lines="{lines[0]}:{lines[1]}"' if lines else "") + ")"
+        )
+    obj[name] = f"{head}\n[lightmem2: {len(value):,} chars of this executed call archived as {key}; {hint}]"
+    return json.dumps(obj, ensure_ascii=False), name

@@ -44,6 +44,7 @@ class DedupIndex:
     """Remembers the first tool call that produced each output (by xxh3-128 of its text)."""
 
     max_repeats: int = 5
+    scope: int = 0  # outputs are repeats only within one scope (see Repeats.scope)
     first: dict[str, str] = field(default_factory=dict)  # digest -> call_key of its first call
     repeats: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
@@ -78,7 +79,7 @@ class DedupIndex:
             return None
         self.seen(call_id)
         key = call_key(call_id)
-        digest = xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
+        digest = xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"), seed=self.scope)
         first = self.first.setdefault(digest, key)
         if first == key:
             return None
@@ -97,6 +98,19 @@ class Repeats:
 
     outputs: DedupIndex = field(default_factory=DedupIndex)
     lines: LineIndex = field(default_factory=LineIndex)
+
+    @property
+    def scope(self) -> int:
+        """Which part of the session a repeat may refer back into (0: all of it).
+
+        A reference to an earlier output is only useful while that output is in the context. Where
+        finished tasks leave the context (aggressive mode), each user goal opens a new scope, so a
+        repeat in task 3 never points at an output of task 2 that was archived with its task."""
+        return self.outputs.scope
+
+    @scope.setter
+    def scope(self, value: int) -> None:
+        self.outputs.scope = self.lines.scope = value
 
 
 def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Callable[[str], str]) -> str:

@@ -26,8 +26,8 @@ MIN_SAVING_CHARS = 100
 STUB_CHARS = 160
 
 
-def _h(line: str) -> int:
-    return int(xxhash.xxh3_64_intdigest(line.encode("utf-8", "surrogatepass")))
+def _h(line: str, scope: int = 0) -> int:
+    return int(xxhash.xxh3_64_intdigest(line.encode("utf-8", "surrogatepass"), seed=scope))
 
 
 def marker(first: int, last: int) -> str:
@@ -46,26 +46,27 @@ class LineIndex:
     """
 
     seen: dict[int, None] = field(default_factory=dict)
+    scope: int = 0  # lines are repeats only within one scope (see Repeats.scope)
 
     def add(self, text: str) -> None:
         """Remember the lines of an output as the model sees it."""
         for line in text.split("\n"):
             if len(line.strip()) >= MIN_LINE_CHARS:
-                self.seen.setdefault(_h(line))
+                self.seen.setdefault(_h(line, self.scope))
 
     def _runs(self, lines: list[str]) -> list[tuple[int, int]]:
         """Maximal runs (start, end exclusive) of repeated lines worth a marker."""
         runs: list[tuple[int, int]] = []
         i, n = 0, len(lines)
         while i < n:
-            if len(lines[i].strip()) < MIN_LINE_CHARS or _h(lines[i]) not in self.seen:
+            if len(lines[i].strip()) < MIN_LINE_CHARS or _h(lines[i], self.scope) not in self.seen:
                 i += 1
                 continue
             j, last_real = i, i
             while j < n:
                 stripped = lines[j].strip()
                 if len(stripped) >= MIN_LINE_CHARS:
-                    if _h(lines[j]) not in self.seen:
+                    if _h(lines[j], self.scope) not in self.seen:
                         break
                     last_real = j
                 j += 1

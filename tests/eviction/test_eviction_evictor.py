@@ -119,9 +119,13 @@ def test_batches_respect_batch_turns_and_prefix_breaks_only_at_batches(
     assert all(b - a >= turns for a, b in itertools.pairwise(batch_calls))
     assert prev is not None
     final = {m.get("tool_call_id"): m for m in prev}
-    for batch in batches:  # each evicted output is a stub in the last request, recoverable from its batch
+    args = {tc["id"]: tc["function"]["arguments"] for m in prev for tc in m.get("tool_calls") or ()}
+    for batch in batches:  # each evicted output or argument is a stub in the last request, recoverable
         for cid in batch.call_ids:
-            keys = stub_keys(str(final[cid]["content"]))
+            if cid.startswith("args:"):
+                keys = stub_keys(json.loads(args[cid[5:]])["command"])
+            else:
+                keys = stub_keys(str(final[cid]["content"]))
             assert keys and keys[0] == batch.key
 
 

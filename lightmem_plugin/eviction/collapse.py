@@ -1,0 +1,190 @@
+"""A finished task as one archived message: its archive document, its summary, and its fingerprint.
+
+Why one message: once the user moved on, the work of the previous goal (dozens of tool calls, their
+outputs, the assistant's turns) is re-read on every later call and almost never used again; replacing
+the whole range by one assistant message keeps the conversation valid for every API (a user goal, an
+assistant answer, the next user goal) and leaves only what the next task may need: what the task did,
+which files it changed, how it ended, the agent's last words, and the key that brings all of it back.
+
+The archive is a plain document, not JSON: tool outputs and assistant texts are kept verbatim, line
+for line, so ``lightmem2_recover(key, lines=...)`` can return exactly the part wanted; tool-call
+arguments are written as their decoded values (a command is shown as the command, not as an escaped
+JSON string). The fingerprint covers what reduction never changes (roles, texts the model and user
+wrote, tool-call ids, names and arguments, result ids), so a collapse is re-applied on every later call
+exactly when the same messages are there again, and never onto messages a host rewrote.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import xxhash
+
+from ..model import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from ..reduction.base import STUB_PREFIX
+from .signals import ToolEvent
+
+FINAL_REPLY_CHARS = 1500
+_MAX_FILES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Collapse:
+    """A finished task replaced by one message: where, what it must match, what replaces it."""
+
+    number: int
+    first: int
+    last: int
+    fingerprint: str
+    text: str
+    key: str
+    call_index: int
+    tokens_saved: int
+
+    def to_list(self) -> list[object]:
+        """JSON-ready form for the persisted session state."""
+        return [
+            self.number,
+            self.first,
+            self.last,
+            self.fingerprint,
+            self.text,
+            self.key,
+            self.call_index,
+            self.tokens_saved,
+        ]
+
+    @classmethod
+    def from_list(cls, data: Sequence[object]) -> Collapse:
+        """The inverse of :meth:`to_list`; raises ``ValueError``/``TypeError`` on a malformed entry."""
+        number, first, last, fp, text, key, call, saved = data
+        return cls(
+            int(str(number)),
+            int(str(first)),
+            int(str(last)),
+            str(fp),
+            str(text),
+            str(key),
+            int(str(call)),
+            int(str(saved)),
+        )
+
+
+def fingerprint(messages: Sequence[Message]) -> str:
+    """A digest of what identifies ``messages`` and no reduction changes."""
+    h = xxhash.xxh3_64()
+    for msg in messages:
+        h.update(b"\x00" + msg.role.encode())
+        for p in msg.parts:
+            if isinstance(p, TextPart) and msg.role != "tool":
+                h.update(b"\x01" + p.text.encode("utf-8", "surrogatepass"))
+            elif isinstance(p, ToolCallPart):
+                h.update(f"\x02{p.id}\x03{p.name}\x03{p.arguments}".encode("utf-8", "surrogatepass"))
+            elif isinstance(p, ToolResultPart):
+                h.update(f"\x04{p.tool_call_id}".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def argument_text(arguments: str) -> str:
+    """Tool-call arguments as a reader wants them: each top-level value raw, under its name."""
+    try:
+        obj = json.loads(arguments)
+    except ValueError:
+        return arguments
+    if not isinstance(obj, dict):
+        return arguments
+    out: list[str] = []
+    for name, value in obj.items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        out.append(f"[{name}]")
+        out.append(shown)
+    return "\n".join(out)
+
+
+def archive_document(number: int, first: int, last: int, messages: Sequence[Message]) -> str:
+    """The archived text of a finished task: every message of its work, verbatim, with headers."""
+    lines = [f"=== lightmem2: task {number}, messages {first}-{last} ==="]
+    for msg in messages:
+        for p in msg.parts:
+            if isinstance(p, TextPart) and msg.role != "tool":
+                lines += [f"--- {msg.role} ---", p.text]
+            elif isinstance(p, ToolCallPart):
+                lines += [f"--- call {p.id}: {p.name} ---", argument_text(p.arguments)]
+            elif isinstance(p, ToolResultPart):
+                status = " (error)" if p.is_error else ""
+                lines.append(f"--- output of {p.tool_call_id}{status} ---")
+                for sub in p.content:
+                    lines.append(
+                        sub.text
+                        if isinstance(sub, TextPart)
+                        else "[image]"
+                        if isinstance(sub, ImagePart)
+                        else "[block]"
+                    )
+    return "\n".join(lines) + "\n"
+
+
+def _final_reply(messages: Sequence[Message]) -> str:
+    """The agent's last words in the task (its last assistant text), cut at a line within the cap."""
+    for msg in reversed(messages):
+        if msg.role != "assistant":
+            continue
+        text = "".join(p.text for p in msg.parts if isinstance(p, TextPart)).strip()
+        if not text:
+            continue
+        if len(text) <= FINAL_REPLY_CHARS:
+            return text
+        cut = text.rfind("\n", 0, FINAL_REPLY_CHARS)
+        return text[: cut if cut > 0 else FINAL_REPLY_CHARS].rstrip() + "\n[... the rest is in the archive]"
+    return ""
+
+
+def _paths(paths: list[str]) -> str:
+    shown = ", ".join(paths[:_MAX_FILES])
+    return shown + (f" (+{len(paths) - _MAX_FILES} more)" if len(paths) > _MAX_FILES else "")
+
+
+def summary(
+    number: int,
+    key: str,
+    messages: Sequence[Message],
+    events: Sequence[ToolEvent],
+    created: frozenset[str],
+    shell: bool = False,
+) -> str:
+    """The one message that stands for a finished task: what it did, how it ended, how to recover it."""
+    calls = sum(isinstance(p, ToolCallPart) for m in messages for p in m.parts)
+    hint = (
+        f"run: lightmem2 recover {key} --lines A:B"
+        if shell
+        else 'recover with lightmem2_recover(key, lines="A:B")'
+    )
+    lines = [
+        f"{STUB_PREFIX}task {number} finished; its {len(messages)} messages ({calls} tool calls) "
+        f"archived as {key}; {hint}]"
+    ]
+    changed = list(dict.fromkeys(p for e in events for p in (*e.writes, *e.deletes)))
+    made = [p for p in changed if p in created]
+    edited = [p for p in changed if p not in created]
+    if edited:
+        lines.append(f"Files modified: {_paths(edited)}")
+    if made:
+        lines.append(f"Files created: {_paths(made)}")
+    tests = [e for e in events if e.kind == "test"]
+    if tests:
+        last = tests[-1]
+        verdict = f"failed: {last.error_line}" if last.failed else "passed"
+        lines.append(f"Tests run {len(tests)}x; last `{last.label}` {verdict}")
+    failed_last = {}
+    for e in events:
+        failed_last[e.norm] = e
+    still = [e for e in failed_last.values() if e.failed][-2:]
+    for e in still:
+        lines.append(f"Ended failing: `{e.label}` -> {e.error_line}")
+    reply = _final_reply(messages)
+    if reply:
+        lines.append("Last reply:")
+        lines.append(reply)
+    return "\n".join(lines)

@@ -1,0 +1,87 @@
+"""Task boundaries: where the user set a new goal, and which messages did the work of each goal.
+
+Why from the messages alone: an assistant agent (an OpenClaw chat, a long Claude Code session) runs
+task after task in one session, and a new user message is the strongest signal that the work before
+it is finished (DESIGN 5). The boundary must be found the same way on every call and after a restart,
+so it is a pure function of the request: a **goal** is a user message with text of its own (not only
+tool results, not only the host's context blocks); the **work** of a goal is every assistant and tool
+message after it up to the next goal. A system or developer message in the middle ends the work there
+(hosts put instructions there; they are never collapsed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..model import Message, TextPart, ToolResultPart
+
+# blocks hosts add to user messages that are context, not a request of the user
+_HOST_BLOCKS = re.compile(
+    r"<(system-reminder|environment_context|user_instructions|command-name|command-message|"
+    r"command-args|local-command-stdout|local-command-caveat)>.*?</\1>",
+    re.S,
+)
+_WORK_ROLES = frozenset({"assistant", "tool"})
+
+
+@dataclass(frozen=True, slots=True)
+class GoalTask:
+    """The ``number``-th goal (1-based): its user message and the message range of its work."""
+
+    number: int
+    goal: int
+    first: int
+    last: int
+
+    @property
+    def empty(self) -> bool:
+        """True when no assistant or tool message answered the goal."""
+        return self.last < self.first
+
+
+def goal_words(text: str) -> str:
+    """The user's own words in a user message's text: the host's context blocks removed."""
+    return _HOST_BLOCKS.sub("", text).strip()
+
+
+def goal_text(msg: Message) -> str:
+    """What the user asked in ``msg`` (host context blocks removed), or "" when it is no goal."""
+    if msg.role != "user" or any(isinstance(p, ToolResultPart) for p in msg.parts):
+        return ""
+    return goal_words("".join(p.text for p in msg.parts if isinstance(p, TextPart)))
+
+
+def is_goal(msg: Message) -> bool:
+    """True for a user message that sets a goal: text of its own, no tool results."""
+    return bool(goal_text(msg))
+
+
+def goal_tasks(messages: Sequence[Message]) -> list[GoalTask]:
+    """Every goal in ``messages`` with the range of its work (the last one's may still grow)."""
+    goals = [i for i, m in enumerate(messages) if is_goal(m)]
+    out: list[GoalTask] = []
+    for n, g in enumerate(goals):
+        first = g + 1
+        while first < len(messages) and messages[first].role == "user" and not is_goal(messages[first]):
+            first += 1  # the host's context blocks right after the goal belong to the goal
+        end = goals[n + 1] if n + 1 < len(goals) else len(messages)
+        last = first - 1
+        while last + 1 < end and messages[last + 1].role in _WORK_ROLES | {"user"}:
+            last += 1  # a system or developer message ends the work: host instructions stay
+        # context blocks right before the next goal stay with it
+        while last >= first and messages[last].role == "user" and not _has_results(messages[last]):
+            last -= 1
+        out.append(GoalTask(n + 1, g, first, last))
+    return out
+
+
+def finished_tasks(messages: Sequence[Message]) -> list[GoalTask]:
+    """The goals a later goal closed, with work to collapse."""
+    tasks = goal_tasks(messages)
+    return [t for t in tasks[:-1] if not t.empty]
+
+
+def _has_results(msg: Message) -> bool:
+    return any(isinstance(p, ToolResultPart) for p in msg.parts)

@@ -1,0 +1,260 @@
+"""Finished tasks leave the context: goal boundaries, one archived summary per task, nothing lost."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from lightmem_plugin.codecs import anthropic
+from lightmem_plugin.config import Config
+from lightmem_plugin.eviction.goals import finished_tasks, goal_tasks, is_goal
+from lightmem_plugin.eviction.horizon import remaining_in_session, remaining_in_task
+from lightmem_plugin.model import Message, TextPart, ToolCallPart, ToolResultPart
+from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.reduction.base import stub_keys
+from lightmem_plugin.registry import Registry
+from lightmem_plugin.retention import RetentionTracker
+from lightmem_plugin.session_state import StateStore
+from lightmem_plugin.traces import load_trace
+from lightmem_plugin.traces.continuous import chain
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+SWE = [
+    DATA / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz",
+    DATA / "deepseek_reasoner_dev__pvlib__pvlib-python-1707.json.gz",
+]
+
+
+def text(role: str, body: str) -> Message:
+    return Message(role, [TextPart(body)])  # type: ignore[arg-type]
+
+
+def call(cid: str, command: str) -> Message:
+    return Message("assistant", [ToolCallPart(cid, "bash", json.dumps({"command": command}))])
+
+
+def result(cid: str, body: str) -> Message:
+    return Message("tool", [ToolResultPart(cid, [TextPart(body)])])
+
+
+# -- goals -----------------------------------------------------------------------------------------
+def test_a_goal_is_a_user_message_of_the_users_own_words() -> None:
+    assert is_goal(text("user", "Fix the failing test"))
+    assert not is_goal(text("user", "<system-reminder>\nfiles changed\n</system-reminder>"))
+    assert not is_goal(Message("user", [ToolResultPart("c1", [TextPart("ok")])]))
+    assert not is_goal(text("assistant", "done"))
+
+
+def test_each_goal_owns_the_work_up_to_the_next_goal() -> None:
+    msgs = [
+        text("system", "sys"),
+        text("user", "task one"),
+        call("c1", "ls"),
+        result("c1", "a.py"),
+        text("assistant", "Done with one."),
+        text("user", "<system-reminder>context</system-reminder>"),  # context before goal 2 stays
+        text("user", "task two"),
+        call("c2", "cat a.py"),
+        result("c2", "print(1)"),
+    ]
+    tasks = goal_tasks(msgs)
+    assert [(t.goal, t.first, t.last) for t in tasks] == [(1, 2, 4), (6, 7, 8)]
+    assert [t.number for t in finished_tasks(msgs)] == [1]  # the last goal is still running
+
+
+def test_a_system_message_ends_the_work_it_interrupts() -> None:
+    msgs = [
+        text("user", "one"),
+        call("c1", "ls"),
+        result("c1", "x"),
+        text("system", "new rules"),
+        call("c2", "ls"),
+        result("c2", "y"),
+        text("user", "two"),
+    ]
+    assert next((t.first, t.last) for t in goal_tasks(msgs)) == (1, 2)
+
+
+# -- horizon ---------------------------------------------------------------------------------------
+def test_the_horizon_comes_from_the_sessions_own_tasks() -> None:
+    # before any task finished: the prior, then half the task's age once it ran longer
+    assert remaining_in_task(5, [], 20) == 15
+    assert remaining_in_task(60, [], 20) == 30
+    # after: the median finished task, less what the current one already ran
+    assert remaining_in_task(10, [100, 140, 120], 20) == 110
+    assert remaining_in_session(0, [100], 20) >= remaining_in_task(0, [100], 20) >= 1
+
+
+# -- the whole path on a real continuous session ---------------------------------------------------
+def _chained(tmp_path: Path) -> Any:
+    doc = chain([load_trace(p) for p in SWE], "chain-test")
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return load_trace(path), doc
+
+
+def _run(tmp_path: Path, mode: str, trace: Any) -> tuple[LightMem, list[list[dict[str, Any]]]]:
+    lm = LightMem(config=Config(mode=mode), registry=Registry(tmp_path / f"reg-{mode}"))  # type: ignore[arg-type]
+    s = lm.session("chain")
+    return lm, [s.before_model_call(c.prompt) for c in trace.calls]
+
+
+def test_a_finished_task_leaves_as_one_recoverable_summary(tmp_path: Path) -> None:
+    trace, doc = _chained(tmp_path)
+    lm, outs = _run(tmp_path, "aggressive", trace)
+    s = lm.session("chain")
+    collapses = s.evictor.state.collapses
+    assert [c.number for c in collapses] == [1], "task 1 must leave once task 2 runs"
+    c = collapses[0]
+    second = doc["tasks"][1]["first_message"]
+    final = outs[-1]
+    original = trace.calls[-1].prompt
+    # the first goal stays verbatim; its work is one assistant message; task 2 follows unchanged
+    assert final[1] == original[1]
+    assert final[2]["role"] == "assistant" and stub_keys(str(final[2]["content"])) == [c.key]
+    assert final[3]["content"] == original[second]["content"]
+    assert len(final) == len(original) - (c.last - c.first)
+    # every tool output of task 1 comes back whole from the summary's key, line for line
+    archived = lm.registry.recover(c.key)
+    for m in original[c.first : c.last + 1]:
+        if m["role"] == "tool":
+            assert str(m["content"]) in archived
+    # no tool message is left without its call (valid for every API)
+    for out in outs:
+        called = {tc["id"] for m in out if m["role"] == "assistant" for tc in m.get("tool_calls") or ()}
+        assert all(m["tool_call_id"] in called for m in out if m["role"] == "tool" and "tool_call_id" in m)
+
+
+def test_the_prefix_changes_only_at_batches_and_aggressive_costs_less(tmp_path: Path) -> None:
+    trace, _ = _chained(tmp_path)
+    lm, outs = _run(tmp_path, "aggressive", trace)
+    s = lm.session("chain")
+    batch_calls = [b.call_index for b in s.evictor.state.batches]
+    breaks = [
+        i + 1
+        for i in range(1, len(outs))
+        if outs[i][: len(outs[i - 1]) - 1] != outs[i - 1][: len(outs[i - 1]) - 1]
+    ]
+    assert breaks == batch_calls and batch_calls
+    sent = sum(len(json.dumps(o)) for o in outs)
+    _, plain = _run(tmp_path, "normal", trace)
+    assert sent < 0.8 * sum(len(json.dumps(o)) for o in plain)
+
+
+def test_repeats_never_point_into_a_task_that_left(tmp_path: Path) -> None:
+    trace, _ = _chained(tmp_path)
+    _, outs = _run(tmp_path, "aggressive", trace)
+    for out in outs:
+        ids = {tc["id"] for m in out if m["role"] == "assistant" for tc in m.get("tool_calls") or ()}
+        for m in out:
+            body = str(m.get("content") or "")
+            if "identical to the output of tool call " in body:
+                ref = body.split("identical to the output of tool call ", 1)[1].split(" ", 1)[0]
+                assert ref in ids
+
+
+def test_retention_counts_uses_of_the_agents_own_words_and_judges_them(tmp_path: Path) -> None:
+    trace, doc = _chained(tmp_path)
+    lm, outs = _run(tmp_path, "aggressive", trace)
+    first = trace.calls[-1].prompt[: doc["tasks"][1]["first_message"]]
+    said = next(str(m["content"]) for m in first if m["role"] == "assistant" and len(str(m["content"])) > 60)
+    quoting = {"role": "assistant", "content": f"As I wrote in the first task: {said}"}
+
+    def judge(prompts: list[list[dict[str, Any]]], lookup: Any) -> Any:
+        tracker = RetentionTracker(lookup)
+        for i, (c, out) in enumerate(zip(trace.calls, prompts, strict=True)):
+            tracker.add_call(c.prompt, out, quoting if i == len(prompts) - 1 else c.output)
+        return tracker.result()
+
+    plain = judge([c.prompt for c in trace.calls], lambda k: None)
+    r = judge(outs, lm.registry.recover)
+    # the quote of task 1's words: kept as the host sends it, recoverable once task 1 left, never lost
+    assert plain.said_recoverable == 0 and plain.said_lost == 0
+    assert r.said_recoverable >= 1 and r.said_lost == 0
+    assert r.said_kept + r.said_recoverable + r.said_lost == r.said_uses == plain.said_uses
+    assert r.task_uses and r.task_kept_fraction >= 0.9
+
+
+def test_a_restarted_process_continues_with_the_same_bytes(tmp_path: Path) -> None:
+    trace, _ = _chained(tmp_path)
+    cfg = Config(mode="aggressive")
+
+    def plugin() -> LightMem:
+        return LightMem(config=cfg, registry=Registry(tmp_path / "reg"), states=StateStore(tmp_path / "s.db"))
+
+    straight = LightMem(config=cfg, registry=Registry(tmp_path / "reg")).session("s")
+    want = [straight.before_model_call(c.prompt) for c in trace.calls]
+    assert straight.evictor.state.collapses
+    got: list[list[dict[str, Any]]] = []
+    lm = plugin()
+    for i, c in enumerate(trace.calls):
+        if i and i % 40 == 0:
+            lm = plugin()  # a new process: the session comes back from the store
+        got.append(lm.session("s").before_model_call(c.prompt))
+    assert got == want
+
+
+def _anthropic_bodies() -> list[dict[str, Any]]:
+    """A Messages API session as Claude Code sends it: two goals, tool_use / tool_result pairs."""
+
+    def listing(k: int) -> str:
+        return "\n".join(
+            f"src/m{k}/mod_{i}.py: def handler_{i}(request): return respond({i * k})" for i in range(150)
+        )
+
+    messages: list[dict[str, Any]] = []
+    bodies = []
+
+    def send() -> None:
+        bodies.append({"model": "m", "max_tokens": 100, "system": "You code.", "messages": list(messages)})
+
+    for goal, n in (("Find every handler", 12), ("Now rename handler_3", 15)):
+        messages.append({"role": "user", "content": [{"type": "text", "text": goal}]})
+        send()
+        for i in range(n):
+            tid = f"toolu_{goal[:3]}{i}"
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": tid,
+                            "name": "Bash",
+                            "input": {"command": f"grep -rn handler src/ # {i}"},
+                        }
+                    ],
+                }
+            )
+            body = listing(i) if goal.startswith("Find") else f"{i} lines"
+            messages.append(
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid, "content": body}]}
+            )
+            send()
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": f"Done: {goal}."}]})
+    return bodies
+
+
+def test_the_collapsed_request_is_valid_on_the_messages_api(tmp_path: Path) -> None:
+    lm = LightMem(config=Config(mode="aggressive"), registry=Registry(tmp_path / "reg"))
+    s = lm.session("wire")
+    bodies = _anthropic_bodies()
+    sent = [anthropic.encode_request(s.process(anthropic.decode_request(b))) for b in bodies]
+    assert s.evictor.state.collapses, "task 1 must leave during task 2"
+    last, original = sent[-1], bodies[-1]
+    assert len(last["messages"]) < len(original["messages"])
+    roles = [m["role"] for m in last["messages"]]
+    assert all(a != b for a, b in itertools.pairwise(roles))  # user and assistant alternate
+    called: set[str] = set()
+    for m in last["messages"]:  # every tool result answers a call made before it
+        for b in m["content"] if isinstance(m["content"], list) else []:
+            if b.get("type") == "tool_use":
+                called.add(b["id"])
+            elif b.get("type") == "tool_result":
+                assert b["tool_use_id"] in called
+    assert last["messages"][0] == original["messages"][0]  # the first goal, verbatim
+    assert last["messages"][2:] == original["messages"][-len(last["messages"]) + 2 :]  # task 2, verbatim
+    keys = stub_keys(json.dumps(last["messages"][1]))
+    assert keys and "def handler_149" in lm.registry.recover(keys[0])
