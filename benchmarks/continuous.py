@@ -18,12 +18,34 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-from lightmem_plugin.replay import replay_paths, summarize  # noqa: E402
+import xxhash  # noqa: E402
+
+from lightmem_plugin.replay import LightMemPolicy, PolicyFactory, SessionPolicy, replay_paths, summarize  # noqa: E402
 from lightmem_plugin.traces import load_trace  # noqa: E402
+from lightmem_plugin.traces.base import Trace  # noqa: E402
 from lightmem_plugin.traces.continuous import chain  # noqa: E402
 
+sys.path.insert(0, str(HERE))
+import record_recall  # noqa: E402
+from readme_table import update_readme_continuous  # noqa: E402
+
 MODES = ("vanilla", "conservative", "normal", "aggressive")
-KEYS = ("K", "K_charged", "hit_rate", "retention_kept_lines", "retention_kept", "retention_lost", "calls")
+KEYS = (
+    "K",
+    "K_charged",
+    "K_charged_all",
+    "hit_rate",
+    "retention_kept_lines",
+    "retention_kept",
+    "retention_lost",
+    "task_kept",
+    "task_kept_lines",
+    "said_kept",
+    "said_recoverable",
+    "said_lost",
+    "error_lines_kept",
+    "calls",
+)
 
 
 def build(swe: Path, out: Path, group: int) -> list[Path]:
@@ -38,11 +60,32 @@ def build(swe: Path, out: Path, group: int) -> list[Path]:
     return paths
 
 
+def oracle(root: Path) -> PolicyFactory:
+    """Aggressive mode told the true remaining calls (in the task, in the session) at every check:
+    the yardstick for the horizon the evictor estimates from the session itself."""
+
+    def make(trace: Trace) -> SessionPolicy:
+        policy = LightMemPolicy(trace, "aggressive", root / xxhash.xxh3_64_hexdigest(trace.id.encode()))
+        goals = [sum(1 for m in c.prompt if m.get("role") == "user") for c in trace.calls]
+        starts = [i + 1 for i, g in enumerate(goals) if i == 0 or g > goals[i - 1]]  # 1-based calls
+        total = len(trace.calls)
+
+        def remaining(call: int) -> tuple[float, float]:
+            end = next((s for s in starts if s > call), total + 1)
+            return float(max(1, end - call)), float(max(1, total + 1 - call))
+
+        policy.session.evictor.remaining_hint = remaining
+        return policy
+
+    return make
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--traces", default=str(HERE.parent.parent / "shared" / "traces"))
     ap.add_argument("--group", type=int, default=5)
     ap.add_argument("--out", default=str(HERE / "results" / "continuous.json"))
+    ap.add_argument("--readme", default=str(HERE.parent / "README.md"), help="'' to leave the README alone")
     args = ap.parse_args()
     swe = Path(args.traces) / "swe"
     if not swe.exists():
@@ -51,17 +94,29 @@ def main() -> int:
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="lightmem2-continuous-") as tmp:
         paths = build(swe, Path(tmp), args.group)
-        for mode in MODES:
-            s = summarize(replay_paths(paths, mode))
+        runs: dict[str, str | PolicyFactory] = {m: m for m in MODES}
+        runs["aggressive (oracle horizon)"] = oracle(Path(tmp) / "oracle")
+        for mode, policy in runs.items():
+            s = summarize(replay_paths(paths, policy))
             rows[mode] = {k: s[k] for k in KEYS}
-            print(f"  continuous {mode:<13} K {s['K']:>14,.0f}", file=sys.stderr)
+            print(f"  continuous {mode:<27} K {s['K']:>14,.0f}", file=sys.stderr)
+        record = record_recall.measure_tasks(paths)
     base = float(rows["vanilla"]["K"]) or 1.0
     for row in rows.values():
         row["K_vs_vanilla"] = round(float(row["K"]) / base, 4)
         row["K_charged_vs_vanilla"] = round(float(row["K_charged"]) / base, 4)
-    result = {"chains": len(paths), "group": args.group, "rows": rows}
+        row["K_charged_all_vs_vanilla"] = round(float(row["K_charged_all"]) / base, 4)
+    result = {
+        "chains": len(paths),
+        "group": args.group,
+        "rows": rows,
+        "record": {k: v for k, v in record.items() if k != "task_misses"},
+    }
     Path(args.out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {args.out}", file=sys.stderr)
+    if args.readme:
+        update_readme_continuous(Path(args.readme), result)
+        print(f"updated {args.readme}", file=sys.stderr)
     return 0
 
 

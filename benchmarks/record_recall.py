@@ -1,6 +1,7 @@
 """Recall of the session record's "files written" against two independent checkers, on recorded sessions.
 
-Usage: ``python benchmarks/record_recall.py [TRACE.json.gz ...]`` (default: ../shared/traces/swe/*).
+Usage: ``python benchmarks/record_recall.py [TRACE.json.gz ...]`` (default: ../shared/traces/swe/*), or
+``--continuous CHAIN.json.gz ...`` for the record of each finished task of continuous sessions.
 Prints one JSON object: per-checker recall and precision, totals, and the misses.
 
 Why two checkers, both written apart from the extractor:
@@ -139,7 +140,62 @@ def measure(paths: list[Path]) -> dict[str, Any]:
     }
 
 
+_TEST_CMD = re.compile(r"\bpytest\b|runtests\.py|\bmanage\.py test\b|\bunittest\b")
+_TEST_FAILED = re.compile(
+    r"\b\d+ (?:failed|errors?)\b|^FAILED |^ERROR |Traceback \(most recent|No module named|command not found",
+    re.M,
+)
+
+
+def outcome_truth(messages: list[dict[str, Any]]) -> str | None:
+    """How the last test run of ``messages`` ended, read from its output alone (None: no test run)."""
+    commands: dict[str, str] = {}
+    last: str | None = None
+    for msg in messages:
+        for call in msg.get("tool_calls") or ():
+            commands[call["id"]] = call["function"]["arguments"]
+        if msg.get("role") == "tool" and _TEST_CMD.search(commands.get(msg.get("tool_call_id", ""), "")):
+            last = "failed" if _TEST_FAILED.search(str(msg.get("content") or "")) else "passed"
+    return last
+
+
+def measure_tasks(paths: list[Path]) -> dict[str, Any]:
+    """Per finished task of continuous sessions (``lightmem2 continuous`` documents, which list each
+    task's first message): recall of the record's files edited or created against ``git_truth`` of
+    that task's messages, and agreement of its test outcome with ``outcome_truth``."""
+    hit = total = tasks = agree = judged = 0
+    misses: list[str] = []
+    for path in paths:
+        with gzip.open(path) as fh:
+            doc = json.loads(fh.read())
+        messages, starts = doc["messages"], [t["first_message"] for t in doc["tasks"]]
+        record = extract(messages)
+        for n, finished in enumerate(record.finished):
+            own = messages[starts[n] : starts[n + 1]]
+            found = {_canon(f) for f in (*finished.facts.modified, *finished.facts.created)}
+            truth = git_truth(own)
+            tasks += 1
+            total += len(truth)
+            hit += sum(1 for t in truth if _matches(t, found))
+            misses += [f"{path.name} task {n + 1}: {t}" for t in sorted(truth) if not _matches(t, found)]
+            want = outcome_truth(own)
+            if want is not None and finished.facts.tests:
+                judged += 1
+                agree += want == ("passed" if finished.facts.last_test_failed is None else "failed")
+    return {
+        "finished_tasks": tasks,
+        "task_git_files": total,
+        "task_recall_git": round(hit / max(1, total), 4),
+        "task_outcomes_judged": judged,
+        "task_outcome_agreement": round(agree / max(1, judged), 4),
+        "task_misses": misses,
+    }
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--continuous"]:
+        print(json.dumps(measure_tasks([Path(a) for a in argv[1:]]), indent=2))
+        return 0
     paths = [Path(a) for a in argv] or sorted((ROOT.parent / "shared" / "traces" / "swe").glob("*.json.gz"))
     print(json.dumps(measure(paths), indent=2))
     return 0

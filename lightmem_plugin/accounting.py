@@ -36,6 +36,7 @@ class CallFacts:
     mode: str
     evicted_tokens: int = 0
     eviction: bool = False
+    eviction_what: str = ""  # what the batch paged out, for report ("task 1 (archived as KEY); 3 outputs")
     head_messages: int = 1
     errors: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
@@ -124,7 +125,7 @@ class Accountant:
         reason = None
         if brk is not None:
             if facts.eviction:
-                reason = "eviction batch"
+                reason = "eviction batch" + (f": {facts.eviction_what}" if facts.eviction_what else "")
             elif brk[0] < facts.head_messages:
                 reason = f"head message {brk[0]} changed (session values or system prompt)"
             else:

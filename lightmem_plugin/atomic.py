@@ -18,8 +18,11 @@ TEMP_PREFIX = ".tmp-"
 """Temp files start with this, so a crash leftover is recognisable (the registry's GC removes them)."""
 
 
-def write_private_bytes(path: Path, data: bytes) -> None:
-    """Make ``path`` hold ``data``, 0600 in a 0700 directory, or leave it untouched on error."""
+def write_private_bytes(path: Path, data: bytes, exclusive: bool = False) -> None:
+    """Make ``path`` hold ``data``, 0600 in a 0700 directory, or leave it untouched on error.
+
+    ``exclusive``: only if ``path`` does not exist yet (``FileExistsError`` otherwise), for a file
+    that two processes may race to create and the first one must win (a key)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
     try:
@@ -28,7 +31,11 @@ def write_private_bytes(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
+        if exclusive:
+            os.link(tmp, path)  # fails when path exists: never replaces what another process made
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -97,7 +97,7 @@ class StoreError(LightMemError, sqlite3.DatabaseError):
 
 
 class SecretError(LightMemError):
-    """The per-install sidecar secret cannot be created or read safely (owner, mode, content)."""
+    """A per-install secret (the sidecar secret, the archive key) cannot be created or read safely."""
 
 
 class AccessDenied(LightMemError):

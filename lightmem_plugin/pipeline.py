@@ -501,6 +501,7 @@ class Session:
             head_messages=max(1, self.cfg.stabilizer.headMessages),
             evicted_tokens=self.evictor.last_evicted_tokens if self._evicted_now else 0,
             eviction=self._evicted_now,
+            eviction_what=self.evictor.describe_last() if self._evicted_now else "",
             errors=dict(errors),
             last_error=self.fail.last.error if errors and self.fail.last else None,
         )

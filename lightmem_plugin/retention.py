@@ -288,9 +288,24 @@ def last_goal(prompt: Sequence[ChatMessage]) -> int:
     before it is finished work, judged by its uses, not by the error lines the current task acts on."""
     for pos in range(len(prompt) - 1, -1, -1):
         message = prompt[pos]
-        if message.get("role") == "user" and goal_words(_content_text(message.get("content"))):
+        text = _content_text(message.get("content")) if message.get("role") == "user" else ""
+        if goal_words(text) and not _answers_question(prompt, pos):
             return pos
     return -1
+
+
+def _answers_question(prompt: Sequence[ChatMessage], pos: int) -> bool:
+    """Whether the user message at ``pos`` answers a question the agent ended its turn with (then it
+    continues that task, as :func:`.eviction.goals.goal_tasks` has it)."""
+    for message in reversed(prompt[:pos]):
+        role = message.get("role")
+        if role == "assistant":
+            said = _content_text(message.get("content")).rstrip()
+            if said:
+                return said.endswith("?") and not message.get("tool_calls")
+        elif role != "user":
+            return False
+    return False
 
 
 def recover_charge(recovers: Iterable[tuple[int, int]], calls: int) -> float:

@@ -134,7 +134,8 @@ def test_append_only_history_keeps_prefix_except_at_eviction_batches(tmp_path: P
         return
     assert [b.call_index for b in batches] == [6], "the eviction batch did not fire"
     assert breaks == [6]  # the prefix is extended on every call except at the batch
-    assert rows[6].break_reason == "eviction batch" and rows[6].evicted_tokens == batches[0].tokens_saved > 0
+    assert rows[6].break_reason == f"eviction batch: 3 outputs (archived as {batches[0].key})"
+    assert rows[6].evicted_tokens == batches[0].tokens_saved > 0
     assert all(r.evicted_tokens == 0 and r.prefix_break_at is None for i, r in rows.items() if i != 6)
     assert prev is not None
     by_id = {m.get("tool_call_id"): m for m in prev}

@@ -17,13 +17,14 @@ exactly when the same messages are there again, and never onto messages a host r
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import xxhash
 
 from ..model import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from ..reduction.base import STUB_PREFIX
+from .session_record import task_facts
 from .signals import ToolEvent
 
 FINAL_REPLY_CHARS = 1500
@@ -151,7 +152,7 @@ def summary(
     key: str,
     messages: Sequence[Message],
     events: Sequence[ToolEvent],
-    created: frozenset[str],
+    created: Collection[str],
     shell: bool = False,
 ) -> str:
     """The one message that stands for a finished task: what it did, how it ended, how to recover it."""
@@ -165,24 +166,16 @@ def summary(
         f"{STUB_PREFIX}task {number} finished; its {len(messages)} messages ({calls} tool calls) "
         f"archived as {key}; {hint}]"
     ]
-    changed = list(dict.fromkeys(p for e in events for p in (*e.writes, *e.deletes)))
-    made = [p for p in changed if p in created]
-    edited = [p for p in changed if p not in created]
-    if edited:
-        lines.append(f"Files modified: {_paths(edited)}")
-    if made:
-        lines.append(f"Files created: {_paths(made)}")
-    tests = [e for e in events if e.kind == "test"]
-    if tests:
-        last = tests[-1]
-        verdict = f"failed: {last.error_line}" if last.failed else "passed"
-        lines.append(f"Tests run {len(tests)}x; last `{last.label}` {verdict}")
-    failed_last = {}
-    for e in events:
-        failed_last[e.norm] = e
-    still = [e for e in failed_last.values() if e.failed][-2:]
-    for e in still:
-        lines.append(f"Ended failing: `{e.label}` -> {e.error_line}")
+    facts = task_facts(events, created)
+    if facts.modified:
+        lines.append(f"Files modified: {_paths(list(facts.modified))}")
+    if facts.created:
+        lines.append(f"Files created: {_paths(list(facts.created))}")
+    if facts.tests:
+        verdict = "passed" if facts.last_test_failed is None else f"failed: {facts.last_test_failed}"
+        lines.append(f"Tests run {facts.tests}x; last `{facts.last_test}` {verdict}")
+    for command, error in facts.failing:
+        lines.append(f"Ended failing: `{command}` -> {error}")
     reply = _final_reply(messages)
     if reply:
         lines.append("Last reply:")

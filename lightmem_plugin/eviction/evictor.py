@@ -177,6 +177,7 @@ class Evictor:
         self._collapsed: dict[int, Message] = {}
         self._sizes: dict[int, tuple[Message, int]] = {}
         self.last_evicted_tokens = 0
+        self.remaining_hint: Callable[[int], tuple[float, float]] | None = None
 
     # -- applying --------------------------------------------------------------------------------
     def apply(self, req: Request) -> Request:
@@ -259,6 +260,22 @@ class Evictor:
             pos = last + 1
         out.extend(msgs[pos:])
         return Request(out, req.tools, req.extra, req.hints)
+
+    def describe_last(self) -> str:
+        """What the last batch paged out, in words: ``task 1 finished (archived as KEY); 3 outputs``."""
+        if not self.state.batches:
+            return ""
+        b = self.state.batches[-1]
+        keys = {c.number: c.key for c in self.state.collapses if c.call_index == b.call_index}
+        tasks = [int(i[5:]) for i in b.call_ids if i.startswith("task:")]
+        args = sum(i.startswith("args:") for i in b.call_ids)
+        outputs = len(b.call_ids) - len(tasks) - args
+        parts = [f"task {n} finished (archived as {keys.get(n, '?')})" for n in tasks]
+        if outputs:
+            parts.append(f"{outputs} output{'s' if outputs > 1 else ''} (archived as {b.key})")
+        if args:
+            parts.append(f"{args} argument{'s' if args > 1 else ''} (archived as {b.key})")
+        return "; ".join(parts)
 
     # -- deciding ----------------------------------------------------------------------------------
     def on_arrival(self, req: Request, shell: bool = False) -> int:
@@ -388,7 +405,10 @@ class Evictor:
         return sizes
 
     def _horizons(self, goals: list[GoalTask], call_index: int) -> tuple[float, float]:
-        """Expected remaining calls: within the current task, and for the rest of the session."""
+        """Expected remaining calls: within the current task, and for the rest of the session
+        (``remaining_hint``, when set, answers instead: the benchmark's oracle knows them)."""
+        if self.remaining_hint is not None:
+            return self.remaining_hint(call_index)
         calls = self.state.goal_calls
         lengths = [b - a for a, b in itertools.pairwise(calls) if b > a]
         in_task = call_index - calls[-1] if calls else call_index

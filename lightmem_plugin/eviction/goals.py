@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model import Message, TextPart, ToolResultPart
+from ..model import Message, TextPart, ToolCallPart, ToolResultPart
 
 # blocks hosts add to user messages that are context, not a request of the user
 _HOST_BLOCKS = re.compile(
@@ -58,9 +58,24 @@ def is_goal(msg: Message) -> bool:
     return bool(goal_text(msg))
 
 
+def _asked(messages: Sequence[Message], before: int) -> bool:
+    """Whether the agent's last words before message ``before`` were a question to the user."""
+    for msg in reversed(messages[:before]):
+        if msg.role == "assistant":
+            text = "".join(p.text for p in msg.parts if isinstance(p, TextPart)).rstrip()
+            if text:
+                return text.endswith("?") and not any(isinstance(p, ToolCallPart) for p in msg.parts)
+        elif msg.role != "user":
+            return False
+    return False
+
+
 def goal_tasks(messages: Sequence[Message]) -> list[GoalTask]:
-    """Every goal in ``messages`` with the range of its work (the last one's may still grow)."""
-    goals = [i for i, m in enumerate(messages) if is_goal(m)]
+    """Every goal in ``messages`` with the range of its work (the last one's may still grow).
+
+    A user message that answers a question the agent ended its turn with ("Shall I apply the fix?"
+    -> "yes") continues that task: it is part of the work, not a new goal."""
+    goals = [i for i, m in enumerate(messages) if is_goal(m) and not (i and _asked(messages, i))]
     out: list[GoalTask] = []
     for n, g in enumerate(goals):
         first = g + 1

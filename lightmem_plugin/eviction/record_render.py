@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Literal
 
 from ..tokens import count_tokens
-from .session_record import SessionRecord
+from .session_record import FinishedTask, SessionRecord
 
 RecordLevel = Literal["critical", "standard", "full"]
 BUDGETS: dict[RecordLevel, int] = {"critical": 100, "standard": 300, "full": 600}
@@ -55,6 +55,20 @@ def _tasks(record: SessionRecord) -> str | None:
     return f"Tasks: {'; '.join(parts)}; current: {_clip(current.objective, 80)}"
 
 
+def _finished(task: FinishedTask, level: RecordLevel) -> Iterator[str]:
+    """The line for a finished task, then shorter variants: its goal, the files it edited, how it
+    ended (files it created are only counted: mostly the agent's scratch scripts)."""
+    f = task.facts
+    ended = "" if not f.tests else "; tests passed" if f.last_test_failed is None else "; tests failed"
+    ended += f"; ended failing: {_clip(f.failing[-1][1], 60)}" if f.failing else ""
+    ended += f"; created {len(f.created)} files" if f.created else ""
+    head = f"- task {task.number} (turn {task.turn}): {_goal(task.goal, 80)}"
+    if f.modified:
+        for line in _paths(f"{head} -> edited", f.modified[:6]):
+            yield line + ended
+    yield head + ended
+
+
 def _candidates(record: SessionRecord, level: RecordLevel) -> Iterator[tuple[str, list[str]]]:
     """(section header, line variants best-first) in priority order; header "" means none."""
     if record.goals:
@@ -67,6 +81,8 @@ def _candidates(record: SessionRecord, level: RecordLevel) -> Iterator[tuple[str
         text += f" (instead of {d.replaces})" if d.replaces else ""
         text += f" because {d.reason}" if d.reason else ""
         yield "Decisions in force:", [_clip(f"{text} [turn {d.valid_from}]", _DECISION_CHARS[level])]
+    for task in reversed(record.finished):  # newest first: the likeliest to be asked about
+        yield "Finished tasks:", list(_finished(task, level))
     modified = record.files_in("modified")
     if modified:
         yield "", list(_paths("Files modified", modified))

@@ -10,14 +10,17 @@ known as they stand now).
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from .decisions import Decision, extract_decisions
+from .goals import goal_words
 from .heuristic import HeuristicEstimator
 from .lifecycle import Lifecycle, TaskRegistry
+from .signals import Said, ToolEvent
 
 _LAST_INT = re.compile(r"(\d+)\D*$")
 _REPEATS = ("same error again", "same output again", "re-run")
@@ -85,6 +88,49 @@ class ErrorEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskFacts:
+    """What a task did and how it ended, from its tool calls (checkable against them)."""
+
+    calls: int = 0
+    modified: tuple[str, ...] = ()
+    created: tuple[str, ...] = ()
+    tests: int = 0
+    last_test: str = ""  # the last test command
+    last_test_failed: str | None = None  # its error line when it failed, None when it passed
+    failing: tuple[tuple[str, str], ...] = ()  # (command, error line) of commands that ended failing
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedTask:
+    """A task a later user goal closed: its goal (message index and text) and its facts."""
+
+    number: int
+    turn: int
+    goal: str
+    facts: TaskFacts
+
+
+def task_facts(events: Sequence[ToolEvent], created: Collection[str]) -> TaskFacts:
+    """The facts of the tool calls ``events`` (one task's, in order); ``created`` are the files the
+    session created (so a write to one is a creation, not an edit)."""
+    changed = list(dict.fromkeys(p for e in events for p in (*e.writes, *e.deletes)))
+    tests = [e for e in events if e.kind == "test"]
+    last: dict[int, ToolEvent] = {}
+    for e in events:
+        last[e.norm] = e  # the newest run of each command says how it ended
+    failing = tuple((e.label, e.error_line) for e in last.values() if e.failed)
+    return TaskFacts(
+        calls=len(events),
+        modified=tuple(p for p in changed if p not in created),
+        created=tuple(p for p in changed if p in created),
+        tests=len(tests),
+        last_test=tests[-1].label if tests else "",
+        last_test_failed=(tests[-1].error_line or "failed") if tests and tests[-1].failed else None,
+        failing=failing[-2:],
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class SessionRecord:
     """Everything the record knows, as of message index ``turn``."""
 
@@ -94,6 +140,7 @@ class SessionRecord:
     tasks: tuple[TaskStatus, ...] = ()
     files: tuple[FileTouch, ...] = ()
     errors: tuple[ErrorEntry, ...] = ()
+    finished: tuple[FinishedTask, ...] = ()
 
     @property
     def open_errors(self) -> tuple[ErrorEntry, ...]:
@@ -119,7 +166,13 @@ class SessionRecord:
             tasks=tuple(t for t in self.tasks if t.turns[0] <= turn),
             files=files,
             errors=tuple(e for e in self.errors if e.turn <= turn),
+            finished=tuple(f for f in self.finished if self._closed_by(f, turn)),
         )
+
+    def _closed_by(self, task: FinishedTask, turn: int) -> bool:
+        """Whether the goal after ``task`` had been set by ``turn``."""
+        later = [g.turn for g in self.goals if g.turn > task.turn]
+        return bool(later) and later[0] <= turn
 
 
 def _files(source: HeuristicEstimator) -> tuple[FileTouch, ...]:
@@ -156,6 +209,16 @@ def _errors(source: HeuristicEstimator) -> tuple[ErrorEntry, ...]:
     return tuple(out)
 
 
+def _answers(messages: Sequence[Mapping[str, Any]], said: Sequence[Said], n: int) -> bool:
+    """Whether user text ``said[n]`` answers a question the agent ended its turn with (it then
+    continues that task; see :func:`.goals.goal_tasks`)."""
+    prev = said[n - 1] if n else None
+    if prev is None or prev.role != "assistant" or not prev.text.rstrip().endswith("?"):
+        return False
+    between = messages[prev.index : said[n].index]
+    return not between[0].get("tool_calls") and all(m.get("role") in ("assistant", "user") for m in between)
+
+
 def extract(
     messages: Sequence[Mapping[str, Any]],
     registry: TaskRegistry | None = None,
@@ -166,6 +229,21 @@ def extract(
     source = source or HeuristicEstimator()
     source.sync(messages)
     said = source.log.said
+    goals = [
+        s
+        for n, s in enumerate(said)
+        if s.role == "user" and goal_words(s.text) and not _answers(messages, said, n)
+    ]
+    created = frozenset(source.live.created)
+    finished = tuple(
+        FinishedTask(
+            n + 1,
+            g.index,
+            goal_words(g.text),
+            task_facts([e for e in source.log.events if g.index < e.call_index < nxt.index], created),
+        )
+        for n, (g, nxt) in enumerate(itertools.pairwise(goals))
+    )
     return SessionRecord(
         turn=len(messages) - 1,
         goals=tuple(Goal(s.index, s.text) for s in said if s.role == "user"),
@@ -175,4 +253,5 @@ def extract(
         ),
         files=_files(source),
         errors=_errors(source),
+        finished=finished,
     )

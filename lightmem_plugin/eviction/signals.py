@@ -24,7 +24,10 @@ _EXIT = re.compile(r"(?:exit code|exit_code|exit status|exited with code|returnc
 _ERROR_LINE = re.compile(
     r"^(?:[\w.]*(?:Error|Exception|Exit)\b.*|FAILED .*|ERROR[: ].*|E +\w+.*|fatal: .*|error: .*)$", re.M
 )
-_PYTEST_FAIL = re.compile(r"\b\d+ (?:failed|errors?)\b")
+# a test run that failed, or never ran (pytest's and unittest's summaries; a missing runner)
+_PYTEST_FAIL = re.compile(
+    r"\b\d+ (?:failed|errors?)\b|^FAILED \((?:failures|errors)=\d+|No module named|command not found", re.M
+)
 _APPLY_PATCH = re.compile(r"^\*\*\* (?P<op>Add|Update|Delete) File: (?P<path>.+)$", re.M)
 _CD = re.compile(r"^cd \S+ && ")
 _SHELL_TOOLS = ("bash", "shell", "exec_command", "execute_bash", "run_command", "terminal", "local_shell")

@@ -26,7 +26,16 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import run as bench_run  # noqa: E402
 from baselines import BASELINES  # noqa: E402
-from readme_table import BASELINE_ROWS, END, FIRST_ROWS, START, render  # noqa: E402
+from readme_table import (  # noqa: E402
+    BASELINE_ROWS,
+    C_END,
+    C_START,
+    END,
+    FIRST_ROWS,
+    START,
+    render,
+    render_continuous,
+)
 
 from lightmem_plugin.traces import load_trace  # noqa: E402
 
@@ -98,6 +107,17 @@ def test_readme_table_matches_results_file() -> None:
     results = json.loads((ROOT / "benchmarks" / "results" / "results.json").read_text(encoding="utf-8"))
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert readme_block(readme) == render(results), "README benchmark table is stale: run `make bench`"
+
+
+def test_readme_continuous_table_matches_its_results_file() -> None:
+    result = json.loads((ROOT / "benchmarks" / "results" / "continuous.json").read_text(encoding="utf-8"))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = C_START + readme.split(C_START, 1)[1].split(C_END, 1)[0] + C_END
+    assert block == render_continuous(result), "README continuous table is stale: run `make bench`"
+    rows = result["rows"]
+    # aggressive pages finished tasks out: it must cost less than normal and lose nothing more
+    assert rows["aggressive"]["K_charged"] < rows["normal"]["K_charged"]
+    assert rows["aggressive"]["retention_lost"] <= rows["normal"]["retention_lost"] + 0.001
 
 
 def test_results_cover_vanilla_modes_and_oracle_on_both_trace_sets() -> None:

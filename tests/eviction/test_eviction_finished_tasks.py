@@ -64,6 +64,22 @@ def test_each_goal_owns_the_work_up_to_the_next_goal() -> None:
     assert [t.number for t in finished_tasks(msgs)] == [1]  # the last goal is still running
 
 
+def test_an_answer_to_the_agents_question_continues_its_task() -> None:
+    msgs = [
+        text("user", "Find the bug"),
+        call("c1", "grep -rn bug ."),
+        result("c1", "a.py:3: bug"),
+        text("assistant", "The bug is in a.py line 3. Shall I fix it?"),
+        text("user", "yes please"),
+        call("c2", "sed -i s/bug/fix/ a.py"),
+        result("c2", ""),
+        text("assistant", "Fixed."),
+        text("user", "Now update the changelog"),
+    ]
+    tasks = goal_tasks(msgs)
+    assert [(t.goal, t.first, t.last) for t in tasks] == [(0, 1, 7), (8, 9, 8)]
+
+
 def test_a_system_message_ends_the_work_it_interrupts() -> None:
     msgs = [
         text("user", "one"),
@@ -258,3 +274,19 @@ def test_the_collapsed_request_is_valid_on_the_messages_api(tmp_path: Path) -> N
     assert last["messages"][2:] == original["messages"][-len(last["messages"]) + 2 :]  # task 2, verbatim
     keys = stub_keys(json.dumps(last["messages"][1]))
     assert keys and "def handler_149" in lm.registry.recover(keys[0])
+
+
+def test_report_names_the_batch_that_collapsed_a_task(tmp_path: Path) -> None:
+    from lightmem_plugin.commands.report import session_text
+    from lightmem_plugin.ledger import Ledger
+
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
+    lm = LightMem(config=Config(mode="aggressive"), registry=Registry(tmp_path / "reg"), ledger=ledger)
+    s = lm.session("rep")
+    for b in _anthropic_bodies():
+        s.process(anthropic.decode_request(b))
+    (collapse,) = s.evictor.state.collapses
+    text = session_text("rep", ledger.calls("rep"))
+    assert f"call {collapse.call_index} at " in text
+    assert f"eviction batch: task 1 finished (archived as {collapse.key})" in text
+    assert "evictions: 1 batches" in text

@@ -38,3 +38,28 @@ def test_checkers_are_not_vacuous() -> None:
     assert module.git_truth(s.messages) == {"pkg/a.py"}
     assert module.regex_truth(s.messages) == {"pkg/a.py", "new.py"}
     assert module.record_written(s.messages) == {"pkg/a.py", "new.py"}
+
+
+def test_the_record_of_a_continuous_session_names_each_finished_task(tmp_path: Path) -> None:
+    """Files and outcome of each finished task, checked against that task's own git output and tests;
+    ``lightmem2 resume`` prints them."""
+    import gzip
+    import json
+
+    from lightmem_plugin.commands.resume import from_trace
+    from lightmem_plugin.traces import load_trace
+    from lightmem_plugin.traces.continuous import chain
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    sources = [
+        data / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz",
+        data / "deepseek_reasoner_dev__pvlib__pvlib-python-1707.json.gz",
+        ASTROID,
+    ]
+    path = tmp_path / "chain.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(chain([load_trace(p) for p in sources])).encode()))
+    result = bench().measure_tasks([path])
+    assert result["finished_tasks"] == 2
+    assert result["task_git_files"] >= 1 and result["task_recall_git"] == 1.0, result["task_misses"]
+    printed = from_trace(str(path), "full", None)
+    assert "Finished tasks:" in printed and "- task 1 (turn 1):" in printed and "- task 2 " in printed
