@@ -205,6 +205,11 @@ class RegistryConfig(_Model):
 
     dir: str | None = Field(None, description="Artifact directory (default: <data dir>/artifacts).")
     maxBytes: int = Field(1 << 30, ge=1 << 20, description="Garbage-collect least recently used above this.")
+    encrypt: bool = Field(
+        True,
+        description="Store archived originals exactly and encrypted (AES-GCM, key in archive.key of the "
+        "lightmem2 home or $LIGHTMEM2_ARCHIVE_KEY), so recover is byte-exact; off: redact them instead.",
+    )
 
 
 class UpstreamsConfig(_Model):

@@ -27,7 +27,7 @@ import xxhash
 from .accounting import Accountant, CallFacts, detect_api, real_usage, with_real_usage
 from .codecs import openai_chat
 from .config import Config, ConfigHolder, data_dir
-from .errors import PassError
+from .errors import LightMemError, PassError
 from .eviction.evictor import EvictionState, Evictor, chat_view
 from .eviction.goals import is_goal
 from .eviction.lifecycle import TaskRegistry
@@ -44,6 +44,7 @@ from .reduction.dedup import DedupIndex, Repeats, call_key
 from .reduction.kinds import ToolCall
 from .reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_text
 from .registry import Registry
+from .sealing import Sealer
 from .search_index import SearchIndex, index_hook
 from .session_state import STATE_VERSION, Journal, StateStore, StoredSession
 from .stabilizer import Stabilizer, tool_name
@@ -116,11 +117,22 @@ class LightMem:
         cfg = self.config
         root = Path(cfg.registry.dir) if cfg.registry.dir else data_dir() / "artifacts"
         redactor = Redactor(cfg.redaction.enabled, cfg.redaction.extraPatterns)
-        self.registry = registry or Registry(root, cfg.registry.maxBytes, redactor)
+        self.registry = registry or Registry(root, cfg.registry.maxBytes, redactor, sealer=self._sealer(cfg))
         self.sessions: OrderedDict[str, Session] = OrderedDict()
         self.active_session: str | None = None  # whose outputs are being archived (for the search index)
         self.max_sessions = MAX_SESSIONS
         self._sessions_lock = threading.Lock()
+
+    def _sealer(self, cfg: Config) -> Sealer | None:
+        """The archive's sealer, or None (archives are then redacted) when encryption is off or no key
+        can be had; that failure is reported (doctor, status) and never stops the host."""
+        if not cfg.registry.encrypt:
+            return None
+        try:
+            return Sealer.from_home()
+        except LightMemError as err:
+            report(self.faults, "registry", err)
+            return None
 
     @classmethod
     def from_config(cls) -> Self:

@@ -5,6 +5,11 @@ same key (stubs stay byte-stable across calls and restarts, DESIGN I1/I3) and a 
 bytes are intact. Writes are atomic (temp file + rename) so a crash never leaves half an artifact.
 Files are 0600 in 0700 directories (I6). Above ``maxBytes`` the least recently used artifacts are
 collected, never those a live session still references.
+
+With a :class:`~.sealing.Sealer` (the default in a plugin) artifacts are stored exactly as given and
+encrypted at rest, so ``recover`` is byte-exact and no credential is readable on disk; the key stays
+the hash of the plaintext. Without one (no usable archive key) they are redacted before storing, as
+before sealing existed. What the search index is told (``on_put``) is always redacted.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import xxhash
 from .atomic import TEMP_PREFIX, write_private_bytes
 from .errors import ArtifactCorrupt, ArtifactNotFound, RegistryError, UsageError
 from .redaction import Redactor
+from .sealing import KEY_ENV, OVERHEAD, Sealer, sealed
 
 KEY_RE = re.compile(r"^[0-9a-f]{32}$")
 
@@ -50,11 +56,13 @@ class Registry:
         max_bytes: int = 1 << 30,
         redactor: Redactor | None = None,
         on_put: Callable[[str, bytes], None] | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         self.root = Path(root)
         self.on_put = on_put  # e.g. the search index; told of each new artifact (redacted bytes)
         self.max_bytes = max_bytes
         self.redactor = redactor or Redactor()
+        self.sealer = sealer
         self._size: int | None = None
 
     def _ensure_root(self) -> None:
@@ -71,41 +79,57 @@ class Registry:
         return self.root / key[:2] / key
 
     def put(self, data: bytes) -> str:
-        """Store ``data`` (credentials redacted) and return its key; storing twice is free."""
-        data = self.redactor.redact_bytes(data)
+        """Store ``data`` (sealed, or redacted without a sealer) and return its key; twice is free."""
+        if self.sealer is None:
+            data = self.redactor.redact_bytes(data)
         key = content_key(data)
         path = self.path_of(key)
+        size = len(data) + (OVERHEAD if self.sealer is not None else 0)
         try:
-            if path.stat().st_size == len(data):
+            if path.stat().st_size == size:
                 return key  # stored already (a torn file of another size is rewritten below)
         except OSError:
             pass  # absent, or the directory is unusable: the write below reports it as a RegistryError
         self._ensure_root()
         try:
-            write_private_bytes(path, data)
+            write_private_bytes(path, self.sealer.seal(data) if self.sealer is not None else data)
         except OSError as err:
             raise RegistryError(f"cannot write artifact {key} under {self.root}: {err}") from None
         if self.on_put is not None:
-            self.on_put(key, data)
+            self.on_put(key, data if self.sealer is None else self.redactor.redact_bytes(data))
         if self._size is not None:
-            self._size += len(data)
+            self._size += size
         return key
 
-    def get(self, key: str) -> bytes:
-        """The stored bytes of ``key``, verified against the key."""
+    def peek(self, key: str) -> bytes:
+        """The archived bytes of ``key``, verified, without making it recent (for index rebuilds)."""
         path = self.path_of(key)
         try:
-            data = path.read_bytes()
+            blob = path.read_bytes()
         except FileNotFoundError:
             raise ArtifactNotFound(
                 f"no artifact {key} in {self.root}; check the key in the stub or registry.dir"
             ) from None
+        if sealed(blob):
+            if self.sealer is None:
+                raise ArtifactCorrupt(
+                    f"artifact {key} is encrypted and no archive key is available; set ${KEY_ENV} "
+                    "or restore the archive.key file of the lightmem2 home"
+                )
+            data = self.sealer.open(blob, f"artifact {key}")
+        else:
+            data = blob  # written before sealing, or by a registry without a key
         if content_key(data) != key:
             raise ArtifactCorrupt(
                 f"artifact {key} in {self.root} is corrupt (hash mismatch); it cannot be recovered"
             )
+        return data
+
+    def get(self, key: str) -> bytes:
+        """The archived bytes of ``key``, verified against the key; reading makes it recent (LRU)."""
+        data = self.peek(key)
         with contextlib.suppress(OSError):
-            os.utime(path)  # LRU: reading an artifact makes it recent
+            os.utime(self.path_of(key))
         return data
 
     def exists(self, key: str) -> bool:

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 import regex as regex_engine  # the `regex` engine: a timeout on backtracking (re has none)
 
 from .config import data_dir
-from .errors import UsageError
-from .registry import KEY_RE, content_key
+from .errors import LightMemError, UsageError
+from .registry import KEY_RE
 from .sqlite_store import open_private_db
 
 if TYPE_CHECKING:
@@ -193,7 +193,8 @@ class SearchIndex:
 
         Keys no longer stored are dropped; known keys keep their sessions; new ones get ``session`` (pass
         it only for a registry private to one session, as in a replay), else ''.
-        Files are read directly (not through ``Registry.get``) so a rebuild does not reset the LRU order.
+        Artifacts are read with ``Registry.peek`` (decrypted and verified, not made recent: a rebuild
+        does not reset the LRU order) and indexed redacted.
         """
         on_disk = _artifact_keys(registry)
 
@@ -206,11 +207,12 @@ class SearchIndex:
             added = 0
             for key in sorted(on_disk - indexed):
                 try:
-                    data = registry.path_of(key).read_bytes()
+                    data = registry.peek(key)
                 except OSError:
                     continue  # removed by a concurrent gc
-                if content_key(data) == key:  # a corrupt artifact cannot be recovered: do not offer it
-                    added += self._insert(key, decode(data), session or "")
+                except LightMemError:
+                    continue  # a corrupt artifact cannot be recovered: do not offer it
+                added += self._insert(key, decode(registry.redactor.redact_bytes(data)), session or "")
             return added
 
         return self._write(work)

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Config, config_path, data_dir, load_config
-from ..errors import ConfigError, StoreError, TokenizerError
+from ..errors import ConfigError, LightMemError, StoreError, TokenizerError
 from ..faults import FAULTS_FILE, Fault, FaultSink
 from ..ledger import LEDGER_FILE, Ledger
 from ..pipeline import LightMem
+from ..sealing import KEY_ENV, key_path, load_key
 from ..search_index import INDEX_FILE, SearchIndex
 from ..session_state import STATE_FILE, StateStore
 from ..sqlite_store import move_aside
@@ -70,6 +71,34 @@ def check_registry(config: Config) -> Check:
             "registry", "fail", f"{root} is {mode:04o}, readable by others", f"chmod 700 {root} (DESIGN I6)"
         )
     return Check("registry", "pass", f"{root} writable, {mode:04o}")
+
+
+def check_archive_key(config: Config) -> Check:
+    """Archives are sealed with a usable key (else they fall back to redaction, not byte-exact)."""
+    if not config.registry.encrypt:
+        return Check(
+            "archive key",
+            "warn",
+            "registry.encrypt is off: archives are redacted, so recover is not byte-exact",
+            "lightmem2 config set registry.encrypt true",
+        )
+    if os.environ.get(KEY_ENV):
+        where = f"${KEY_ENV}"
+    else:
+        path = key_path()
+        if not path.exists():
+            return Check("archive key", "pass", f"{path} absent, created 0600 on first archive")
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            return Check(
+                "archive key", "fail", f"{path} is {mode:04o}, readable by others", f"chmod 600 {path}"
+            )
+        where = str(path)
+    try:
+        load_key()
+    except LightMemError as err:
+        return Check("archive key", "fail", str(err).split("; ")[0], f"restore the key or set ${KEY_ENV}")
+    return Check("archive key", "pass", f"archives sealed (AES-GCM) with the key in {where}")
 
 
 def check_tokenizer() -> Check:
@@ -257,7 +286,13 @@ def run(
     """(text or JSON, ok): ok is False when any check failed (the CLI then exits 1)."""
     probe = probe or Probe()
     config_check, config = check_config(config_file or config_path())
-    checks = [config_check, check_registry(config), check_stores(data_dir()), check_tokenizer()]
+    checks = [
+        config_check,
+        check_registry(config),
+        check_archive_key(config),
+        check_stores(data_dir()),
+        check_tokenizer(),
+    ]
     checks.append(check_server(config, probe))
     checks += [check_host(host, probe) for host in HOSTS]
     checks.append(check_estimator(config, probe))

@@ -77,6 +77,7 @@ def test_clean_machine_passes_with_warnings(home: Path, isolated_home: Path) -> 
     assert list(checks) == [
         "config",
         "registry",
+        "archive key",
         "stores",
         "tokenizer",
         "server",
@@ -91,7 +92,8 @@ def test_clean_machine_passes_with_warnings(home: Path, isolated_home: Path) -> 
     assert checks["tokenizer"].startswith("[pass]") and "verified" in checks["tokenizer"]
     assert checks["server"] == "[warn] server: not running at http://127.0.0.1:8787/healthz"
     assert checks["codex"].startswith("[warn] codex: not installed")
-    assert text.splitlines()[-1] == "doctor: 6 pass, 4 warn, 0 fail"
+    assert checks["archive key"].startswith("[pass] archive key:")
+    assert text.splitlines()[-1] == "doctor: 7 pass, 4 warn, 0 fail"
     assert machine.requests == [("http://127.0.0.1:8787/healthz", {})]
 
 

@@ -25,6 +25,7 @@ from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import PassContext, stub_keys
 from lightmem_plugin.reduction.reduce import reduce_text
+from lightmem_plugin.sealing import MAGIC
 
 API_KEYS = {
     "anthropic": "sk-ant-api03-" + "Q" * 40 + "planted-anthropic-header-key-AA",
@@ -144,9 +145,11 @@ def test_no_planted_secret_reaches_disk(isolated_home: Path) -> None:
     lm.ledger.close()
     leaks_closed = _leaks(isolated_home)
     assert leaks_open == [] and leaks_closed == []
-    stored = b"".join(p.read_bytes() for p in (isolated_home / "artifacts").rglob("*") if p.is_file())
-    missing = sorted(k for k in kinds if f"[REDACTED:{k}]".encode() not in stored)
-    assert missing == [], "every kind must have been archived (redacted)"
+    files = [p for p in (isolated_home / "artifacts").rglob("*") if p.is_file()]
+    assert files and all(p.read_bytes().startswith(MAGIC) for p in files), "every artifact is sealed"
+    recovered = "".join(lm.registry.recover(p.name) for p in files)
+    missing = sorted(k for k, _, secret in SAMPLES if secret not in recovered)
+    assert missing == [], "every kind must have been archived, and recover gives it back byte-exact"
     print(
         f"\nsecrets: {len(SAMPLES)} planted ({len(kinds)} kinds) + {len(API_KEYS)} API keys; "
         f"{archived} archived, {kept} kept in context unaltered, {proxied} proxied requests; "
@@ -203,7 +206,8 @@ def test_a_failing_pass_does_not_write_the_secret_it_quotes_into_the_ledger(isol
 
 
 def test_reduction_archives_through_the_redactor_only(tmp_path: Path) -> None:
-    """A pass gets only the registry's ``put``, which redacts: there is no unredacted way to archive."""
+    """A pass gets only the registry's ``put``, which redacts when it cannot seal: there is no way to
+    archive a plaintext secret."""
     from lightmem_plugin.registry import Registry
 
     reg = Registry(tmp_path / "r")
