@@ -19,6 +19,7 @@ from custom heads; it is where the stabilizer must win.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -38,6 +39,7 @@ from .fidelity import ChangedLinesTracker
 from .pipeline import LightMem
 from .registry import Registry
 from .retention import RetentionTracker, recover_charge
+from .sealing import Sealer
 from .stabilizer import TAIL_PREFIX
 from .tokens import TokenCounter
 from .traces import load_trace
@@ -73,7 +75,12 @@ class LightMemPolicy:
 
     def __init__(self, trace: Trace, mode: Mode, root: Path, config: Config | None = None) -> None:
         cfg = (config or Config()).model_copy(update={"mode": mode})
-        self.plugin = LightMem(config=cfg, registry=Registry(root / "artifacts"))
+        # sealed as in a real install (archives exact, so recovers are judged on the real bytes); the
+        # key lives only for the replay
+        registry = Registry(
+            root / "artifacts", sealer=Sealer(os.urandom(32)) if cfg.registry.encrypt else None
+        )
+        self.plugin = LightMem(config=cfg, registry=registry)
         self.session = self.plugin.session(trace.id)
 
     def transform(self, index: int, prompt: list[ChatMessage]) -> list[ChatMessage]:
