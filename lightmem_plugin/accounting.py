@@ -40,6 +40,7 @@ class CallFacts:
     head_messages: int = 1
     errors: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
+    writer: str = ""  # the recording process's id (see ledger.CallRecord.writer)
 
 
 def render(msg: Message) -> str:
@@ -147,6 +148,7 @@ class Accountant:
             break_reason=reason,
             errors=dict(facts.errors),
             last_error=facts.last_error,
+            writer=facts.writer,
         )
 
 

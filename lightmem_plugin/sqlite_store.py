@@ -24,7 +24,8 @@ def open_private_db(path: Path, create_sql: str, version: int) -> sqlite3.Connec
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         if db.execute("PRAGMA user_version").fetchone()[0] < version:
-            db.executescript(create_sql + f"PRAGMA user_version={version};")
+            # one transaction: a process killed mid-way leaves the old schema, never half of the new
+            db.executescript(f"BEGIN IMMEDIATE;\n{create_sql}PRAGMA user_version={version};\nCOMMIT;")
     except sqlite3.DatabaseError as err:
         db.close()
         if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):

@@ -202,3 +202,62 @@ def test_any_record_reads_back_equal(tmp_path_factory: pytest.TempPathFactory, r
         led.record_call(record)
         assert led.calls(record.session_id) == [record]
         assert led.last_session() == record.session_id
+
+
+def test_two_processes_on_one_session_keep_every_row(tmp_path: Path) -> None:
+    """Two plugins (two proxies) serving one session alternately: each call keeps its own row."""
+    from lightmem_plugin.config import Config
+    from lightmem_plugin.pipeline import LightMem
+    from lightmem_plugin.registry import Registry
+
+    path = tmp_path / "ledger.sqlite3"
+    procs = [
+        LightMem(config=Config(mode="normal"), registry=Registry(tmp_path / f"r{n}"), ledger=Ledger(path))
+        for n in range(2)
+    ]
+    messages: list[dict[str, object]] = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "go"},
+    ]
+    for i in range(40):
+        messages = [
+            *messages,
+            {"role": "assistant", "content": f"step {i}"},
+            {"role": "user", "content": "ok"},
+        ]
+        procs[i % 2].session("shared").before_model_call(messages)
+    rows = Ledger(path).calls("shared")
+    assert len(rows) == 40
+    assert len({r.writer for r in rows}) == 2 and all(r.writer for r in rows)
+
+
+def test_a_version_1_ledger_is_migrated_with_its_rows(tmp_path: Path) -> None:
+    import sqlite3
+
+    from lightmem_plugin.ledger import _V1_COLUMNS
+
+    path = tmp_path / "old.sqlite3"
+    db = sqlite3.connect(path)
+    cols = [c for c in _V1_COLUMNS]
+    db.executescript(
+        "CREATE TABLE calls (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+        + ", ".join(cols)
+        + ", UNIQUE (session_id, call_index)); PRAGMA user_version=1;"
+    )
+    values = {c: 0 for c in cols} | {
+        "session_id": "old",
+        "mode": "normal",
+        "saved_by_pass": "{}",
+        "errors": "{}",
+    }
+    for i in (1, 2):
+        values["call_index"] = i
+        db.execute(
+            f"INSERT INTO calls ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+            [values[c] for c in cols],
+        )
+    db.commit()
+    db.close()
+    ledger = Ledger(path)
+    assert [r.call_index for r in ledger.calls("old")] == [1, 2]
+    assert all(r.writer == "" for r in ledger.calls("old"))

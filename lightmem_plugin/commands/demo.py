@@ -54,8 +54,8 @@ def _record(path: Path, ledger: Ledger) -> None:
     lm = LightMem(config=Config(mode="normal"), ledger=ledger)
     lm.records = RecordStore(data_dir() / "records", lm.registry.redactor)
     lm.attach_search_index()
+    ledger.forget(DEMO_SESSION_ID)  # a rerun of the demo replaces its rows instead of continuing them
     session = lm.session(DEMO_SESSION_ID)
-    session.calls = 0  # a rerun of the demo replaces its rows instead of continuing the session
     for call in trace.calls:
         session.before_model_call(call.prompt)
         session.after_model_call(call.output)
