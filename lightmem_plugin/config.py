@@ -236,6 +236,12 @@ class ServerConfig(_Model):
     commandMaxChars: int = Field(
         200_000, ge=1000, description="A /sidecar/command reply is cut to this many characters."
     )
+    sessionIdleS: float = Field(
+        900.0,
+        gt=0,
+        description="A session unused this long leaves memory (its decisions are persisted; the next "
+        "request reloads them and sends the same bytes). Only with a session store.",
+    )
 
 
 class RedactionConfig(_Model):

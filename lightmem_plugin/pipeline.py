@@ -17,6 +17,7 @@ import copy
 import os
 import sqlite3
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -173,8 +174,10 @@ class LightMem:
         self.registry.on_put = index_hook(index, lambda: self.active_session)
 
     def session(self, session_id: str) -> Session:
-        """The session with this id (created on first use)."""
+        """The session with this id (created on first use, or reloaded from the session store)."""
         with self._sessions_lock:
+            now = time.monotonic()
+            self._expire_idle(now)
             found = self.sessions.get(session_id)
             if found is None:
                 found = self.sessions[session_id] = Session(self, session_id)
@@ -182,7 +185,21 @@ class LightMem:
                     self.sessions.popitem(last=False)
             else:
                 self.sessions.move_to_end(session_id)
+            found.last_used = now
             return found
+
+    def _expire_idle(self, now: float) -> None:
+        """Drop sessions unused for ``server.sessionIdleS`` (oldest first), when a store keeps their
+        decisions: a long-running proxy's memory then follows its active sessions, not all it ever saw
+        (measured before: ~5-6x each session's last request, never released)."""
+        if self.states is None:
+            return
+        idle = self.config.server.sessionIdleS
+        while self.sessions:
+            sid, oldest = next(iter(self.sessions.items()))
+            if now - oldest.last_used < idle or oldest._in_call:
+                break
+            del self.sessions[sid]
 
 
 def _digest(text: str) -> str:
@@ -195,6 +212,7 @@ class Session:
     def __init__(self, plugin: LightMem, session_id: str) -> None:
         self.plugin = plugin
         self.id = session_id
+        self.last_used = time.monotonic()  # for idle expiry (LightMem.session); never in model text
         self.fail = FailOpen(plugin.faults, session_id)
         self.memo: dict[str, str | None] = {}  # (call id, content) -> what the model sees; None: unchanged
         self.image_memo: dict[str, tuple[str, str] | None] = {}

@@ -156,3 +156,21 @@ def test_a_save_writes_only_what_is_new(tmp_path: Path) -> None:
     tool_messages = [sum(1 for m in c.prompt if m["role"] == "tool") for c in trace.calls[:12]]
     # each call adds the memo entries of the tool outputs new in its prompt, never the old ones again
     assert written == [b - a for a, b in zip([0, *tool_messages], tool_messages, strict=False)]
+
+
+def test_idle_sessions_leave_memory_and_come_back_with_the_same_bytes(
+    tmp_path: Path, uninterrupted: tuple[list[str], list[int]]
+) -> None:
+    """An idle limit shorter than the gap between calls: every call finds its session expired and
+    reloads it from the store; the requests are byte-equal to the run that kept it in memory."""
+    trace = load_trace(TRACE)
+    lm = _plugin(tmp_path, _config(server={"sessionIdleS": 1e-9}))
+    got, objects = [], set()
+    for call in trace.calls:
+        lm.session("other")  # any access expires the idle ones
+        assert trace.id not in lm.sessions
+        session = lm.session(trace.id)
+        objects.add(id(session))
+        got.append(json.dumps(session.before_model_call(call.prompt), sort_keys=True))
+    assert len(objects) > 1  # it really left memory and came back
+    assert got == uninterrupted[0]
