@@ -36,6 +36,7 @@ class Check:
     status: Status
     detail: str
     fix: str | None = None
+    wired: bool = False  # a host check: lightmem2 is wired into this host (it relies on `serve`)
 
 
 def run_command(cmd: list[str]) -> tuple[int, str]:
@@ -170,7 +171,7 @@ def check_host(host: Host, probe: Probe) -> Check:
         "older": f"older than supported {host.supported_text}",
     }[judged]
     if wired and judged == "supported":
-        return Check(host.name, "pass", f"{shown} (supported), lightmem2 wired in ({where})")
+        return Check(host.name, "pass", f"{shown} (supported), lightmem2 wired in ({where})", wired=True)
     if wired and judged == "newer":
         return Check(
             host.name,
@@ -178,6 +179,7 @@ def check_host(host: Host, probe: Probe) -> Check:
             f"{shown} ({support}), lightmem2 wired in ({where})",
             "likely fine; if a hook or the proxy misbehaves, run `lightmem2 doctor` and report it with "
             "the host version",
+            wired=True,
         )
     if wired:
         return Check(
@@ -185,6 +187,7 @@ def check_host(host: Host, probe: Probe) -> Check:
             "fail",
             f"{shown} ({support}) with lightmem2 wired in ({where})",
             f"upgrade {host.name} to {host.supported_text}, or run `{host.install_fix} --uninstall`",
+            wired=True,
         )
     return Check(
         host.name,

@@ -130,6 +130,21 @@ def check_server(config: Config, probe: Probe) -> Check:
     return Check("server", "pass", f"running at {url}")
 
 
+def server_for_hosts(server: Check, hosts: list[Check]) -> Check:
+    """A proxy that is not running is a failure, naming them, once hosts are wired to it: their
+    requests (Claude Code, Codex) or lightmem2's work in them (OpenClaw, which then passes through)
+    stop until it is back."""
+    wired = [h.name for h in hosts if h.wired]
+    if server.status != "warn" or not wired:
+        return server
+    return Check(
+        "server",
+        "fail",
+        f"{server.detail}, and {', '.join(wired)} {'is' if len(wired) == 1 else 'are'} wired to it",
+        "start it with `lightmem2 serve`; a hook also starts it again on the next prompt or tool call",
+    )
+
+
 def check_estimator(config: Config, probe: Probe) -> Check:
     """The LLM estimator endpoint answers (the heuristic one needs nothing)."""
     est = config.estimator
@@ -293,8 +308,10 @@ def run(
         check_stores(data_dir()),
         check_tokenizer(),
     ]
-    checks.append(check_server(config, probe))
-    checks += [check_host(host, probe) for host in HOSTS]
+    server = check_server(config, probe)
+    hosts = [check_host(host, probe) for host in HOSTS]
+    checks.append(server_for_hosts(server, hosts))
+    checks += hosts
     checks.append(check_estimator(config, probe))
     checks.append(_errors_check(ledger))
     ok = all(c.status != "fail" for c in checks)

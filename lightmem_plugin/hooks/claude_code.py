@@ -115,8 +115,31 @@ def session_start(payload: dict[str, Any], host: str = "claude-code") -> dict[st
     return None
 
 
+REVIVE_WAIT_S = 3.0
+
+
+def revive_proxy() -> str:
+    """Start ``lightmem2 serve`` again if it died since SessionStart; what ``ensure_running`` says.
+
+    Why in the events of every turn: the host sends its next model request right after a prompt or a
+    tool call, to the proxy it was wired to; a proxy that died (killed, out of memory) is back before
+    that request, instead of the session failing until the next SessionStart (DESIGN 3, fail-open
+    includes our process). A running proxy costs one loopback ``/healthz`` (about a millisecond).
+    Only a proxy a hook started (its pid file exists) is brought back: one the user runs themselves,
+    or none at all, is theirs to manage."""
+    from . import serve_ctl
+
+    if not serve_ctl.pid_file().exists():
+        return "not managed"
+    from ..config import load_config
+
+    return serve_ctl.ensure_running(load_config(), wait_s=REVIVE_WAIT_S)
+
+
 def handle(event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
     """The answer to one Claude Code hook event (None: print nothing)."""
+    if event in ("PostToolUse", "UserPromptSubmit"):
+        revive_proxy()
     if event == "PostToolUse":
         return post_tool_use(payload)
     if event == "UserPromptSubmit":

@@ -10,19 +10,21 @@ Claude Code's, and run once trusted through ``/hooks`` or ``--dangerously-bypass
 - ``UserPromptSubmit``: ``/lightmem2 ...`` is answered with ``decision: block``; the turn ends with
   no model call. (``codex exec`` 0.169 prints only "hook: UserPromptSubmit Blocked"; the text shows
   in the interactive TUI.)
-- ``SessionStart``: as for Claude Code (transcript path, proxy running).
+- ``SessionStart``: as for Claude Code (transcript path, proxy running); ``UserPromptSubmit`` also
+  starts the proxy again if it died.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .claude_code import session_start, user_prompt_submit
+from .claude_code import revive_proxy, session_start, user_prompt_submit
 
 
 def handle(event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
     """The answer to one Codex hook event (None: print nothing)."""
     if event == "UserPromptSubmit":
+        revive_proxy()  # the turn's model requests go to the proxy: bring it back if it died
         return user_prompt_submit(payload)
     if event == "SessionStart":
         return session_start(payload, host="codex")

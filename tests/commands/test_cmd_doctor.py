@@ -122,6 +122,23 @@ def test_everything_wired_and_supported(home: Path, isolated_home: Path, ledger:
     assert checks["errors"].startswith("[warn] errors: html x1 in the last 77 calls")
 
 
+def test_a_dead_proxy_fails_naming_the_hosts_wired_to_it(home: Path, isolated_home: Path) -> None:
+    write_claude_settings(home, "lightmem2 hook claude-code PostToolUse")
+    write_codex_config(home, 'model = "gpt-5"\n' + CODEX_WIRED)
+    programs = {
+        "claude": {"--version": (0, "2.1.332 (Claude Code)\n")},
+        "codex": {"--version": (0, "codex-cli 0.169.0\n")},
+    }
+    text, ok = doctor.run(probe=FakeMachine(home, programs, {}).probe())  # nothing listens
+    assert not ok
+    server = lines_by_check(text)["server"]
+    assert server.startswith("[fail] server: not running at http://127.0.0.1:8787/healthz")
+    assert server.endswith("and claude-code, codex are wired to it")
+    # nothing wired: the same dead proxy is only a warning
+    text, ok = doctor.run(probe=FakeMachine(home / "elsewhere", {}, {}).probe())
+    assert ok and lines_by_check(text)["server"].startswith("[warn] server: not running")
+
+
 @pytest.mark.parametrize(
     ("exe", "outputs", "status", "detail"),
     [

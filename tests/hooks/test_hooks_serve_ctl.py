@@ -117,3 +117,31 @@ def test_a_proxy_that_cannot_start_fails_fast(isolated_home: Path) -> None:
         assert serve_ctl.ensure_running(_config(port), wait_s=20) == "failed"
         assert time.monotonic() - start < 15
     assert "cannot listen on 127.0.0.1" in (isolated_home / "serve.log").read_text()
+
+
+def test_a_proxy_that_died_is_back_before_the_next_model_call(isolated_home: Path) -> None:
+    """Killed mid-session (SIGKILL, by pid): the next PostToolUse and UserPromptSubmit hooks start it
+    again, so the host's next request finds it; a home whose proxy no hook started is left alone."""
+    from lightmem_plugin.hooks import claude_code, codex
+
+    assert claude_code.revive_proxy() == "not managed"
+    port = _free_port()
+    (isolated_home / "config.json").write_text(json.dumps({"server": {"port": port}}))
+    cfg = _config(port)
+    try:
+        assert serve_ctl.ensure_running(cfg, wait_s=20) == "started"
+        for event, handle in (("PostToolUse", claude_code.handle), ("UserPromptSubmit", codex.handle)):
+            pid = int(serve_ctl.pid_file().read_text())
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while serve_ctl.is_running(cfg) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not serve_ctl.is_running(cfg)
+            handle(event, {"tool_name": "Bash", "tool_response": {"stdout": "ok"}, "prompt": "hi"})
+            deadline = time.monotonic() + 20  # the hook waits 3 s; a cold start may take longer
+            while not serve_ctl.is_running(cfg) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert serve_ctl.is_running(cfg), f"{event} did not bring the proxy back"
+            assert int(serve_ctl.pid_file().read_text()) != pid
+    finally:
+        _stop(serve_ctl.pid_file())
