@@ -2,8 +2,9 @@
 
 Why a lock and a pid file: two host sessions starting at once must not start two proxies (the second
 would fail to bind anyway, but it would race the first one's start). The check-and-start runs under
-an exclusive ``flock`` on ``serve.lock`` in the data dir; the started proxy's pid goes to
-``serve.pid`` so a user or a test can stop exactly that process. The child gets its own session, its
+an exclusive ``flock`` on ``serve.lock`` in the data dir. The proxy runs under a small supervisor
+(:func:`supervise`) that starts it again when it dies; the supervisor's pid goes to ``serve.pid``
+(stop it to stop both), the proxy's own to ``serve.child.pid``. The child gets its own session, its
 stdin from /dev/null and its output in ``serve.log``: it must never hold the host's hook pipes open,
 or the host would wait for it.
 """
@@ -27,6 +28,8 @@ from ..config import Config, data_dir
 PROBE_TIMEOUT_S = 0.5
 START_WAIT_S = 6.0
 SERVE_CODE = "from lightmem_plugin.server import serve; serve()"
+SUPERVISE_CODE = "from lightmem_plugin.hooks.serve_ctl import supervise; supervise()"
+SERVED_AT_LEAST_S = 5.0  # a proxy that ran this long and died is restarted; one that never got up is not
 
 
 def base_url(config: Config) -> str:
@@ -64,13 +67,56 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def child_pid_file() -> Path:
+    """Where the supervisor writes the pid of the proxy it runs now."""
+    return data_dir() / "serve.child.pid"
+
+
+def supervise() -> None:
+    """Run the proxy and start it again whenever it dies after having served (killed, out of memory).
+
+    Why a supervisor: a host is wired to the proxy for every model call, and Codex makes its calls
+    within a turn with no hook in between, so only a process that watches the proxy can bring it back
+    before the host's retries run out (measured before: Codex looped "Reconnecting..." until killed).
+    A proxy that exits at start (a port clash, a broken install) is not retried: that is an error to
+    show, not to loop on. SIGTERM or SIGINT to the supervisor stops the proxy and the supervisor.
+    """
+    import signal
+
+    stopping = False
+    child: subprocess.Popen[bytes] | None = None
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        if child is not None and child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    while not stopping:
+        started = time.monotonic()
+        child = subprocess.Popen([sys.executable, "-c", SERVE_CODE], stdin=subprocess.DEVNULL)
+        with contextlib.suppress(OSError):
+            child_pid_file().write_text(f"{child.pid}\n", encoding="utf-8")
+        code = child.wait()
+        if stopping or code == 0 or time.monotonic() - started < SERVED_AT_LEAST_S:
+            break
+        print(
+            f"lightmem2 serve exited ({code}) after serving; starting it again", file=sys.stderr, flush=True
+        )
+    with contextlib.suppress(OSError):
+        child_pid_file().unlink()
+
+
 def spawn(log: Path) -> subprocess.Popen[bytes]:
-    """Start the proxy detached from the caller (own session, no inherited pipes)."""
+    """Start the proxy, under its supervisor, detached from the caller (own session, no inherited
+    pipes)."""
     log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", SERVE_CODE],
+            [sys.executable, "-c", SUPERVISE_CODE],
             stdin=subprocess.DEVNULL,
             stdout=fd,
             stderr=fd,

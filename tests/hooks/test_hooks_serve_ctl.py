@@ -132,7 +132,8 @@ def test_a_proxy_that_died_is_back_before_the_next_model_call(isolated_home: Pat
         assert serve_ctl.ensure_running(cfg, wait_s=20) == "started"
         for event, handle in (("PostToolUse", claude_code.handle), ("UserPromptSubmit", codex.handle)):
             pid = int(serve_ctl.pid_file().read_text())
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)  # the supervisor and the proxy both gone (the OOM killer, a user)
+            os.kill(int(serve_ctl.child_pid_file().read_text()), signal.SIGKILL)
             deadline = time.monotonic() + 10
             while serve_ctl.is_running(cfg) and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -145,3 +146,28 @@ def test_a_proxy_that_died_is_back_before_the_next_model_call(isolated_home: Pat
             assert int(serve_ctl.pid_file().read_text()) != pid
     finally:
         _stop(serve_ctl.pid_file())
+
+
+def test_the_supervisor_restarts_a_proxy_killed_mid_turn(isolated_home: Path) -> None:
+    """No hook runs between Codex's model calls in a turn: the supervisor brings the proxy back."""
+    port = _free_port()
+    (isolated_home / "config.json").write_text(json.dumps({"server": {"port": port}}))
+    cfg = _config(port)
+    try:
+        assert serve_ctl.ensure_running(cfg, wait_s=20) == "started"
+        time.sleep(serve_ctl.SERVED_AT_LEAST_S)  # it has served: a death now is restarted
+        child = int(serve_ctl.child_pid_file().read_text())
+        os.kill(child, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            now = serve_ctl.child_pid_file().read_text() if serve_ctl.child_pid_file().exists() else ""
+            if now.strip() and int(now) != child and serve_ctl.is_running(cfg):
+                break
+            time.sleep(0.1)
+        assert serve_ctl.is_running(cfg) and int(serve_ctl.child_pid_file().read_text()) != child
+    finally:
+        _stop(serve_ctl.pid_file())
+    deadline = time.monotonic() + 10
+    while serve_ctl.is_running(cfg) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not serve_ctl.is_running(cfg)  # stopping the supervisor stops the proxy
