@@ -113,6 +113,10 @@ def apply(path: Path, new_text: str, facts: dict[str, Any]) -> str:
         if before is not None:
             _write(backup_path(path), before.encode("utf-8"), 0o600)
         state = {"existed": before is not None, "facts": {}, "created_dirs": created}
+    elif before is not None and _sha(before.encode("utf-8")) != state.get("written_sha256"):
+        # someone else (the user, the host recording trust) edited it since our last write: a restore
+        # of the backup would undo their edits, so every later uninstall is the surgical one
+        state["edited_since"] = True
     state["facts"] = {**facts, **state.get("facts", {})}
     data = new_text.encode("utf-8")
     _write(path, data, mode)
@@ -137,7 +141,11 @@ def restore(path: Path, undo: Undo) -> str:
     current = read_text(path)
     facts = facts_of(path)
     backup = backup_path(path)
-    exact = current is not None and _sha(current.encode("utf-8")) == state.get("written_sha256")
+    exact = (
+        current is not None
+        and _sha(current.encode("utf-8")) == state.get("written_sha256")
+        and not state.get("edited_since")
+    )
     if exact:
         if state.get("existed"):
             original = backup.read_bytes()

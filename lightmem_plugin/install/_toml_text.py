@@ -75,8 +75,38 @@ def drop_top_line(text: str, line: str) -> str:
     return "".join(lines)
 
 
+OURS = ("model_providers.lightmem2", "mcp_servers.lightmem2")
+"""The tables our block holds; any other table found inside it is the host's."""
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?")
+
+
+def _ours(header: str) -> bool:
+    name = header.replace('"', "").replace("'", "").replace(" ", "")
+    return any(name == o or name.startswith(o + ".") for o in OURS)
+
+
+def foreign_sections(block: str) -> str:
+    """The tables inside ``block`` that are not ours, verbatim and in order.
+
+    Why: Codex writes trust entries (``[tui]``, ``[hooks.state."..."]``, ``[projects."..."]``) where its
+    TOML editor puts them, which can be inside our markers; dropping them with our block made the TUI
+    ask for trust again after every reinstall."""
+    out: list[str] = []
+    keep = False
+    for line in block.splitlines(keepends=True):
+        m = _HEADER.match(line)
+        if m:
+            keep = not _ours(m.group(1))
+        elif line.strip() in (BEGIN, END):
+            continue
+        if keep:
+            out.append(line)
+    return "".join(out)
+
+
 def strip_block(text: str) -> str:
-    """``text`` without our marked block (and the one blank line we put before it)."""
+    """``text`` without our marked block (and the one blank line we put before it); tables the host
+    wrote inside it stay where the block was."""
     start = text.find(BEGIN)
     if start < 0:
         return text
@@ -84,9 +114,12 @@ def strip_block(text: str) -> str:
     stop = len(text) if stop < 0 else stop + len(END)
     if text[stop : stop + 1] == "\n":
         stop += 1
-    if text[:start].endswith("\n\n"):
+    kept = foreign_sections(text[start:stop])
+    if kept and not kept.endswith("\n"):
+        kept += "\n"
+    if text[:start].endswith("\n\n") and not kept:
         start -= 1
-    return text[:start] + text[stop:]
+    return text[:start] + kept + text[stop:]
 
 
 def append_block(text: str, body: str) -> str:

@@ -224,3 +224,22 @@ def test_without_the_mcp_sdk_no_required_server_is_added(
     cx.run()
     data = config(codex_home)
     assert "lightmem2" in data["model_providers"] and "mcp_servers" not in data
+
+
+def test_trust_entries_codex_wrote_inside_our_block_survive_a_reinstall(codex_home: Path) -> None:
+    """Codex's editor can put its trust tables inside our markers; a second install (and an
+    uninstall) keeps them, so the TUI does not ask for trust again."""
+    cx.run()
+    path = codex_home / "config.toml"
+    text = path.read_text()
+    trust = '[tui]\nnotifications = true\n\n[hooks.state."SessionStart:abc"]\ntrusted_hash = "h1"\n'
+    path.write_text(text.replace(_toml_text.END, trust + _toml_text.END))
+    cx.run()
+    data = config(codex_home)
+    assert data["tui"]["notifications"] is True
+    assert data["hooks"]["state"]["SessionStart:abc"]["trusted_hash"] == "h1"
+    assert data["model_providers"]["lightmem2"]["wire_api"] == "responses"
+    cx.run(uninstall=True)
+    data = config(codex_home) if (codex_home / "config.toml").exists() else {}
+    assert data["hooks"]["state"]["SessionStart:abc"]["trusted_hash"] == "h1"
+    assert "lightmem2" not in data.get("model_providers", {}) and "mcp_servers" not in data
