@@ -195,7 +195,7 @@ RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         + r"(?P<s>[^&\s#\"'<>]{8,}+)",
         ("key=", "token=", "auth=", "password=", "secret="),
     ),
-    ("url_credentials", r"://[^\s:@/\"'<>]{0,256}+:" + _V + r"(?P<s>[^\s/\"'<>]{1,256})@", ("://",)),
+    ("url_credentials", r"://[^\s:@/\"'<>\[\]]{0,256}+:" + _V + r"(?P<s>[^\s/\"'<>]{1,256})@", ("://",)),
     (
         "netrc_password",
         r"(?i)\bmachine[ \t\n]++\S{1,256}+[ \t\n]++login[ \t\n]++\S{1,256}+[ \t\n]++password[ \t\n]++"
@@ -226,7 +226,7 @@ RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "cli_secret_flag",
         r"(?i)(?<![A-Za-z0-9-])--(?:password|passwd|token|api-key|secret|client-secret)(?:=|[ \t]++)"
         + _V
-        + r"(?P<s>(?!-)[^\s\"']{3,512}+)",
+        + r"(?!via[ \t])(?P<s>(?!-)[^\s\"']{3,512}+)",
         ("--pass", "--token", "--api-key", "--secret", "--client-secret"),
     ),
     (
@@ -243,7 +243,8 @@ RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "secret_assignment",
         r"(?i)(?<![A-Za-z0-9])(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|secret[_-]?key"
-        r"|client[_-]?secret|app[_-]?secret|private[_-]?token|refresh[_-]?token|bearer[_-]?token|token|secret)"
+        r"|client[_-]?secret|app[_-]?secret|private[_-]?token|refresh[_-]?token|bearer[_-]?token|secret"
+        r"|token(?<!(?:eos|bos|pad|unk|sep|cls)_token)(?<!mask_token))"
         rf"{_SEP}{_VALUE}",
         ("key", "token", "secret"),
     ),

@@ -247,6 +247,9 @@ NEGATIVES: list[str] = [
     "The secret: is to keep going",
     "taskmaster-scheduler-generator-module-v2",
     "[lightmem2: 12,000 chars archived as 0123456789abcdef0123456789abcdef]",
+    "WARNING! Using --password via the CLI is insecure. Use --password-stdin.",
+    'tokenizer.eos_token = "</s>"\npad_token: "<pad>"',
+    'help="Specify a proxy in the form scheme://[user:passwd@]proxy.server:port."',
 ]
 """Ordinary tool output that must come out of redaction unchanged."""
 
