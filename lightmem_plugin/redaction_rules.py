@@ -6,14 +6,18 @@ start inside a run of token characters (so a run of ``n`` characters is scanned 
 repeats are possessive (``*+``, ``{m,}+``) or bounded, and each rule has lowercase needles: when none
 occurs in the text the rule is skipped. Rules run in table order; specific kinds come before the
 generic ``key=value`` ones. Each row is (kind, regex, needles); a regex with groups named ``s``,
-``s1``, ``s2``, ... has only that group replaced, so the key name stays readable. A kind in
-:data:`CHECKS` has each match tested in Python too, and ``kubernetes_secret`` (every value of a
-Secret's ``data:`` block) has :data:`INNER` replace each value inside the matched block.
+``s1``, ``s2``, ... has only that group replaced, so the key name stays readable. Two kinds need more
+than a regex: ``generic_secret`` (any key whose name says secret, when its value looks random: a
+regex cannot measure entropy, so :data:`CHECKS` tests each match) and ``kubernetes_secret`` (every
+value of a Secret's ``data:`` block: :data:`INNER` replaces each one inside the matched block).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
+from collections import Counter
 from collections.abc import Callable
 
 _T = "A-Za-z0-9_-"  # token characters
@@ -78,6 +82,80 @@ _PLAIN_NOT = (
 )
 """Words after ``password:`` that are a type (``password: str`` in a class body) or a status, not a value."""
 _KUBE_BLOCK = r"(?P<s>(?:(?P=i)[ \t]++[^\n]*+(?:\n|$))++)"
+_GENERIC_VALUE = r"[A-Za-z0-9+/_.~-]{16,1024}+=*+"
+_GENERIC_WORDS = (
+    "secret",
+    "token",
+    "password",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "key",
+    "credential",
+    "credentials",
+    "auth",
+)
+_GENERIC_KEY = "(?:" + "|".join(f"{w}|{w.capitalize()}|{w.upper()}" for w in _GENERIC_WORDS) + ")"
+"""The last word of a key name, in each case style (spelled out: ``(?i)`` would stop ``re`` scanning for
+the first letters). The rest of the name, before it, is read by :func:`looks_random`."""
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_KEY_QUALIFIERS = (
+    "api", "secret", "private", "access", "signing", "encryption", "master", "auth", "client", "app", "service",
+    "license", "account", "session", "webhook", "hmac", "jwt", "crypto", "cipher", "aes", "shared", "server",
+    "admin", "write", "read", "ingest", "deploy", "subscription", "sdk", "consumer", "integration", "partner",
+    "merchant", "developer", "user", "project", "storage", "rest", "live", "prod", "sign", "enc", "decrypt",
+)  # fmt: skip
+"""A key named ``...key`` is a credential only after one of these (not ``cache_key``, ``public_key``)."""
+_TOKEN_NOT = (
+    "next", "page", "continuation", "pagination", "cursor", "sync", "resume", "marker", "offset", "delta",
+    "poll", "eos", "bos", "pad", "unk", "sep", "cls", "mask", "special", "start", "end", "stop",
+)  # fmt: skip
+"""A ``...token`` that is a page cursor or a tokenizer's special token, not a credential."""
+_FILE_EXT = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,4}$")
+_LOWER_RUN = re.compile(r"[a-z]{4}")
+_DOTTED_NAME = re.compile(r"[A-Za-z_$][\w$]*+(?:\.[A-Za-z_$][\w$]*+)++")
+
+
+def entropy(value: str) -> float:
+    """Shannon entropy of ``value`` in bits per character."""
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def key_before(text: str, end: int, limit: int = 64) -> str | None:
+    """The key name (a run of letters, digits, ``_.-``) that ends at ``end``; None when it is longer."""
+    start = end
+    while start > 0 and text[start - 1] in _KEY_CHARS:
+        start -= 1
+        if end - start > limit:
+            return None
+    return text[start:end]
+
+
+def looks_random(m: re.Match[str], value: str) -> bool:
+    """Whether ``value`` is a credential: the name of the key it is assigned to says so (it ends with the
+    matched word) and the value is random (16+ chars, letters and digits interleaved, high entropy),
+    not a word, path, dotted name or flag."""
+    key = key_before(m.string, m.end("k"))
+    if key is None:
+        return False
+    name = re.sub(r"[^a-z0-9]", "", key.lower())
+    if name.endswith("key"):
+        if not name[:-3].endswith(_KEY_QUALIFIERS):
+            return False
+    elif name.endswith("token") and name[:-5].endswith(_TOKEN_NOT):
+        return False
+    v = value.rstrip("=")
+    if len(v) < 16 or v[0] in "/.~-" or "//" in v or _FILE_EXT.search(v) or _DOTTED_NAME.fullmatch(v):
+        return False
+    if not any(c.isdigit() for c in v) or not any(c.isalpha() for c in v):
+        return False
+    # Letters and digits interleave in a random value; a name keeps its digits in one place, as in
+    # Ed25519PrivateKey or RSAPrivateKey2048 (two changes, and a run of lowercase letters: a word).
+    mixes = sum(1 for a, b in itertools.pairwise(v) if a.isdigit() != b.isdigit() and (a + b).isalnum())
+    if mixes < 2 or (mixes == 2 and _LOWER_RUN.search(v)):
+        return False
+    return entropy(v) >= min(3.5, math.log2(len(v)) - 0.7)
 
 
 # (kind, regex, needles). A rule whose regex has groups named s, s1, s2, ... replaces only that group.
@@ -389,9 +467,18 @@ RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         rf"{_SEP}{_VALUE}",
         ("key", "token", "secret"),
     ),
+    (
+        "generic_secret",
+        "(?P<k>"
+        + _GENERIC_KEY
+        + ")"
+        + _SEP
+        + rf"""(?:"(?P<s1>{_GENERIC_VALUE})"|'(?P<s2>{_GENERIC_VALUE})'|(?P<s3>{_GENERIC_VALUE})(?![^\s,;)}}\]"'`]))""",
+        ("secret", "token", "passw", "pwd", "passphrase", "key", "credential", "auth"),
+    ),
 )
 
-CHECKS: dict[str, Callable[[re.Match[str], str], bool]] = {}
+CHECKS: dict[str, Callable[[re.Match[str], str], bool]] = {"generic_secret": looks_random}
 """Kinds whose match must also pass a test of (match, secret); a match that fails is left as it is."""
 INNER: dict[str, str] = {
     "kubernetes_secret": r"(?m)^[ \t]++[^\s:]{1,253}+:[ \t]++(?!\[REDACTED:)(?P<v>[^\s#|>&*!][^\r\n]*+)"

@@ -382,6 +382,11 @@ def _rows() -> list[tuple[str, str, str]]:
         "  username: {s}\n---\napiVersion: v1\nkind: Service\n",
         base64.b64encode(b"svc-" + fake(AN, 6).encode()).decode(),
     )  # fmt: skip
+    add("generic_secret", "notifications:\n  webhookSecret: {s}\n", fake(AN, 32))
+    add("generic_secret", '{"issuer": "auth.example.com", "jwtSigningKey": "{s}"}', fake(B64, 43) + "=")
+    add("generic_secret", "hmac-signing-key: {s}\n", fake(HEX, 64))
+    add("generic_secret", "app.encryption.key={s}\n", fake(W, 32))
+    add("generic_secret", "const client = new Client({ serviceCredential: '{s}' });", fake(AN, 40))
     return rows
 
 
