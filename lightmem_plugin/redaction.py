@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .errors import ConfigError
-from .redaction_rules import ALT_KINDS, KINDS, RULES, SCHEME_WINDOW
+from .redaction_rules import ALT_KINDS, CHECKS, INNER, KINDS, RULES, SCHEME_WINDOW
 
 __all__ = ["KINDS", "LogRedactor", "Redactor", "Rule", "builtin_rules", "install_log_redaction"]
 
@@ -26,19 +26,25 @@ BINARY_SNIFF = 8192
 
 @dataclass(frozen=True)
 class Rule:
-    """One credential pattern: its kind, compiled regex and the needles that gate it."""
+    """One credential pattern: its kind, compiled regex and the needles that gate it.
+
+    ``check`` (given the match and the secret) must also pass, else the match is left as it is;
+    ``inner`` makes the secret group a block in which each match's group ``v`` is replaced.
+    """
 
     kind: str
     regex: re.Pattern[str]
     needles: tuple[str, ...]
     alt: tuple[str, re.Pattern[str]] | None = None
     alt_off: bool = False
+    check: Callable[[re.Match[str], str], bool] | None = None
+    inner: re.Pattern[str] | None = None
 
     def replacer(self) -> Callable[[re.Match[str]], str]:
         """Replaces the secret group (or the whole match) with the rule's tag."""
         tag = f"[REDACTED:{self.kind}]"
         names = [n for n in self.regex.groupindex if n == "s" or (n[0] == "s" and n[1:].isdigit())]
-        alt = self.alt
+        alt, check, inner = self.alt, self.check, self.inner
 
         def repl(m: re.Match[str]) -> str:
             base = m.start()
@@ -51,7 +57,14 @@ class Rule:
                 start, end = m.span(name)
                 if start >= 0:
                     whole = m.group(0)
-                    return whole[: start - base] + mark + whole[end - base :]
+                    secret = whole[start - base : end - base]
+                    if check is not None and not check(m, secret):
+                        return whole
+                    if inner is not None:
+                        secret = inner.sub(lambda v: v.group(0)[: v.start("v") - v.start()] + mark, secret)
+                    else:
+                        secret = mark
+                    return whole[: start - base] + secret + whole[end - base :]
             return mark
 
         return repl
@@ -61,7 +74,15 @@ def builtin_rules(exclude: Iterable[str] = ()) -> list[Rule]:
     """The built-in rules, less the kinds in ``exclude``."""
     skip = set(exclude)
     return [
-        Rule(kind, re.compile(pat), needles, ALT_KINDS.get(kind), ALT_KINDS.get(kind, ("",))[0] in skip)
+        Rule(
+            kind,
+            re.compile(pat),
+            needles,
+            ALT_KINDS.get(kind),
+            ALT_KINDS.get(kind, ("",))[0] in skip,
+            CHECKS.get(kind),
+            re.compile(INNER[kind]) if kind in INNER else None,
+        )
         for kind, pat, needles in RULES
         if kind not in skip
     ]

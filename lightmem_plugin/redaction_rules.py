@@ -6,12 +6,19 @@ start inside a run of token characters (so a run of ``n`` characters is scanned 
 repeats are possessive (``*+``, ``{m,}+``) or bounded, and each rule has lowercase needles: when none
 occurs in the text the rule is skipped. Rules run in table order; specific kinds come before the
 generic ``key=value`` ones. Each row is (kind, regex, needles); a regex with groups named ``s``,
-``s1``, ``s2``, ... has only that group replaced, so the key name stays readable.
+``s1``, ``s2``, ... has only that group replaced, so the key name stays readable. Two kinds need more
+than a regex: ``generic_secret`` (any key whose name says secret, when its value looks random: a
+regex cannot measure entropy, so :data:`CHECKS` tests each match) and ``kubernetes_secret`` (every
+value of a Secret's ``data:`` block: :data:`INNER` replaces each one inside the matched block).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
+from collections import Counter
+from collections.abc import Callable
 
 _T = "A-Za-z0-9_-"  # token characters
 _V = r"""(?!\[REDACTED:)"""  # never re-redact a tag
@@ -38,7 +45,9 @@ _VALUE = (
     + _BARE_END
     + r"""|$))(?![A-Za-z_][A-Za-z0-9_]*+[.(\[])(?![$<{*%])(?P<s3>[^\s"'`,;)}\]>]{3,512}+))"""
 )
-_SEP = r"""["']?[ \t]*+[:=][ \t]*+"""
+_SEP = r"""["']?[ \t]*+(?:=>(?=[ \t]*+["'])|[:=])[ \t]*+"""
+"""Between a key and its value: ``:``, ``=``, or ``=>`` (PHP, Ruby) before a quoted string only, since
+``token => !token`` is a lambda."""
 _SECRET_WORDS = (
     r"SECRET(?![A-Z])|TOKEN(?![A-Z])|PASSW|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH(?!OR)"
     r"|_PAT\b|_KEY\b"
@@ -52,6 +61,103 @@ DB_SCHEME_RE = re.compile(
 """A database URL scheme right before ``://``: such URL credentials are kind ``database_url``."""
 SCHEME_WINDOW = 40
 
+
+def _cmd(names: tuple[str, ...], flag: str, args: str = r"[^\s|;&<>]++", suffix: str = "") -> str:
+    """``flag`` among the first 40 arguments of a command named ``names`` (then ``suffix``) on one line.
+
+    Each name is a literal checked by a look-behind after it (so ``re`` can scan for the literal), and
+    each argument is taken whole (possessive): a command is scanned once per place it is named.
+    """
+    named = "|".join(f"{re.escape(n)}(?<![A-Za-z0-9_.-]{re.escape(n)})" for n in names)
+    return rf"(?:{named}){suffix}(?:[ \t]++{args}){{0,40}}?[ \t]++{flag}"
+
+
+_ARG = _V + r"""["']?(?![$%-])(?P<s>[^\s"']{1,256}+)"""
+"""A password argument: not a ``$VAR`` or ``%VAR%`` reference, nor the next flag."""
+_PLAIN_NOT = (
+    r"(?i:str|string|bytes|int|bool|boolean|any|none|null|nil|true|false|yes|no|on|off|optional|secretstr"
+    r"|secretbytes|text|required|invalid|incorrect|missing|wrong|expired|empty|unset|undefined|unknown"
+    r"|hidden|redacted|masked|omitted|sensitive|object|number|char|varchar|prompt|default|changed|updated"
+    r"|reset|env|file|stdin)"
+)
+"""Words after ``password:`` that are a type (``password: str`` in a class body) or a status, not a value."""
+_KUBE_BLOCK = r"(?P<s>(?:(?P=i)[ \t]++[^\n]*+(?:\n|$))++)"
+_GENERIC_VALUE = r"[A-Za-z0-9+/_.~-]{16,1024}+=*+"
+_GENERIC_WORDS = (
+    "secret",
+    "token",
+    "password",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "key",
+    "credential",
+    "credentials",
+    "auth",
+)
+_GENERIC_KEY = "(?:" + "|".join(f"{w}|{w.capitalize()}|{w.upper()}" for w in _GENERIC_WORDS) + ")"
+"""The last word of a key name, in each case style (spelled out: ``(?i)`` would stop ``re`` scanning for
+the first letters). The rest of the name, before it, is read by :func:`looks_random`."""
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_KEY_QUALIFIERS = (
+    "api", "secret", "private", "access", "signing", "encryption", "master", "auth", "client", "app", "service",
+    "license", "account", "session", "webhook", "hmac", "jwt", "crypto", "cipher", "aes", "shared", "server",
+    "admin", "write", "read", "ingest", "deploy", "subscription", "sdk", "consumer", "integration", "partner",
+    "merchant", "developer", "user", "project", "storage", "rest", "live", "prod", "sign", "enc", "decrypt",
+)  # fmt: skip
+"""A key named ``...key`` is a credential only after one of these (not ``cache_key``, ``public_key``)."""
+_TOKEN_NOT = (
+    "next", "page", "continuation", "pagination", "cursor", "sync", "resume", "marker", "offset", "delta",
+    "poll", "eos", "bos", "pad", "unk", "sep", "cls", "mask", "special", "start", "end", "stop",
+)  # fmt: skip
+"""A ``...token`` that is a page cursor or a tokenizer's special token, not a credential."""
+_FILE_EXT = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,4}$")
+_LOWER_RUN = re.compile(r"[a-z]{4}")
+_DOTTED_NAME = re.compile(r"[A-Za-z_$][\w$]*+(?:\.[A-Za-z_$][\w$]*+)++")
+
+
+def entropy(value: str) -> float:
+    """Shannon entropy of ``value`` in bits per character."""
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def key_before(text: str, end: int, limit: int = 64) -> str | None:
+    """The key name (a run of letters, digits, ``_.-``) that ends at ``end``; None when it is longer."""
+    start = end
+    while start > 0 and text[start - 1] in _KEY_CHARS:
+        start -= 1
+        if end - start > limit:
+            return None
+    return text[start:end]
+
+
+def looks_random(m: re.Match[str], value: str) -> bool:
+    """Whether ``value`` is a credential: the name of the key it is assigned to says so (it ends with the
+    matched word) and the value is random (16+ chars, letters and digits interleaved, high entropy),
+    not a word, path, dotted name or flag."""
+    key = key_before(m.string, m.end("k"))
+    if key is None:
+        return False
+    name = re.sub(r"[^a-z0-9]", "", key.lower())
+    if name.endswith("key"):
+        if not name[:-3].endswith(_KEY_QUALIFIERS):
+            return False
+    elif name.endswith("token") and name[:-5].endswith(_TOKEN_NOT):
+        return False
+    v = value.rstrip("=")
+    if len(v) < 16 or v[0] in "/.~-" or "//" in v or _FILE_EXT.search(v) or _DOTTED_NAME.fullmatch(v):
+        return False
+    if not any(c.isdigit() for c in v) or not any(c.isalpha() for c in v):
+        return False
+    # Letters and digits interleave in a random value; a name keeps its digits in one place, as in
+    # Ed25519PrivateKey or RSAPrivateKey2048 (two changes, and a run of lowercase letters: a word).
+    mixes = sum(1 for a, b in itertools.pairwise(v) if a.isdigit() != b.isdigit() and (a + b).isalnum())
+    if mixes < 2 or (mixes == 2 and _LOWER_RUN.search(v)):
+        return False
+    return entropy(v) >= min(3.5, math.log2(len(v)) - 0.7)
+
+
 # (kind, regex, needles). A rule whose regex has groups named s, s1, s2, ... replaces only that group.
 RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
@@ -62,6 +168,41 @@ RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
     ("putty_private_key", r"Private-Lines: [0-9]{1,4}(?:\r?\n[A-Za-z0-9+/=]{1,128}+)*+", ("private-lines",)),
     ("age_secret_key", r"AGE-SECRET-KEY-1[0-9A-Z]{58}", ("age-secret-key",)),
+    (
+        "openvpn_static_key",
+        r"-----BEGIN OpenVPN Static key V1-----[0-9a-fA-F\s]*+(?:-----END OpenVPN Static key V1-----)?",
+        ("openvpn static key",),
+    ),
+    (
+        "kubernetes_secret",
+        r"(?m)^(?P<i>[ \t]*+)kind: Secret[ \t]*+\r?\n(?:(?!---|[ \t]*+kind:|(?P=i)(?:data|stringData):)[^\n]*+\n){0,200}?"
+        r"(?P=i)(?:data|stringData):[ \t]*+\r?\n" + _KUBE_BLOCK,
+        ("kind: secret",),
+    ),
+    (
+        "kubernetes_secret",
+        r"(?m)^(?P<i>[ \t]*+)data:[ \t]*+\r?\n" + _KUBE_BLOCK + r"(?<=\n)(?P=i)kind: Secret\b",
+        ("kind: secret",),
+    ),
+    (
+        "hex_private_key",
+        r"(?:[Pp]rivate|PRIVATE)(?<![A-Za-z0-9].{7})[ _-]?(?:[Kk]ey|KEY)[\"']?[ \t]*+[:=][ \t]*+[\"']?"
+        + _V
+        + r"(?:0[xX])?(?P<s>[0-9a-fA-F]{64})(?![0-9A-Za-z])",
+        ("private key", "private_key", "privatekey", "private-key"),
+    ),
+    (
+        "wireguard_key",
+        r"(?:PrivateKey(?<![A-Za-z0-9_.-]PrivateKey)|PresharedKey(?<![A-Za-z0-9_.-]PresharedKey))[ \t]*+=[ \t]*+"
+        + _V
+        + r"(?P<s>[A-Za-z0-9+/]{43}=)(?![A-Za-z0-9+/=])",
+        ("privatekey", "presharedkey"),
+    ),
+    (
+        "aws_credentials_csv",
+        r"Access key ID,Secret access key[^\r\n]{0,512}+\r?\n" + _V + r"(?P<s>[^\r\n]{1,4096}+)",
+        ("secret access key",),
+    ),
     (
         "aws_access_key_id",
         _bounded(r"(?:AKIA|ASIA|ABIA|ACCA|AROA|AIDA|AIPA|ANPA|ANVA|APKA|AGPA)[A-Z0-9]{16}"),
@@ -181,6 +322,19 @@ RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("planetscale_token", _tok("pscale_", r"(?:tkn|pw|oauth)_[A-Za-z0-9_.-]{32,}+"), ("pscale_",)),
     ("heroku_key", _tok("HRKU-", r"[A-Za-z0-9_-]{50,}+"), ("hrku-",)),
     ("facebook_token", _tok("EAA", r"[A-Z][A-Za-z0-9]{80,}+"), ("eaa",)),
+    ("onepassword_token", _tok("ops_", r"eyJ[A-Za-z0-9+/_-]{40,}+={0,2}"), ("ops_eyj",)),
+    (
+        "tailscale_key",
+        _tok("tskey-", r"(?:(?:auth|api|client|webhook|scim)-)?[A-Za-z0-9]{4,}+-[A-Za-z0-9]{16,}+"),
+        ("tskey-",),
+    ),
+    ("fcm_server_key", _tok("AAAA", r"[A-Za-z0-9_-]{7}:APA91b[A-Za-z0-9_-]{100,}+"), (":apa91b",)),
+    (
+        "flyio_token",
+        _tok("fm", r"(?:1[ar]|2)_[A-Za-z0-9+/=_-]{40,}+(?:,fm(?:1[ar]|2)_[A-Za-z0-9+/=_-]{20,}+)*+"),
+        ("fm1a_", "fm1r_", "fm2_"),
+    ),
+    ("okta_token", r"SSWS(?<![A-Za-z0-9]SSWS)[ \t]++" + _V + r"(?P<s>[A-Za-z0-9_-]{20,}+)", ("ssws",)),
     ("jwt", _tok("eyJ", r"[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]*+"), ("eyj",)),
     ("docker_config_auth", r'"auth"[ \t]*+:[ \t]*+"(?P<s>[A-Za-z0-9+/]{8,}+={0,2})"', ('"auth"',)),
     (
@@ -195,13 +349,20 @@ RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         + r"(?P<s>[^&\s#\"'<>]{8,}+)",
         ("key=", "token=", "auth=", "password=", "secret="),
     ),
-    ("url_credentials", r"://[^\s:@/\"'<>]{0,256}+:" + _V + r"(?P<s>[^\s/\"'<>]{1,256})@", ("://",)),
+    ("sentry_dsn", r"://(?P<s>[0-9a-f]{32})(?=[:@])", ("://",)),
+    ("url_credentials", r"://[^\s:@/\"'<>\[\]]{0,256}+:" + _V + r"(?P<s>[^\s/\"'<>]{1,256})@", ("://",)),
     (
         "netrc_password",
         r"(?i)\bmachine[ \t\n]++\S{1,256}+[ \t\n]++login[ \t\n]++\S{1,256}+[ \t\n]++password[ \t\n]++"
         + _V
         + r"(?P<s>\S{1,256}+)",
         ("machine",),
+    ),
+    (
+        "pgpass_password",
+        r"(?m)^[A-Za-z0-9.*_\[\]-]{1,253}+:(?:[0-9]{1,5}|\*):(?:\*|[A-Za-z_][^\s:]{0,127}+)"
+        r":(?:\*|[A-Za-z_][A-Za-z0-9_.@-]{0,127}+):" + _V + r"(?P<s>(?:[^\s:\\]|\\.){1,256}+)\r?$",
+        (":",),
     ),
     (
         "authorization_header",
@@ -223,11 +384,58 @@ RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("cookie:",),
     ),
     (
+        "curl_user_password",
+        _cmd(("curl",), r"(?:-[uU][ \t]*+|--(?:proxy-)?user(?:=|[ \t]++))[\"']?[^\s:\"']{0,256}+:" + _ARG),
+        ("curl",),
+    ),
+    ("mysql_password", _cmd(("mysql", "mariadb"), "-p" + _ARG, suffix="-?[a-z]{0,8}+"), ("mysql", "mariadb")),
+    ("sshpass_password", _cmd(("sshpass",), r"-p[ \t]*+" + _ARG, r"-[A-Za-z]++"), ("sshpass",)),
+    (
+        "docker_login_password",
+        _cmd(
+            ("docker", "podman", "nerdctl", "buildah", "skopeo", "finch", "oras", "helm"),
+            r"(?:-p|--password)(?:=|[ \t]++)" + _ARG,
+            suffix=r"(?:[ \t]++registry)?[ \t]++login",
+        ),
+        ("login",),
+    ),
+    (
+        "redis_cli_password",
+        _cmd(("redis-cli", "valkey-cli", "keydb-cli"), r"(?:-a|--pass)(?:=|[ \t]++)" + _ARG),
+        ("redis-cli", "valkey-cli", "keydb-cli"),
+    ),
+    (
         "cli_secret_flag",
         r"(?i)(?<![A-Za-z0-9-])--(?:password|passwd|token|api-key|secret|client-secret)(?:=|[ \t]++)"
         + _V
-        + r"(?P<s>(?!-)[^\s\"']{3,512}+)",
+        + r"(?!via[ \t])(?P<s>(?!-)[^\s\"']{3,512}+)",
         ("--pass", "--token", "--api-key", "--secret", "--client-secret"),
+    ),
+    (
+        "php_define_secret",
+        r"(?:define(?<![A-Za-z0-9_$>]define)|DEFINE(?<![A-Za-z0-9_$>]DEFINE))\([ \t]*+[\"'](?=[A-Z0-9_]{0,64}?(?:"
+        + _SECRET_WORDS
+        + r"|SALT))"
+        r"[A-Z][A-Z0-9_]{0,127}+[\"'][ \t]*+,[ \t]*+(?:'"
+        + _V
+        + r"(?P<s1>[^'\n]{1,512})'|\""
+        + _V
+        + r"(?P<s2>[^\"\n]{1,512})\")",
+        ("define(",),
+    ),
+    (
+        "xml_secret",
+        r"(?i)<(?P<t>[A-Za-z0-9_:.-]{0,64}?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key"
+        r"|secret[_-]?key|private[_-]?key|credentials?))(?:[ \t][^<>\n]{0,256}+)?>"
+        + _V
+        + r"(?![$/~])(?P<s>[^<\n]{1,1024}+)</(?P=t)>",
+        ("password>", "passwd>", "passphrase>", "secret>", "token>", "key>", "credential>", "credentials>"),
+    ),
+    (
+        "xml_secret",
+        r"(?i)<add[ \t]++key=[\"'][A-Za-z0-9_.:-]{0,64}?(?:password|pwd|secret|token|api[_-]?key)[\"'][ \t]++"
+        r"value=[\"']" + _V + r"(?![$])(?P<s>[^\"'\n]{1,1024})[\"']",
+        ("<add",),
     ),
     (
         "env_secret",
@@ -241,13 +449,41 @@ RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("passw", "passphrase", "_pass"),
     ),
     (
+        "password_assignment",
+        r"(?m)^[ \t]*+(?:-[ \t]++)?(?:[\"']?[A-Za-z0-9_.-]{0,64}?(?i:password|passwd|passphrase|pwd|_pass)[\"']?"
+        r"[ \t]*+:[ \t]++|[A-Z0-9_]{0,64}?(?:PASSWORD|PASSWD|PASSPHRASE|_PWD|_PASS)=)(?!"
+        + _PLAIN_NOT
+        + r"[ \t]*+(?:#|\r?$))"
+        + _V
+        + r"(?![A-Za-z][a-z_-]*+[A-Z])(?P<s>[A-Za-z][A-Za-z_-]{1,127}+)[ \t]*+(?:#[^\n]*+)?\r?$",
+        ("passw", "passphrase", "pwd", "_pass"),
+    ),
+    (
         "secret_assignment",
-        r"(?i)(?<![A-Za-z0-9])(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|secret[_-]?key"
-        r"|client[_-]?secret|app[_-]?secret|private[_-]?token|refresh[_-]?token|bearer[_-]?token|token|secret)"
+        r"(?i)(?<![A-Za-z0-9])(?:api[_-]?key|apikey|api[_-]?token|access[_-]?key|access[_-]?token|auth[_-]?token"
+        r"|secret[_-]?key"
+        r"|client[_-]?secret|app[_-]?secret|private[_-]?token|refresh[_-]?token|bearer[_-]?token|secret"
+        r"|token(?<!(?:eos|bos|pad|unk|sep|cls)_token)(?<!mask_token))"
         rf"{_SEP}{_VALUE}",
         ("key", "token", "secret"),
     ),
+    (
+        "generic_secret",
+        "(?P<k>"
+        + _GENERIC_KEY
+        + ")"
+        + _SEP
+        + rf"""(?:"(?P<s1>{_GENERIC_VALUE})"|'(?P<s2>{_GENERIC_VALUE})'|(?P<s3>{_GENERIC_VALUE})(?![^\s,;)}}\]"'`]))""",
+        ("secret", "token", "passw", "pwd", "passphrase", "key", "credential", "auth"),
+    ),
 )
+
+CHECKS: dict[str, Callable[[re.Match[str], str], bool]] = {"generic_secret": looks_random}
+"""Kinds whose match must also pass a test of (match, secret); a match that fails is left as it is."""
+INNER: dict[str, str] = {
+    "kubernetes_secret": r"(?m)^[ \t]++[^\s:]{1,253}+:[ \t]++(?!\[REDACTED:)(?P<v>[^\s#|>&*!][^\r\n]*+)"
+}
+"""Kinds whose secret group is a block: each match of this regex in it has its group ``v`` replaced."""
 
 ALT_KINDS = {"url_credentials": ("database_url", DB_SCHEME_RE)}
 """Rules whose kind depends on the text just before the match (looked at within 40 chars)."""

@@ -214,6 +214,179 @@ def _rows() -> list[tuple[str, str, str]]:
     add("secret_assignment", '{"api_key": "{s}", "model": "gpt"}', fake(AN, 32))
     add("secret_assignment", 'client_secret = "{s}"', fake(AN, 32))
     add("secret_assignment", "token: {s}\n", fake(AN, 40))
+    # Issue #19: formats that had no rule. Appended here so the samples above keep their values.
+    add(
+        "okta_token",
+        "curl -H 'Authorization: SSWS {s}' https://dev-123456.okta.com/api/v1/users",
+        "00" + fake(W, 40),
+    )
+    add(
+        "tailscale_key",
+        "$ sudo tailscale up --authkey={s}\n",
+        "tskey-auth-k" + fake(AN, 10) + "CNTRL-" + fake(AN, 33),
+    )
+    add("tailscale_key", "API access token: {s}\n", "tskey-api-k" + fake(AN, 10) + "CNTRL-" + fake(AN, 33))
+    add(
+        "tailscale_key",
+        "OAuth client secret: {s}\n",
+        "tskey-client-k" + fake(AN, 10) + "CNTRL-" + fake(AN, 33),
+    )
+    add("curl_user_password", "$ curl -s -u deploy:{s} https://ci.example.com/api/json\n", fake(AN, 16) + "!")
+    add(
+        "mysql_password",
+        "$ mysql -h db.internal -u root -p{s} app_production -e 'SELECT COUNT(*) FROM users'\n",
+        fake(AN, 14),
+    )
+    add("cli_secret_flag", "$ mysqldump --user=app --password={s} app > dump.sql\n", fake(AN, 14))
+    add(
+        "sshpass_password",
+        "$ sshpass -p '{s}' ssh -o StrictHostKeyChecking=no -p 2222 root@10.0.0.12 uptime\n",
+        fake(AN, 12) + "#",
+    )
+    add(
+        "docker_login_password",
+        "$ docker login -u ci-bot -p {s} registry.example.com\nWARNING! Using --password via the CLI is insecure."
+        " Use --password-stdin.\nLogin Succeeded\n",
+        fake(AN, 20),
+    )  # fmt: skip
+    add("docker_login_password", "$ podman login --username ci --password {s} quay.io\n", fake(AN, 20))
+    add(
+        "redis_cli_password",
+        "$ redis-cli -h cache.internal -p 6379 -a {s} PING\nWarning: Using a password with '-a' or '-u' option"
+        " on the command line interface may not be safe.\nPONG\n",
+        fake(AN, 24),
+    )  # fmt: skip
+    add("pgpass_password", "$ cat ~/.pgpass\ndb.internal:5432:appdb:app_user:{s}\n$ ", fake(AN, 20))
+    add(
+        "wireguard_key",
+        "$ sudo wg showconf wg0\n[Interface]\nListenPort = 51820\nPrivateKey = {s}\n\n[Peer]\nPublicKey = "
+        + fake(B64, 43) + "=\nAllowedIPs = 10.0.0.2/32\nEndpoint = 203.0.113.5:51820\n",
+        fake(B64, 43) + "=",
+    )  # fmt: skip
+    add(
+        "wireguard_key",
+        "[Peer]\nPublicKey = " + fake(B64, 43) + "=\nPresharedKey = {s}\n",
+        fake(B64, 43) + "=",
+    )
+    vpn_lines = [fake(HEX, 32) for _ in range(16)]
+    add(
+        "openvpn_static_key",
+        "$ cat ta.key\n#\n# 2048 bit OpenVPN static key\n#\n-----BEGIN OpenVPN Static key V1-----\n"
+        + "\n".join(vpn_lines[:7]) + "\n{s}\n" + "\n".join(vpn_lines[8:]) + "\n-----END OpenVPN Static key V1-----\n",
+        vpn_lines[7],
+    )  # fmt: skip
+    add(
+        "hex_private_key",
+        "Account #0: 0x"
+        + fake(HEX, 40)
+        + " (10000 ETH)\nPrivate Key: 0x{s}\n\nAccount #1: 0x"
+        + fake(HEX, 40),
+        fake(HEX, 64),
+    )
+    ops_claims = (
+        '{"signInAddress":"my.1password.com","userAuth":{"method":"SRPg-4096","salt":"' + fake(W, 22) + '"},'
+    )
+    ops_claims += (
+        '"email":"' + fake(HEX, 12) + '@1passwordserviceaccounts.com","srpX":"' + fake(HEX, 64) + '"}'
+    )
+    add(
+        "onepassword_token",
+        "export OP_SERVICE_ACCOUNT_TOKEN={s}\n",
+        "ops_" + base64.b64encode(ops_claims.encode()).decode().rstrip("="),
+    )
+    add(
+        "aws_credentials_csv",
+        "$ cat ci-bot_accessKeys.csv\nAccess key ID,Secret access key\n{s}\n",
+        "AKIA" + fake(UP, 16) + "," + fake(B64, 40),
+    )
+    add(
+        "aws_credentials_csv",
+        "User name,Password,Access key ID,Secret access key,Console login link\n{s}\n",
+        "ci-bot,,AKIA"
+        + fake(UP, 16)
+        + ","
+        + fake(B64, 40)
+        + ",https://123456789012.signin.aws.amazon.com/console",
+    )
+    letters = string.ascii_lowercase
+    add(
+        "password_assignment",
+        "services:\n  db:\n    image: postgres:16\n    environment:\n      POSTGRES_USER: app\n"
+        "      POSTGRES_PASSWORD: {s}\n    ports:\n      - 5432:5432\n",
+        fake(letters, 10),
+    )  # fmt: skip
+    add(
+        "password_assignment",
+        "    environment:\n      - MYSQL_USER=app\n      - MYSQL_PASSWORD={s}\n",
+        fake(letters, 9),
+    )
+    add(
+        "password_assignment",
+        "smtp:\n  host: mail.example.com\n  password: {s}\n  port: 587\n",
+        fake(letters, 11),
+    )
+    add(
+        "password_assignment",
+        "'mysql' => [\n    'driver' => 'mysql',\n    'username' => 'forge',\n    'password' => '{s}',\n],",
+        fake(AN, 16),
+    )
+    add("php_define_secret", "define( 'DB_USER', 'wp' );\ndefine( 'DB_PASSWORD', '{s}' );\n", fake(AN, 18))
+    add("php_define_secret", "define('AUTH_KEY', '{s}');", fake(AN + "!@#%^&*()-_[]{}<>~+=,.;:/?|", 64))
+    add("password_assignment", 'config = { username: "deploy", password: "{s}" }', fake(AN, 16))
+    add(
+        "password_assignment",
+        'ActiveRecord::Base.establish_connection(:adapter => "mysql2", :password => "{s}")',
+        fake(AN, 16),
+    )
+    add(
+        "xml_secret",
+        "<server>\n  <id>nexus</id>\n  <username>deployer</username>\n  <password>{s}</password>\n</server>",
+        fake(AN, 16),
+    )
+    add(
+        "xml_secret",
+        '<appSettings>\n  <add key="StripeApiKey" value="{s}" />\n</appSettings>',
+        "sk_" + fake(AN, 30),
+    )
+    add(
+        "password_assignment",
+        '<datasource jndi-name="java:/AppDS" user-name="app" password="{s}"/>',
+        fake(AN, 16),
+    )
+    add(
+        "sentry_dsn",
+        'sentry_sdk.init(dsn="https://{s}@o450123.ingest.sentry.io/5512345", traces_sample_rate=1.0)',
+        fake(HEX, 32),
+    )
+    add(
+        "fcm_server_key",
+        "curl -X POST -H 'Content-Type: application/json' -H 'Authorization: key={s}' https://fcm.googleapis.com/fcm/send",
+        "AAAA" + fake(W, 7) + ":APA91b" + fake(W, 134),
+    )  # fmt: skip
+    add(
+        "flyio_token",
+        "$ fly tokens create deploy\nFlyV1 {s}\n",
+        "fm2_" + fake(B64, 200) + "==,fm2_" + fake(B64, 120) + "=",
+    )
+    add("secret_assignment", '{"apiToken": "{s}", "baseUrl": "https://api.example.com"}', fake(AN, 32))
+    add("secret_assignment", "integrations:\n  storage:\n    accessKey: {s}\n", fake(AN, 20))
+    add(
+        "kubernetes_secret",
+        "$ kubectl get secret db-creds -o yaml\napiVersion: v1\ndata:\n  connection-string: {s}\nkind: Secret\n"
+        "metadata:\n  name: db-creds\n  namespace: default\ntype: Opaque\n",
+        base64.b64encode(fake(AN, 24).encode()).decode(),
+    )  # fmt: skip
+    add(
+        "kubernetes_secret",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: api\n  labels:\n    app: api\ntype: Opaque\ndata:\n"
+        "  username: {s}\n---\napiVersion: v1\nkind: Service\n",
+        base64.b64encode(b"svc-" + fake(AN, 6).encode()).decode(),
+    )  # fmt: skip
+    add("generic_secret", "notifications:\n  webhookSecret: {s}\n", fake(AN, 32))
+    add("generic_secret", '{"issuer": "auth.example.com", "jwtSigningKey": "{s}"}', fake(B64, 43) + "=")
+    add("generic_secret", "hmac-signing-key: {s}\n", fake(HEX, 64))
+    add("generic_secret", "app.encryption.key={s}\n", fake(W, 32))
+    add("generic_secret", "const client = new Client({ serviceCredential: '{s}' });", fake(AN, 40))
     return rows
 
 
@@ -247,6 +420,37 @@ NEGATIVES: list[str] = [
     "The secret: is to keep going",
     "taskmaster-scheduler-generator-module-v2",
     "[lightmem2: 12,000 chars archived as 0123456789abcdef0123456789abcdef]",
+    "WARNING! Using --password via the CLI is insecure. Use --password-stdin.",
+    'tokenizer.eos_token = "</s>"\npad_token: "<pad>"',
+    'help="Specify a proxy in the form scheme://[user:passwd@]proxy.server:port."',
+    # Near misses of the key-name + entropy rule and of the command-line and config-line rules.
+    "commit 9fceb02d0ae598e95dc970b74767f19372d61af8\nAuthor: Jane Doe <jane@example.com>\n"
+    "Date:   Mon Jun 10 12:00:00 2024 +0000\n\n    Fix token refresh (closes #42)\n",
+    "diff --git a/src/auth/token.py b/src/auth/token.py\nindex 3f1e2d4..9a8b7c6 100644\n"
+    "--- a/src/auth/token.py\n+++ b/src/auth/token.py\n@@ -10,7 +10,7 @@ def refresh_token(session):\n",
+    "tests/test_auth.py::test_refresh_token PASSED [ 50%]\ntests/test_auth.py::test_password_reset FAILED [100%]\n"
+    "E   AssertionError: assert 'expired' == 'valid'\n==== 1 failed, 1 passed in 0.12s ====",
+    "def connect(cfg):\n    password = get_password()\n    token = cfg.api_token\n    secret_key = settings.SECRET_KEY\n"
+    "    conn = Client(\n        user=user,\n        password=password\n    )\n",
+    "@dataclass\nclass Login:\n    username: str\n    password: str\n    passphrase: Optional[str] = None\n",
+    "interface Credentials {\n  password: string\n  apiToken?: string\n}",
+    "auth:\n  token_ttl: 3600\n  password_min_length: 12\n  secret_name: app-secrets\n  key_file: /etc/ssl/private/server.key\n",
+    "2024-06-10T12:00:00Z INFO request 123e4567-e89b-12d3-a456-426614174000 token refreshed for user 42 in 12ms",
+    "token_path: /var/run/secrets/kubernetes.io/serviceaccount/token\nssh_key: ~/.ssh/id_ed25519\n"
+    "credentials_file: ./config/credentials.json\nsigning_key: keys/release-2024.pem",
+    "cache-key: Linux-pip-3f1e2d4c5b6a79880716253443526170f9e8d7c6",
+    "PublicKey = xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=",
+    '{"nextPageToken": "CiAKGjBpNDd2Nmp2Zml2cXRwYjBpOXA3enhqOGRjZXMQABoA", "kind": "storage#objects"}',
+    "routing_key: orders.created.v2.eu-west-1.region3",
+    "apiKey: process.env.STRIPE_KEY_V2\nauthToken: this.session.authTokenV2",
+    "const valid = tokens.filter(token => !token.expired);",
+    "$ mysql -u root -p -e 'SHOW DATABASES'\n$ sshpass -f ~/.pw ssh -p 2222 root@host\n$ docker run -u 1000:1000 -p 8080:80 nginx",
+    "$ curl -u $API_USER:$API_TOKEN https://api.example.com/v1/me",
+    "root:x:0:0:root:/root:/bin/bash\n00:1a:2b:3c:4d:5e\nsrc/app.c:12:5: error: expected ';'\nlib:3:4:5:6",
+    "apiVersion: v1\nkind: ConfigMap\ndata:\n  LOG_LEVEL: debug\n",
+    "<key>CFBundleIdentifier</key>\n<string>com.example.app</string>\n<PasswordRequired>false</PasswordRequired>",
+    "def sign(private_key: Ed25519PrivateKey | Ed448PrivateKey, data: bytes) -> bytes:\n"
+    "    signer_key: PKCS7PrivateKeyTypes,\n    passwd: HTTPPasswordMgr\n",
 ]
 """Ordinary tool output that must come out of redaction unchanged."""
 

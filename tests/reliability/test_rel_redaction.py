@@ -143,6 +143,11 @@ def _adversarial(n: int) -> dict[str, str]:
         "pem_headers": "-----BEGIN RSA PRIVATE KEY-----" * (n // 31),
         "key_run": "api-key: " + "a" * n,
         "secret_run": "secret" + "A" * n,
+        "command_args": "curl -u " * (n // 8),
+        "kube_kinds": "kind: Secret\n" * (n // 13),
+        "xml_tags": "<password>" * (n // 10),
+        "pgpass_fields": "a:1:b:c:" * (n // 8),
+        "keyed_values": ("webhookSecret: " + "aB3dE9fG1hJ2kL4m" * 2 + "\n") * (n // 48),
         "needles": (" ".join(needles) * (n // 1000 + 1))[:n],
     }
     return base
