@@ -98,12 +98,12 @@ def _assemble(session: Session, body: JSON) -> JSON:
     messages = _field(body, "messages", list)
     tools = _field(body, "tools", list, required=False)
     if body.get("format", "openai") == "openai":
-        out = session.before_model_call(messages, tools=tools)
-        answer: JSON = {"messages": out}
+        sent = session.before_model_call(messages, tools=tools)
+        answer: JSON = {"messages": sent}
         ranges = session.evictor.collapsed
         # only when the answer is exactly the sent list with each range made one message (a call that
         # failed open after the collapse sends the messages back whole)
-        if ranges and len(out) == len(messages) - sum(last - first for first, last in ranges):
+        if ranges and len(sent) == len(messages) - sum(last - first for first, last in ranges):
             answer["collapsed"] = [{"first": first, "last": last} for first, last in ranges]
         return answer
     if body.get("format") != "anthropic":
