@@ -307,7 +307,7 @@ def test_claude_code_aggressive_collapses_a_finished_task(
         at = msgs.index(summaries[0])
         assert GOAL1 in [b.get("text") for b in msgs[0]["content"]]
         assert _plain(msgs[:at]) == _plain(before["messages"][:at])
-        # no tool result without its call (and no call without its result before the last message)
+        # no tool result without its call, none twice
         uses, results = _tool_ids(body)
         assert set(results) <= set(uses) and len(results) == len(set(results))
     # prefix stability after the batch: each request extends the one before (the last message holds
