@@ -4,7 +4,8 @@
 //   service     starts the sidecar with the Gateway and stops it with it (started on first use in
 //               `openclaw agent --local`, where services do not run, and stopped at exit)
 //   engine      context engine "lightmem2": assemble() returns the history as lightmem2 transforms
-//               it; compaction stays with the runtime
+//               it (in aggressive mode a finished task becomes one summary message); compaction
+//               stays with the runtime
 //   middleware  a tool result is reduced once as it enters the history; tool_result_persist stores
 //               that same reduced form in the transcript
 //   command     /lightmem2 status|report|doctor|visual|mode ...: the CLI's text, no model call
@@ -71,7 +72,7 @@ function createEngine(sidecar, logger) {
         const sent = toChat(messages);
         if (sent.chat.length) {
           const answer = await sidecar.post("/sidecar/assemble", { sessionId: sessionOf(params), messages: sent.chat });
-          out = fromChat(messages, sent, answer.messages);
+          out = fromChat(messages, sent, answer.messages, answer.collapsed);
         }
       } catch (err) {
         logger?.debug?.(`lightmem2: assemble passed through: ${err.message}`);

@@ -178,10 +178,14 @@ class Evictor:
         self._sizes: dict[int, tuple[Message, int]] = {}
         self.last_evicted_tokens = 0
         self.remaining_hint: Callable[[int], tuple[float, float]] | None = None
+        # (first, last) message ranges of the last applied request that became one message each
+        self.collapsed: list[tuple[int, int]] = []
 
     # -- applying --------------------------------------------------------------------------------
     def apply(self, req: Request) -> Request:
-        """``req`` with every eviction made so far applied (no change when none applies)."""
+        """``req`` with every eviction made so far applied (no change when none applies); the ranges
+        of ``req.messages`` that were replaced by one summary message each are in :attr:`collapsed`."""
+        self.collapsed = []
         if not (self.state.stubs or self.state.args or self.state.collapses):
             return req
         return self._collapse(req, self._stub_parts(req))
@@ -257,6 +261,7 @@ class Evictor:
                 continue  # overlapping ranges cannot come from one history; keep the first
             out.extend(msgs[pos:first])
             out.append(msg)
+            self.collapsed.append((first, last))
             pos = last + 1
         out.extend(msgs[pos:])
         return Request(out, req.tools, req.extra, req.hints)

@@ -6,7 +6,9 @@ it is finished (DESIGN 5). The boundary must be found the same way on every call
 so it is a pure function of the request: a **goal** is a user message with text of its own (not only
 tool results, not only the host's context blocks); the **work** of a goal is every assistant and tool
 message after it up to the next goal. A system or developer message in the middle ends the work there
-(hosts put instructions there; they are never collapsed).
+(hosts put instructions there; they are never collapsed). One right after the goal, before any work,
+is the host's context for it and stays with the goal (Claude Code 2.1.33x sends its ``# Environment``
+block as a ``role: "system"`` message right after the first user message).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ _HOST_BLOCKS = re.compile(
     re.S,
 )
 _WORK_ROLES = frozenset({"assistant", "tool"})
+_CONTEXT_ROLES = frozenset({"system", "developer"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +82,11 @@ def goal_tasks(messages: Sequence[Message]) -> list[GoalTask]:
     out: list[GoalTask] = []
     for n, g in enumerate(goals):
         first = g + 1
-        while first < len(messages) and messages[first].role == "user" and not is_goal(messages[first]):
-            first += 1  # the host's context blocks right after the goal belong to the goal
+        while first < len(messages) and (
+            messages[first].role in _CONTEXT_ROLES
+            or (messages[first].role == "user" and not is_goal(messages[first]))
+        ):
+            first += 1  # the host's context right after the goal (blocks, instructions) belongs to it
         end = goals[n + 1] if n + 1 < len(goals) else len(messages)
         last = first - 1
         while last + 1 < end and messages[last + 1].role in _WORK_ROLES | {"user"}:

@@ -22,9 +22,14 @@ A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
 
 ``POST /sidecar/assemble``
     ``{"sessionId", "messages", "tools"?, "format"?: "openai" | "anthropic", "system"?}`` ->
-    ``{"messages", "system"?}``. The message list the model should see (reduced tool outputs, stable
-    head, tail block). ``format`` names the message form: OpenAI chat (default) or Anthropic
-    (``system`` then is the top-level system prompt, echoed back transformed).
+    ``{"messages", "collapsed"?, "system"?}``. The message list the model should see (reduced tool
+    outputs, stable head, tail block). ``format`` names the message form: OpenAI chat (default) or
+    Anthropic (``system`` then is the top-level system prompt, echoed back transformed). In OpenAI
+    form the answer has one message per message sent, except where a finished task left the context
+    (aggressive mode): ``collapsed`` then lists those ranges of the sent ``messages``, ascending, as
+    ``{"first", "last"}`` (inclusive indices), and each range is one assistant message in the answer
+    (its summary, at the range's place), so the answer is shorter by ``last - first`` per range.
+    Without ``collapsed`` the answer maps message for message.
 ``POST /sidecar/ingest`` and ``POST /sidecar/toolResult``
     ``{"sessionId", "toolCallId", "output"}`` -> ``{"output"}``. A tool output as the model will see it,
     reduced once (memoised, I3). ``output`` is a string or a list of ``{"type": "text", "text"}`` parts.
@@ -93,7 +98,14 @@ def _assemble(session: Session, body: JSON) -> JSON:
     messages = _field(body, "messages", list)
     tools = _field(body, "tools", list, required=False)
     if body.get("format", "openai") == "openai":
-        return {"messages": session.before_model_call(messages, tools=tools)}
+        sent = session.before_model_call(messages, tools=tools)
+        answer: JSON = {"messages": sent}
+        ranges = session.evictor.collapsed
+        # only when the answer is exactly the sent list with each range made one message (a call that
+        # failed open after the collapse sends the messages back whole)
+        if ranges and len(sent) == len(messages) - sum(last - first for first, last in ranges):
+            answer["collapsed"] = [{"first": first, "last": last} for first, last in ranges]
+        return answer
     if body.get("format") != "anthropic":
         raise BadRequest(
             f'format: got {json.dumps(body.get("format"))[:60]}, expected "openai" or "anthropic"'

@@ -128,10 +128,14 @@ class ScriptedUpstream(FakeUpstream):
         return body
 
 
-def write_lightmem_config(home: Path, port: int, upstream: str) -> None:
-    """lightmem2's config for a test: the proxy on ``port``, both upstreams at the fake provider."""
+def write_lightmem_config(home: Path, port: int, upstream: str, **extra: Any) -> None:
+    """lightmem2's config for a test: the proxy on ``port``, both upstreams at the fake provider;
+    ``extra`` adds top-level keys (``mode="aggressive"``, ``eviction={...}``)."""
     home.mkdir(parents=True, exist_ok=True)
-    config = {"server": {"port": port, "upstreams": {"anthropic": upstream, "openai": upstream + "/v1"}}}
+    config: dict[str, Any] = {
+        "server": {"port": port, "upstreams": {"anthropic": upstream, "openai": upstream + "/v1"}},
+        **extra,
+    }
     (home / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
 
 
@@ -179,8 +183,9 @@ def run_bounded(
 
 
 def base_env(home: Path, lightmem_home: Path) -> dict[str, str]:
-    """An isolated environment: its own HOME and LIGHTMEM2_HOME, no proxies, the host PATH."""
-    keep = ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "SYSTEMROOT")
+    """An isolated environment: its own HOME and LIGHTMEM2_HOME, no proxies, the host PATH (and
+    PYTHONPATH, so hooks and the proxy run the lightmem2 under test, e.g. a worktree's)."""
+    keep = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "SYSTEMROOT")
     env = {k: v for k, v in os.environ.items() if k in keep}
     env.update({"HOME": str(home), "LIGHTMEM2_HOME": str(lightmem_home), "NO_COLOR": "1"})
     return env

@@ -1,11 +1,19 @@
 // OpenClaw transcript messages <-> the OpenAI chat form the lightmem2 sidecar speaks.
 //
 // Why a mapping and not a copy: the sidecar transforms content (tool outputs, the stabilised head,
-// the tail block) but never adds, drops or reorders messages, so each message that goes out comes
-// back at the same position. We send only what the sidecar may change and rebuild every OpenClaw
-// message from its original, so provider metadata (usage, signatures, thinking blocks, timestamps)
-// survives untouched. Messages the chat form cannot carry (compaction summaries, custom entries) are
-// not sent and come back as they were.
+// the tail block) but never adds or reorders messages, so each message that goes out comes back at
+// the same position. We send only what the sidecar may change and rebuild every OpenClaw message from
+// its original, so provider metadata (usage, signatures, thinking blocks, timestamps) survives
+// untouched. Messages the chat form cannot carry (compaction summaries, custom entries) are not sent
+// and come back as they were.
+//
+// The one change in length: in aggressive mode a finished task (every assistant and tool-result
+// message between two user goals) leaves the context as one assistant message, its summary. The
+// sidecar then names the collapsed ranges of what we sent (`collapsed: [{first, last}]`, inclusive
+// chat indices); each becomes one OpenClaw assistant message carrying the summary text, in the shape
+// of the range's own assistant messages. Anything that does not line up (a range over a message we
+// did not send, a tool result whose call would leave without it, an answer of the wrong length) gives
+// back the input unchanged: fail-open.
 
 /** A data URL for an OpenClaw image block. */
 function dataUrl(part) {
@@ -113,13 +121,106 @@ export function messageFromChat(original, sent, back) {
   return { ...original, content: contentFromChat(back.content, original.content) };
 }
 
-/** The OpenClaw message list with the sidecar's answer applied; the input itself if shapes differ. */
-export function fromChat(messages, sent, back) {
-  if (!Array.isArray(back) || back.length !== sent.chat.length) return messages;
-  const out = messages.slice();
-  sent.index.forEach((i, k) => {
-    out[i] = messageFromChat(messages[i], sent.chat[k], back[k]);
+/** The summary text of a chat message the sidecar put in place of a collapsed range, or null. */
+function summaryText(back) {
+  if (!back || typeof back !== "object" || back.role !== "assistant" || back.tool_calls?.length) return null;
+  let text = null;
+  if (typeof back.content === "string") text = back.content;
+  else if (Array.isArray(back.content) && back.content.every((p) => p && p.type === "text" && typeof p.text === "string")) {
+    text = back.content.map((p) => p.text).join("");
+  }
+  return text ? text : null;
+}
+
+/** The collapsed ranges as [first, last] pairs when they fit what was sent and answered, else null. */
+function checkRanges(collapsed, sent, back) {
+  if (collapsed === undefined || collapsed === null) return back.length === sent.chat.length ? [] : null;
+  if (!Array.isArray(collapsed)) return null;
+  const ranges = [];
+  let prev = -1;
+  let dropped = 0;
+  for (const r of collapsed) {
+    const first = r?.first;
+    const last = r?.last;
+    if (!Number.isInteger(first) || !Number.isInteger(last) || first <= prev || last < first) return null;
+    if (last >= sent.chat.length) return null;
+    // a message we did not send inside the range (a compaction summary, a custom entry) must stay
+    if (sent.index[last] - sent.index[first] !== last - first) return null;
+    ranges.push([first, last]);
+    dropped += last - first;
+    prev = last;
+  }
+  if (back.length !== sent.chat.length - dropped) return null;
+  // a tool result and its call leave together or stay together
+  const inside = new Set();
+  ranges.forEach(([first, last]) => {
+    for (let k = first; k <= last; k++) inside.add(k);
   });
+  const callAt = new Map();
+  sent.chat.forEach((m, k) => (m.tool_calls || []).forEach((c) => callAt.set(c.id, k)));
+  for (let k = 0; k < sent.chat.length; k++) {
+    const m = sent.chat[k];
+    if (m.role !== "tool") continue;
+    const at = callAt.get(m.tool_call_id);
+    if (at !== undefined && inside.has(at) !== inside.has(k)) return null;
+  }
+  return ranges;
+}
+
+const NO_USAGE = Object.freeze({
+  input: 0,
+  output: 0,
+  cacheRead: 0,
+  cacheWrite: 0,
+  totalTokens: 0,
+  cost: Object.freeze({ input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 }),
+});
+
+/** The OpenClaw assistant message standing for a collapsed range: its own provider and model. */
+function summaryMessage(range, text) {
+  const model = [...range].reverse().find((m) => m && m.role === "assistant") || {};
+  const last = range[range.length - 1] || {};
+  const out = { role: "assistant", content: [{ type: "text", text }] };
+  for (const key of ["api", "provider", "model"]) if (model[key] !== undefined) out[key] = model[key];
+  out.usage = structuredClone(NO_USAGE);
+  out.stopReason = "stop";
+  out.timestamp = model.timestamp ?? last.timestamp ?? 0;
+  return out;
+}
+
+/**
+ * The OpenClaw message list with the sidecar's answer applied; the input itself if shapes differ.
+ * `collapsed` is the answer's list of ranges that became one summary message each (absent: none).
+ */
+export function fromChat(messages, sent, back, collapsed) {
+  if (!Array.isArray(back)) return messages;
+  const ranges = checkRanges(collapsed, sent, back);
+  if (ranges === null) return messages;
+  if (!ranges.length) {
+    const out = messages.slice();
+    sent.index.forEach((i, k) => {
+      out[i] = messageFromChat(messages[i], sent.chat[k], back[k]);
+    });
+    return out;
+  }
+  const start = new Map(ranges.map(([first, last]) => [sent.index[first], [first, last]]));
+  const chatAt = new Map(sent.index.map((i, k) => [i, k]));
+  const out = [];
+  let shift = 0; // chat messages the ranges so far removed from the answer
+  for (let i = 0; i < messages.length; i++) {
+    const range = start.get(i);
+    if (range) {
+      const [first, last] = range;
+      const text = summaryText(back[first - shift]);
+      if (text === null) return messages;
+      out.push(summaryMessage(messages.slice(i, sent.index[last] + 1), text));
+      i = sent.index[last];
+      shift += last - first;
+      continue;
+    }
+    const k = chatAt.get(i);
+    out.push(k === undefined ? messages[i] : messageFromChat(messages[i], sent.chat[k], back[k - shift]));
+  }
   return out;
 }
 

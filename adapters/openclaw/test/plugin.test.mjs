@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 
 import plugin from "../index.js";
-import { fromChat, resultFromOutput, resultToOutput, toChat } from "../lib/messages.js";
+import { estimateTokens, fromChat, resultFromOutput, resultToOutput, toChat } from "../lib/messages.js";
 import { CHALLENGE_HEADER, SECRET_HEADER, Sidecar, hostSettings, proofOf } from "../lib/sidecar.js";
 
 const SECRET = "5e".repeat(32);
@@ -110,6 +110,101 @@ test("fromChat returns the input when the answer does not line up", () => {
   const sent = toChat(history);
   assert.equal(fromChat(history, sent, sent.chat.slice(1)), history);
   assert.equal(fromChat(history, sent, null), history);
+});
+
+// two goals: task 1 (a read and its answer) finished when the user asked again
+const tasks = [
+  { role: "user", content: "read big.log", timestamp: 1 },
+  ...history.slice(1, 3),
+  { role: "assistant", content: [{ type: "text", text: "I read it." }], api: "openai-completions", provider: "fake", model: "fake-model", usage, stopReason: "stop", timestamp: 4 },
+  { role: "user", content: "now count the lines", timestamp: 5 },
+  {
+    role: "assistant",
+    content: [{ type: "toolCall", id: "call_2", name: "exec", arguments: { command: "wc -l big.log" } }],
+    api: "openai-completions",
+    provider: "fake",
+    model: "fake-model",
+    usage,
+    stopReason: "toolUse",
+    timestamp: 6,
+  },
+  { role: "toolResult", toolCallId: "call_2", toolName: "exec", content: [{ type: "text", text: "10 big.log" }], isError: false, timestamp: 7 },
+];
+const SUMMARY = "[lightmem2: task 1 finished; its 3 messages (1 tool calls) archived as " + "ab".repeat(16) + "; ...]";
+
+/** The sidecar's answer for `tasks` with task 1 (chat 1-3) collapsed and call_2's output reduced. */
+function collapsedAnswer(sent) {
+  const answer = structuredClone(sent.chat);
+  answer.splice(1, 3, { role: "assistant", content: SUMMARY });
+  answer[4].content[0].text = "10 big.log [reduced]";
+  return answer;
+}
+
+test("fromChat replaces a collapsed range by one assistant message in OpenClaw's shape", () => {
+  const sent = toChat(tasks);
+  assert.equal(sent.chat.length, 7);
+  const back = fromChat(tasks, sent, collapsedAnswer(sent), [{ first: 1, last: 3 }]);
+  assert.equal(back.length, 5);
+  assert.equal(back[0], tasks[0]);
+  assert.deepEqual(back[1], {
+    role: "assistant",
+    content: [{ type: "text", text: SUMMARY }],
+    api: "openai-completions",
+    provider: "fake",
+    model: "fake-model",
+    usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+    stopReason: "stop",
+    timestamp: 4,
+  });
+  assert.equal(back[2], tasks[4]);
+  assert.equal(back[3], tasks[5]);
+  assert.equal(back[4].content[0].text, "10 big.log [reduced]");
+  assert.equal(back[4].toolCallId, "call_2");
+  // no tool result is left without its call
+  const calls = new Set(back.flatMap((m) => (m.role === "assistant" ? m.content.filter((b) => b.type === "toolCall").map((b) => b.id) : [])));
+  assert.ok(back.filter((m) => m.role === "toolResult").every((m) => calls.has(m.toolCallId)));
+  // the chat form of the result is what the sidecar answered
+  const expected = collapsedAnswer(sent);
+  expected[1].content = [{ type: "text", text: SUMMARY }];
+  assert.deepEqual(toChat(back).chat, expected);
+});
+
+test("fromChat keeps a message it did not send and maps the messages after a range", () => {
+  const withCustom = [...tasks.slice(0, 5), { role: "compactionSummary", summary: "x", tokensBefore: 1, timestamp: 5 }, ...tasks.slice(5)];
+  const sent = toChat(withCustom);
+  const back = fromChat(withCustom, sent, collapsedAnswer(sent), [{ first: 1, last: 3 }]);
+  assert.deepEqual(back.map((m) => m.role), ["user", "assistant", "user", "compactionSummary", "assistant", "toolResult"]);
+  assert.equal(back[2], withCustom[4]);
+  assert.equal(back[3], withCustom[5]);
+  assert.equal(back[4], withCustom[6]);
+  assert.equal(back[5].content[0].text, "10 big.log [reduced]");
+});
+
+test("fromChat returns the input when a collapse does not line up", () => {
+  const sent = toChat(tasks);
+  const answer = collapsedAnswer(sent);
+  const cases = [
+    [answer, undefined], // shorter without ranges
+    [answer, [{ first: 1, last: 2 }]], // length does not match the ranges
+    [answer, [{ first: 1, last: 3 }, { first: 2, last: 3 }]], // overlapping
+    [answer, [{ first: 1.5, last: 3 }]],
+    [answer, [{ first: 6, last: 8 }]], // past the end
+    [answer, "1-3"],
+    [[answer[0], answer[1], answer[4]], [{ first: 1, last: 5 }]], // call_2 would leave, its result stay
+  ];
+  for (const [back, collapsed] of cases) assert.equal(fromChat(tasks, sent, back, collapsed), tasks, JSON.stringify(collapsed));
+  const withCalls = structuredClone(answer);
+  withCalls[1].tool_calls = [{ id: "x", type: "function", function: { name: "read", arguments: "{}" } }];
+  assert.equal(fromChat(tasks, sent, withCalls, [{ first: 1, last: 3 }]), tasks);
+  const asUser = structuredClone(answer);
+  asUser[1].role = "user";
+  assert.equal(fromChat(tasks, sent, asUser, [{ first: 1, last: 3 }]), tasks);
+  // a range over a message that was not sent: that message must not vanish
+  const withCustom = [...tasks.slice(0, 2), { role: "compactionSummary", summary: "x", tokensBefore: 1, timestamp: 2 }, ...tasks.slice(2)];
+  const sentCustom = toChat(withCustom);
+  assert.equal(fromChat(withCustom, sentCustom, collapsedAnswer(sentCustom), [{ first: 1, last: 3 }]), withCustom);
+  // an empty list of ranges is the one-for-one mapping
+  assert.equal(fromChat(tasks, sent, structuredClone(sent.chat), [])[6], tasks[6]);
 });
 
 test("tool-result blocks round-trip through the sidecar output form", () => {
@@ -272,6 +367,31 @@ test("a replaced secret file is read again once", async () => {
     writeFileSync(join(cli.dir, "sidecar.secret"), `${SECRET}\n`); // ...then serve's current one appears
     assert.deepEqual(await sidecar.post("/sidecar/command", { text: "/lightmem2 status" }), { text: "ok" });
     assert.deepEqual(seen.map(({ headers }) => headers[SECRET_HEADER]), ["1".repeat(64), SECRET]);
+  } finally {
+    server.close();
+  }
+});
+
+test("assemble hands OpenClaw the shorter list when the sidecar collapsed a task, else its own", async () => {
+  const cli = fakeCli();
+  let collapsed = [{ first: 1, last: 3 }];
+  const { server, seen, port } = await fakeServe((req, res, data) => {
+    if (req.url !== "/sidecar/assemble") return res.end("{}");
+    res.end(JSON.stringify({ messages: collapsedAnswer({ chat: data.messages }), collapsed }));
+  });
+  try {
+    const api = fakeApi({ openclaw: { port, autoStart: false, command: cli.exe } });
+    plugin.register(api);
+    const { engine } = api.got;
+    const got = await engine.assemble({ sessionId: "s2", messages: tasks });
+    assert.deepEqual(got.messages.map((m) => m.role), ["user", "assistant", "user", "assistant", "toolResult"]);
+    assert.equal(got.messages[1].content[0].text, SUMMARY);
+    assert.equal(got.estimatedTokens, estimateTokens(got.messages));
+    assert.ok(got.estimatedTokens < estimateTokens(tasks));
+    const body = JSON.parse(seen.find(({ url }) => url === "/sidecar/assemble").body);
+    assert.deepEqual(body.messages, toChat(tasks).chat);
+    collapsed = [{ first: 1, last: 2 }]; // does not fit the answer: OpenClaw's own messages
+    assert.equal((await engine.assemble({ sessionId: "s2", messages: tasks })).messages, tasks);
   } finally {
     server.close();
   }

@@ -5,12 +5,21 @@ The scripted session runs two Bash calls (one with a large output) and ends. Wit
 reduces the large output, and the provider must see the reduced text with a stub whose key recovers
 the original byte for byte. ``/lightmem2 status`` must be answered by the UserPromptSubmit hook with
 no provider call. The same session without lightmem2 gives the cache figures to compare.
+
+In aggressive mode, two goals in one session (``claude -p``, then ``claude -p --resume ID``): task 1
+reads ten modules, task 2 runs ten small steps. Checked request by request at the fake provider,
+against the same session without lightmem2: once task 1 has left, every request is shorter and holds
+its one summary, whose key recovers every task 1 output the model saw (and their stubs the files);
+the first goal is verbatim, no tool result lacks its call, each request extends the one before, the
+later steps ran, the final answer came, and ``lightmem2 report`` names the batch.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +82,8 @@ def claude() -> Path:
     return npm_cli(PACKAGE, VERSION, "claude-code", "claude")
 
 
-def _claude(exe: Path, prompt: str, env: dict[str, str], cwd: Path) -> dict[str, Any]:
-    cmd = [str(exe), "-p", prompt, "--allowedTools", "Bash", "--output-format", "json"]
+def _claude(exe: Path, prompt: str, env: dict[str, str], cwd: Path, *extra: str) -> dict[str, Any]:
+    cmd = [str(exe), "-p", prompt, "--allowedTools", "Bash", "--output-format", "json", *extra]
     done = run_bounded(cmd, env, cwd, CLAUDE_TIMEOUT_S)
     assert done.returncode == 0, f"claude -p failed ({done.returncode}):\n{done.stderr[-3000:]}"
     out: dict[str, Any] = json.loads(done.stdout)
@@ -162,3 +171,197 @@ def test_plugin_manifest_validates(claude: Path, tmp_path: Path, host_home: Path
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "lightmem2 hook claude-code PostToolUse" in done.stdout
+
+
+# -- aggressive mode: a finished task leaves the context -------------------------------------------
+GOAL1 = "Survey every module under src/ and tell me what each one handles."
+GOAL2 = "Now run the ten release steps one by one."
+MODULES = 10
+STEPS = 10
+
+
+def _module(i: int) -> str:
+    """~7 KB of distinct Python: over the aggressive trigger, so each read is reduced with a stub."""
+    return "".join(
+        f"def handler_{i}_{j}(request, ctx):\n    return route(request, table={j * 7919 % 997}, shard={i})\n\n"
+        for j in range(80)
+    )
+
+
+def _after_goal(body: dict[str, Any], goal: str) -> list[dict[str, Any]] | None:
+    """The messages after the user message holding ``goal`` (None when no message holds it)."""
+    msgs = body.get("messages") or []
+    for n in range(len(msgs) - 1, -1, -1):
+        if msgs[n].get("role") == "user" and goal in _text(msgs[n].get("content") or ""):
+            return msgs[n + 1 :]
+    return None
+
+
+def two_goal_policy(api: str, body: dict[str, Any]) -> Reply:
+    """Goal 1: read each module with Bash, then a short answer; goal 2: ten small steps, then Done.
+
+    The model says a word with each call, as models do (Claude Code adds a "the user hasn't heard
+    from you" system message after five silent turns, and a system message ends a task's work)."""
+    if not any(t.get("name") == "Bash" for t in body.get("tools") or []):
+        return Reply(text="ok")
+    after2 = _after_goal(body, GOAL2)
+    if after2 is not None:
+        done = len(_results({"messages": after2}))
+        if done < STEPS:
+            cmd = f"echo release step {done + 1} ok"
+            args = json.dumps({"command": cmd, "description": "step"})
+            return Reply(text=f"Step {done + 1}.", tool_calls=[("Bash", args)])
+        return Reply(text="Done.")
+    done = len(_results({"messages": _after_goal(body, GOAL1) or []}))
+    if done < MODULES:
+        cmd = f"cat src/mod_{done}.py"
+        args = json.dumps({"command": cmd, "description": "read"})
+        return Reply(text=f"Reading module {done}.", tool_calls=[("Bash", args)])
+    return Reply(text="Surveyed: every module routes requests to its shard.")
+
+
+def _two_goals(exe: Path, env: dict[str, str], cwd: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    src = cwd / "src"
+    src.mkdir(parents=True)
+    for i in range(MODULES):
+        (src / f"mod_{i}.py").write_text(_module(i), encoding="utf-8")
+    first = _claude(exe, GOAL1, env, cwd)
+    second = _claude(exe, GOAL2, env, cwd, "--resume", str(first["session_id"]))
+    return first, second
+
+
+def _bash_bodies(up: ScriptedUpstream) -> list[dict[str, Any]]:
+    """The agent's own model requests (with the Bash tool), in order."""
+    return [
+        b
+        for api, b in up.model_bodies
+        if api == "anthropic" and any(t.get("name") == "Bash" for t in b.get("tools") or [])
+    ]
+
+
+def _plain(value: Any) -> Any:
+    """``value`` without ``cache_control`` (Claude Code moves its breakpoints every call)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _tool_ids(body: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The tool_use ids and the tool_result ids of a request, in order."""
+    uses, results = [], []
+    for msg in body.get("messages") or []:
+        for block in msg.get("content") if isinstance(msg.get("content"), list) else []:
+            if block.get("type") == "tool_use":
+                uses.append(block["id"])
+            elif block.get("type") == "tool_result":
+                results.append(block["tool_use_id"])
+    return uses, results
+
+
+def test_claude_code_aggressive_collapses_a_finished_task(
+    claude: Path, tmp_path: Path, host_home: Path, isolated_home: Path
+) -> None:
+    # the same two-goal session without lightmem2: what Claude Code itself sends
+    vanilla = ScriptedUpstream(two_goal_policy)
+    with ServerThread(vanilla.app) as up:
+        env = _env(tmp_path / "vanilla", tmp_path / "vanilla-lm")
+        env["ANTHROPIC_BASE_URL"] = up.url
+        _two_goals(claude, env, tmp_path / "vanilla")
+    plain = _bash_bodies(vanilla)
+    assert len(plain) == MODULES + 1 + STEPS + 1
+
+    fake = ScriptedUpstream(two_goal_policy)
+    work = tmp_path / "work"
+    with ServerThread(fake.app) as up:
+        write_lightmem_config(isolated_home, free_port(), up.url, mode="aggressive")
+        print(installer.run(uninstall=False, project=None))
+        env = _env(host_home, isolated_home)
+        try:
+            first, second = _two_goals(claude, env, work)
+        finally:
+            stop_pid(serve_ctl.pid_file())
+    bodies = _bash_bodies(fake)
+    assert len(bodies) == len(plain), "the session took another course with lightmem2"
+
+    # the batch: the first request carrying task 1's summary, and every one after it
+    marker = "[lightmem2: task 1 finished"
+    batch = next((n for n, b in enumerate(bodies) if marker in json.dumps(b)), None)
+    assert batch is not None, "task 1 never left the context"
+    assert batch > MODULES + 1, "task 1 can only leave after the second goal arrived"
+    assert len(bodies) - batch >= 3, "the session must run on after the batch"
+    before = bodies[batch - 1]
+    after1, after2 = _after_goal(before, GOAL1), _after_goal(before, GOAL2)
+    assert after1 is not None and after2 is not None
+    task1 = after1[: len(after1) - len(after2) - 1]  # up to the second goal's message
+    for n in range(batch, len(bodies)):
+        body, host = bodies[n], plain[n]
+        msgs = body["messages"]
+        # shorter than what Claude Code sent without lightmem2, and than the request before the batch
+        assert len(msgs) < len(host["messages"]) and len(msgs) < len(before["messages"])
+        summaries = [m for m in msgs if m["role"] == "assistant" and marker in _text(m["content"])]
+        assert len(summaries) == 1, f"request {n}: {len(summaries)} task 1 summaries"
+        # the first goal is there verbatim, and what stood before the summary is as it was (the goal,
+        # Claude Code's environment block after it)
+        at = msgs.index(summaries[0])
+        assert GOAL1 in [b.get("text") for b in msgs[0]["content"]]
+        assert _plain(msgs[:at]) == _plain(before["messages"][:at])
+        # no tool result without its call, none twice
+        uses, results = _tool_ids(body)
+        assert set(results) <= set(uses) and len(results) == len(set(results))
+    # prefix stability after the batch: each request extends the one before (the last message holds
+    # the newest results and the per-call tail)
+    for a, b in zip(bodies[batch:], bodies[batch + 1 :], strict=False):
+        history = _plain(a["messages"][:-1])
+        assert _plain(b["messages"][: len(history)]) == history
+
+    # the summary's key recovers task 1: every output the model saw, byte for byte, and each of
+    # those outputs' own stubs the command's real output
+    text = _text(next(m for m in bodies[-1]["messages"] if marker in _text(m["content"]))["content"])
+    key = STUB_KEY.search(text)
+    assert key is not None, text[:500]
+    from lightmem_plugin.pipeline import LightMem
+
+    check_env = base_env(host_home, isolated_home)
+    archive = LightMem().registry.recover(key.group(1))
+    seen = [_text(r["content"]) for r in _results({"messages": task1})]
+    assert len(seen) == MODULES
+    done = subprocess.run(
+        [sys.executable, "-m", "lightmem_plugin.cli", "recover", key.group(1)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=check_env,
+    )
+    assert done.returncode == 0 and done.stdout == archive
+    for i, output in enumerate(seen):
+        assert output in archive, f"output {i} of task 1 is not in the archive verbatim"
+        inner = STUB_KEY.findall(output)
+        assert inner, f"output {i} should have been reduced with a stub: {output[:200]!r}"
+        assert_recovers(inner[0], _module(i), check_env)
+
+    # the session went on: every step after the batch ran, and the final answer arrived
+    last_results = [_text(r["content"]) for r in _results({"messages": _after_goal(bodies[-1], GOAL2) or []})]
+    assert last_results == [f"release step {k} ok" for k in range(1, STEPS + 1)]
+    assert first["result"].startswith("Surveyed") and second["result"] == "Done."
+
+    # `lightmem2 report` names the batch
+    report = subprocess.run(
+        [sys.executable, "-m", "lightmem_plugin.cli", "report", "--all"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=check_env,
+    )
+    assert report.returncode == 0, report.stderr
+    print("\nclaude-code aggressive report:\n" + report.stdout)
+    # one ledger row per request of this session: the batch is the call that first sent the summary
+    named = re.search(r"^evictions: 1 batches, [\d,]+ tokens \(calls (\d+)\)$", report.stdout, re.M)
+    assert named is not None and int(named.group(1)) == batch + 1, report.stdout
+    assert f"call {batch + 1} at message " in report.stdout and ": eviction batch" in report.stdout
+    with_lm, without = cache_figures(fake.reported), cache_figures(vanilla.reported)
+    print(
+        "claude-code aggressive cache figures:", json.dumps({"with_lightmem2": with_lm, "without": without})
+    )
+    assert with_lm["prompt_tokens"] < without["prompt_tokens"]

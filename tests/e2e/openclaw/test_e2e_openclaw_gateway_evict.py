@@ -1,0 +1,181 @@
+"""Gateway chat in aggressive mode: a finished task leaves the context as one summary message.
+
+OpenClaw 2026.9.6 calls the context engine's ``assemble()`` once per turn, with the history before
+the turn, so lightmem2 counts one call per turn and runs an eviction check every third turn. The
+chat: task 1 (two large reads, four large file writes, an answer), then eight more goals of one
+small command each. Task 1 becomes ``completed`` at the check after the second goal and
+``evictable`` at the next; there the cost rule (the default one) pays, and from that turn on the
+model must see task 1 as one assistant message, built by the plugin in OpenClaw's own shape from the
+sidecar's ``collapsed`` ranges.
+
+Checked request by request at the fake provider, against the same chat without lightmem2: every
+request from the batch on is shorter than the host's own and holds the one summary; what stood before
+it (system prompt, the first goal) is as before; no tool result lacks its call; each request
+extends the one before; the summary's key recovers task 1 (every output the model saw and every file
+written, byte for byte, and through the outputs' own stubs the files read); the later commands ran
+and every turn got its answer; ``lightmem2 report`` names the batch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from typing import Any
+
+from e2e_support import STUB_KEY, cache_figures
+from test_e2e_openclaw_gateway import Gateway, wait_for
+from test_e2e_openclaw_gateway_tools import _last_answer, _replies, _tool_outputs
+
+GOAL1 = "Read both logs, then write the design notes for every shard."
+MARKER = "[lightmem2: task 1 finished"
+NOTES = 4
+LATER = 8  # goals after the first: enough turns for two checks and a few turns after the batch
+BATCH_TURN = 7  # checks at calls 3 and 6; call n is turn n + 1 (turn 1 has no history to assemble)
+
+
+def log_text(name: str) -> str:
+    """~20 KB of log lines, distinct per file: reduced with a stub in aggressive mode."""
+    return "".join(
+        f"2026-01-01 12:{i // 60:02d}:{i % 60:02d} INFO {name}[{i % 7}] batch {i} took {(i * 7919) % 997} ms\n"
+        for i in range(300)
+    )
+
+
+def notes(i: int) -> str:
+    """~12 KB of notes the model writes (tool-call arguments: no reduction shortens them)."""
+    return "".join(
+        f"## Shard {i}.{n}\nThe handler for shard {n} routes requests to table {n * 7919 % 997} "
+        f"and retries {n % 5} times.\n"
+        for n in range(115)
+    )
+
+
+def turns() -> list[tuple[str, list[Any]]]:
+    first: list[Any] = [("read", {"path": "logs/a.log"}), ("read", {"path": "logs/b.log"})]
+    first += [("write", {"path": f"notes/shard_{i}.md", "content": notes(i)}) for i in range(NOTES)]
+    first.append("Read the logs and wrote the notes.")
+    later = [
+        (f"run release step {k}", [("exec", {"command": f"echo release step {k} ok"}), f"Step {k} done."])
+        for k in range(1, LATER + 1)
+    ]
+    return [(GOAL1, first), *later]
+
+
+def run_chat(gateway: Gateway) -> list[dict[str, Any]]:
+    """Every turn through ``chat.send``; the request bodies the provider received."""
+    env = gateway.env
+    (env.workspace / "logs").mkdir()
+    for name in ("a", "b"):
+        (env.workspace / "logs" / f"{name}.log").write_text(log_text(name), encoding="utf-8")
+    expected = 0
+    for n, (text, steps) in enumerate(turns()):
+        env.fake.queue(*_replies(steps))
+        expected += len(steps)
+        ack = gateway.call(
+            "chat.send", {"sessionKey": "agent:main:main", "message": text, "idempotencyKey": f"evict-{n}"}
+        )
+        assert ack.get("status") in ("started", "ok", "completed"), ack
+        wait_for(lambda c=expected: len(env.fake.received) >= c, 180, f"the model calls of {text!r}")
+        wait_for(lambda a=steps[-1]: _last_answer(gateway) == a, 120, f"the answer to {text!r}")
+    assert len(env.fake.received) == expected
+    return [r.body for r in env.fake.received]
+
+
+def _text(content: Any) -> str:
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content or [])
+
+
+def _calls(body: dict[str, Any]) -> list[str]:
+    return [c["id"] for m in body["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+
+
+def test_gateway_aggressive_collapses_a_finished_task(make_env: Any) -> None:
+    plain_gw = Gateway(make_env("plain", plugin=False))
+    try:
+        plain_gw.start()
+        plain = run_chat(plain_gw)
+    finally:
+        plain_gw.stop()
+
+    env = make_env("lightmem2")
+    config = env.lightmem2_home / "config.json"
+    current = json.loads(config.read_text(encoding="utf-8")) if config.exists() else {}
+    config.write_text(json.dumps({**current, "mode": "aggressive"}), encoding="utf-8")
+    gw = Gateway(env)
+    try:
+        gw.start()
+        bodies = run_chat(gw)
+    finally:
+        gw.stop()
+    assert len(bodies) == len(plain)
+
+    # the batch: the first turn whose requests carry task 1's summary
+    first_of_turn = list(itertools.accumulate([0] + [len(steps) for _, steps in turns()]))
+    batch = next((n for n, b in enumerate(bodies) if MARKER in json.dumps(b)), None)
+    assert batch == first_of_turn[BATCH_TURN - 1], f"task 1 left at request {batch}"
+    before = bodies[batch - 1]
+    task1_calls = set(_calls(bodies[first_of_turn[1] - 1]))
+    assert len(task1_calls) == 2 + NOTES
+    for n in range(batch, len(bodies)):
+        msgs = bodies[n]["messages"]
+        # shorter than what OpenClaw sent without lightmem2 (the first one even than the request
+        # before it, though the host only appends)
+        assert len(msgs) < len(plain[n]["messages"]), n
+        assert n > batch or len(msgs) < len(before["messages"])
+        at = [i for i, m in enumerate(msgs) if m["role"] == "assistant" and MARKER in _text(m.get("content"))]
+        assert len(at) == 1, f"request {n}: {len(at)} summaries"
+        summary = msgs[at[0]]
+        assert not summary.get("tool_calls") and at[0] == 2
+        # the system prompt and the first goal, verbatim, as before the batch
+        assert msgs[: at[0]] == before["messages"][: at[0]]
+        assert GOAL1 in _text(msgs[1]["content"])
+        # task 1's calls left with their results; no tool result without its call
+        calls = _calls(bodies[n])
+        assert not task1_calls & set(calls)
+        assert all(m["tool_call_id"] in calls for m in msgs if m["role"] == "tool"), n
+    # each request extends the one before (the last message is OpenClaw's transient runtime context)
+    for a, b in itertools.pairwise(bodies[batch:]):
+        history = a["messages"][:-1]
+        assert b["messages"][: len(history)] == history
+
+    # the summary's key recovers task 1: each output the model saw and each file written, byte for
+    # byte; the reduced reads' own stubs recover the logs
+    text = _text(bodies[-1]["messages"][2]["content"])
+    assert re.match(
+        r"\[lightmem2: task 1 finished; its 13 messages \(6 tool calls\) archived as [0-9a-f]{32}", text
+    )
+    key = STUB_KEY.search(text)
+    assert key is not None, text
+    archive = env.lightmem2_cli("recover", key.group(1))
+    assert archive.returncode == 0, archive.stderr
+    archived = archive.stdout.decode()
+    seen = dict(_tool_outputs(before))
+    assert task1_calls <= set(seen)
+    for cid in sorted(task1_calls):
+        assert seen[cid] in archived, f"the output of {cid} is not archived verbatim"
+    for i in range(NOTES):
+        assert f"\n{notes(i)}\n" in archived, f"notes {i} are not archived whole"
+    reads = [seen[c] for c in sorted(task1_calls) if "Successfully wrote" not in seen[c]]
+    assert len(reads) == 2
+    logs = {log_text("a"), log_text("b")}
+    for output in reads:
+        (inner, *_) = STUB_KEY.findall(output) or [None]
+        assert inner is not None, f"a read should have been reduced with a stub: {output[:200]!r}"
+        got = env.lightmem2_cli("recover", inner)
+        assert got.returncode == 0 and got.stdout.decode() in logs
+
+    # the session went on: each later step ran (its output reached the model) and was answered
+    outputs = [t for _, t in _tool_outputs(bodies[-1])]
+    assert outputs == [f"release step {k} ok" for k in range(1, LATER + 1)]
+
+    report = env.lightmem2_cli("report", "--all")
+    assert report.returncode == 0, report.stderr
+    shown = report.stdout.decode()
+    print("\nopenclaw aggressive report:\n" + shown)
+    named = re.search(r"^evictions: 1 batches, [\d,]+ tokens \(calls (\d+)\)$", shown, re.M)
+    assert named is not None and int(named.group(1)) == BATCH_TURN - 1, shown
+    assert f"call {BATCH_TURN - 1} at message " in shown and ": eviction batch" in shown
+    with_lm, without = cache_figures(env.fake.reported), cache_figures(plain_gw.env.fake.reported)
+    print("openclaw aggressive cache figures:", json.dumps({"with_lightmem2": with_lm, "without": without}))
+    assert with_lm["prompt_tokens"] < without["prompt_tokens"]
