@@ -5,8 +5,9 @@ task after task in one session, and a new user message is the strongest signal t
 it is finished (DESIGN 5). The boundary must be found the same way on every call and after a restart,
 so it is a pure function of the request: a **goal** is a user message with text of its own (not only
 tool results, not only the host's context blocks); the **work** of a goal is every assistant and tool
-message after it up to the next goal. A system or developer message in the middle ends the work there
-(hosts put instructions there; they are never collapsed). One right after the goal, before any work,
+message after it up to the next goal. A developer message in the middle ends the work there (hosts put
+instructions there; they are never collapsed); a system message in the middle of the work is the
+host's note on it (Claude Code's "the user hasn't heard from you" nudge) and leaves with it. One right after the goal, before any work,
 is the host's context for it and stays with the goal (Claude Code 2.1.33x sends its ``# Environment``
 block as a ``role: "system"`` message right after the first user message).
 """
@@ -89,10 +90,12 @@ def goal_tasks(messages: Sequence[Message]) -> list[GoalTask]:
             first += 1  # the host's context right after the goal (blocks, instructions) belongs to it
         end = goals[n + 1] if n + 1 < len(goals) else len(messages)
         last = first - 1
-        while last + 1 < end and messages[last + 1].role in _WORK_ROLES | {"user"}:
-            last += 1  # a system or developer message ends the work: host instructions stay
-        # context blocks right before the next goal stay with it
-        while last >= first and messages[last].role == "user" and not _has_results(messages[last]):
+        while last + 1 < end and messages[last + 1].role in _WORK_ROLES | {"user", "system"}:
+            last += 1  # a developer message ends the work: host instructions stay
+        # context right before the next goal (blocks, a system note) stays with it
+        while (
+            last >= first and messages[last].role in ("user", "system") and not _has_results(messages[last])
+        ):
             last -= 1
         out.append(GoalTask(n + 1, g, first, last))
     return out

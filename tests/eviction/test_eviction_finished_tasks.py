@@ -80,17 +80,19 @@ def test_an_answer_to_the_agents_question_continues_its_task() -> None:
     assert [(t.goal, t.first, t.last) for t in tasks] == [(0, 1, 7), (8, 9, 8)]
 
 
-def test_a_system_message_ends_the_work_it_interrupts() -> None:
+def test_a_developer_message_ends_the_work_a_system_note_inside_it_does_not() -> None:
     msgs = [
         text("user", "one"),
         call("c1", "ls"),
         result("c1", "x"),
-        text("system", "new rules"),
+        text("developer", "new rules"),
         call("c2", "ls"),
         result("c2", "y"),
         text("user", "two"),
     ]
-    assert next((t.first, t.last) for t in goal_tasks(msgs)) == (1, 2)
+    assert [(t.first, t.last) for t in goal_tasks(msgs)][0] == (1, 2)
+    msgs[3] = text("system", "The user hasn't heard from you in a while")
+    assert [(t.first, t.last) for t in goal_tasks(msgs)][0] == (1, 5)
 
 
 # -- horizon ---------------------------------------------------------------------------------------
