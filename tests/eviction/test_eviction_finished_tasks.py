@@ -90,9 +90,9 @@ def test_a_developer_message_ends_the_work_a_system_note_inside_it_does_not() ->
         result("c2", "y"),
         text("user", "two"),
     ]
-    assert [(t.first, t.last) for t in goal_tasks(msgs)][0] == (1, 2)
+    assert (goal_tasks(msgs)[0].first, goal_tasks(msgs)[0].last) == (1, 2)
     msgs[3] = text("system", "The user hasn't heard from you in a while")
-    assert [(t.first, t.last) for t in goal_tasks(msgs)][0] == (1, 5)
+    assert (goal_tasks(msgs)[0].first, goal_tasks(msgs)[0].last) == (1, 5)
 
 
 # -- horizon ---------------------------------------------------------------------------------------
