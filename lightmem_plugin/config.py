@@ -247,7 +247,10 @@ class ServerConfig(_Model):
 class RedactionConfig(_Model):
     """Credential patterns redacted from everything persisted."""
 
-    enabled: bool = Field(True, description="Redact known credential patterns in what lightmem2 derives for reading (search index, records, ledger, logs), and in archives when registry.encrypt is off.")
+    enabled: bool = Field(
+        True,
+        description="Redact known credential patterns in what lightmem2 derives for reading (search index, records, ledger, logs), and in archives when registry.encrypt is off.",
+    )
     extraPatterns: list[str] = Field(default_factory=list, description="More regexes to redact.")
 
 
