@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lightmem_plugin.model import Message, TextPart, ToolCallPart, ToolResultPart
+
 DATA = Path(__file__).parent / "data"
 ASTROID = DATA / "deepseek_chat_dev__pylint-dev__astroid-1268.json.gz"
 DJANGO = DATA / "deepseek_chat_test_1-100__django__django-11620.json.gz"
@@ -119,3 +121,19 @@ def retry_session() -> tuple[Session, dict[str, int]]:
         rc=1,
     )
     return s, at
+
+
+# -- neutral-model messages (lightmem_plugin.model), for the goal and collapse tests ---------------
+def text(role: str, body: str) -> Message:
+    """A message of one text part."""
+    return Message(role, [TextPart(body)])  # type: ignore[arg-type]
+
+
+def call(cid: str, command: str) -> Message:
+    """An assistant message with one bash tool call."""
+    return Message("assistant", [ToolCallPart(cid, "bash", json.dumps({"command": command}))])
+
+
+def result(cid: str, body: str) -> Message:
+    """The tool message answering call ``cid``."""
+    return Message("tool", [ToolResultPart(cid, [TextPart(body)])])

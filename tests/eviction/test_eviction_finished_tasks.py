@@ -7,11 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from eviction_helpers import call, result, text
+
 from lightmem_plugin.codecs import anthropic
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.goals import finished_tasks, goal_tasks, is_goal
 from lightmem_plugin.eviction.horizon import remaining_in_session, remaining_in_task
-from lightmem_plugin.model import Message, TextPart, ToolCallPart, ToolResultPart
+from lightmem_plugin.model import Message, TextPart, ToolResultPart
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
 from lightmem_plugin.registry import Registry
@@ -25,18 +27,6 @@ SWE = [
     DATA / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz",
     DATA / "deepseek_reasoner_dev__pvlib__pvlib-python-1707.json.gz",
 ]
-
-
-def text(role: str, body: str) -> Message:
-    return Message(role, [TextPart(body)])  # type: ignore[arg-type]
-
-
-def call(cid: str, command: str) -> Message:
-    return Message("assistant", [ToolCallPart(cid, "bash", json.dumps({"command": command}))])
-
-
-def result(cid: str, body: str) -> Message:
-    return Message("tool", [ToolResultPart(cid, [TextPart(body)])])
 
 
 # -- goals -----------------------------------------------------------------------------------------

@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-import json
+from eviction_helpers import call, result, text
 
 from lightmem_plugin.eviction.goals import finished_tasks, goal_tasks
-from lightmem_plugin.model import Message, TextPart, ToolCallPart, ToolResultPart
-
-
-def text(role: str, body: str) -> Message:
-    return Message(role, [TextPart(body)])  # type: ignore[arg-type]
-
-
-def call(cid: str, command: str) -> Message:
-    return Message("assistant", [ToolCallPart(cid, "bash", json.dumps({"command": command}))])
-
-
-def result(cid: str, body: str) -> Message:
-    return Message("tool", [ToolResultPart(cid, [TextPart(body)])])
 
 
 def test_a_system_message_right_after_the_goal_stays_with_it_and_the_work_follows() -> None:
