@@ -16,11 +16,18 @@ from .errors import LightMemError
 __all__ = ["main"]
 
 
+def chat_line(line: str) -> tuple[str, int]:
+    """The registry's chat runner for a hook's ``/lightmem2 ...`` prompt, imported on that call only."""
+    from .commands.registry import run_line  # lazy: see main
+
+    return run_line(line)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lightmem2`` console script."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == [hook_cmd.COMMAND.name]:
-        hook_cmd.run_raw(args_list[1:])  # before argparse and before the registry (see below)
+        hook_cmd.run_raw(args_list[1:], chat_line)  # before argparse and before the registry (see below)
     # lazy: importing every command (pipeline, pillow, httpx) costs ~0.4 s, which a host hook must not pay
     from .commands.registry import build_parser, dispatch, find
 

@@ -27,15 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent / "lightmem_plugin"
 PACKAGE = "lightmem_plugin"
 MARKER = "# lazy:"
 # (importer, imported) lazy imports allowed to close a cycle, and why the import is deferred
-KNOWN_LAZY_CYCLES = {
-    ("lightmem_plugin.hooks._common", "lightmem_plugin.commands.registry"): (
-        "a host hook answers /lightmem2 ... with the command table, whose imports (~0.4 s) every other "
-        "hook call would pay; and the table lists the hook command"
-    ),
-    ("lightmem_plugin.server", "lightmem_plugin.server.app"): (
-        "starlette and uvicorn load only when a server runs; the sidecar answers chat commands"
-    ),
-}
+KNOWN_LAZY_CYCLES: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)

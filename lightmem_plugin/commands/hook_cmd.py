@@ -10,7 +10,7 @@ import argparse
 from typing import NoReturn
 
 from ..hooks import HOSTS, exit_with
-from .base import Command, Outcome
+from .base import Command, LineRunner, Outcome
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,15 +21,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> Outcome:
     """Answer the hook on this process's stdin/stdout and end the process."""
-    exit_with(args.host, args.event)
+    exit_with(args.host, args.event, args.run_line)
 
 
-def run_raw(argv: list[str]) -> NoReturn:
+def run_raw(argv: list[str], run_line: LineRunner | None) -> NoReturn:
     """``lightmem2 hook HOST EVENT`` before argparse runs: a host reads exit code 2 as "blocking
     error", so no usage error may escape; a miswired hook (missing arguments) ends with exit code 0.
     """
     host, event = [*argv[:2], "", ""][:2]
-    exit_with(host, event)
+    exit_with(host, event, run_line)
 
 
 COMMAND = Command("hook", __doc__, configure, main, chat=False)

@@ -23,8 +23,9 @@ import shlex
 from typing import NoReturn
 
 from .._version import __version__
-from ..errors import LightMemError, UsageError
+from ..errors import CommandRefused, LightMemError, UsageError
 from . import (
+    _chat_policy,
     config_cmd,
     continuous,
     demo,
@@ -86,6 +87,8 @@ def parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     """The ``lightmem2`` parser and each command's sub-parser by name, in registry order."""
     root = _Parser(prog=PROG, description=DESCRIPTION)
     root.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    # the hook and serve commands answer chat lines themselves: they get the runners from here
+    root.set_defaults(run_line=run_line, run_remote_line=run_remote_line)
     sub = root.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     subs: dict[str, argparse.ArgumentParser] = {}
@@ -135,3 +138,26 @@ def run_line(line: str) -> tuple[str, int]:
         return f"lightmem2: {err}", err.exit_code
     except SystemExit as exit_:  # --help / --version print and exit inside argparse
         return "", int(exit_.code or 0)
+
+
+def refusal(line: str) -> str | None:
+    """Why ``line`` may not run from the network, or None when it may (or fails to parse: running it
+    reports the parse error, or prints the help, the same way as anywhere else)."""
+    try:
+        args = build_parser().parse_args(chat_argv(line))
+    except (ValueError, LightMemError, SystemExit):
+        return None
+    try:
+        _chat_policy.check(args)
+    except CommandRefused as err:
+        return str(err)
+    return None
+
+
+def run_remote_line(line: str) -> tuple[str, int]:
+    """:func:`run_line` for a line from the network (the sidecar): CommandRefused when
+    :mod:`._chat_policy` does not allow it, so the caller can answer "forbidden" rather than a result."""
+    why = refusal(line)
+    if why is not None:
+        raise CommandRefused(why)
+    return run_line(line)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 
 from ..server import serve
-from .base import Command, Outcome
+from .base import Command, LineRunner, Outcome
 
 
-def run(host: str | None, port: int | None, allow_remote: bool) -> str:
-    """Serve until interrupted; returns nothing to print."""
-
-    serve(None, host, port, allow_remote)
+def run(host: str | None, port: int | None, allow_remote: bool, commands: LineRunner | None) -> str:
+    """Serve until interrupted, answering the sidecar's chat commands with ``commands``; returns nothing
+    to print."""
+    serve(None, host, port, allow_remote, commands)
     return ""
 
 
@@ -29,7 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> Outcome:
     """``lightmem2 serve`` until interrupted."""
-    return run(args.host, args.port, args.allow_remote)
+    return run(args.host, args.port, args.allow_remote, args.run_remote_line)
 
 
 COMMAND = Command("serve", __doc__, configure, main, chat=False)

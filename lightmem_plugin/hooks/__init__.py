@@ -24,10 +24,13 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import IO, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from ..faults import on_surface, open_sink, report
 from . import claude_code, codex
+
+if TYPE_CHECKING:
+    from ..commands.base import LineRunner
 
 __all__ = ["EVENTS", "HOSTS", "budget_s", "exit_with", "main", "run", "run_stream"]
 
@@ -37,7 +40,7 @@ DEFAULT_BUDGET_S = {"SessionStart": 8.0, "PostToolUse": 5.0, "UserPromptSubmit":
 BUDGET_ENV = "LIGHTMEM2_HOOK_BUDGET_S"
 LOG_MAX_BYTES = 256 * 1024
 
-Handler = Callable[[str, dict[str, Any]], "dict[str, Any] | None"]
+Handler = Callable[[str, dict[str, Any], "LineRunner | None"], "dict[str, Any] | None"]
 
 
 def budget_s(event: str) -> float:
@@ -70,14 +73,14 @@ def _log(host: str, event: str, what: str) -> None:
         pass
 
 
-def _answer(host: str, event: str, stdin_text: str) -> str:
+def _answer(host: str, event: str, stdin_text: str, run_line: LineRunner | None) -> str:
     handler = _handler(host)
     if handler is None or event not in EVENTS:
         return ""
     payload = json.loads(stdin_text) if stdin_text.strip() else {}
     if not isinstance(payload, dict):
         return ""
-    out = handler(event, payload)
+    out = handler(event, payload, run_line)
     return json.dumps(out, ensure_ascii=False) if out else ""
 
 
@@ -104,26 +107,31 @@ def _guarded(host: str, event: str, work: Callable[[], str], budget: float | Non
     return (box[0] if box else ""), 0
 
 
-def run(host: str, event: str, stdin_text: str, budget: float | None = None) -> tuple[str, int]:
-    """The hook's stdout text and exit code (always 0) for one host hook call."""
-    return _guarded(host, event, lambda: _answer(host, event, stdin_text), budget)
+def run(
+    host: str, event: str, stdin_text: str, budget: float | None = None, run_line: LineRunner | None = None
+) -> tuple[str, int]:
+    """The hook's stdout text and exit code (always 0) for one host hook call; ``run_line`` answers
+    ``/lightmem2 ...`` prompts (without it they say the command table is not wired in)."""
+    return _guarded(host, event, lambda: _answer(host, event, stdin_text, run_line), budget)
 
 
-def run_stream(host: str, event: str, stream: IO[bytes], budget: float | None = None) -> tuple[str, int]:
+def run_stream(
+    host: str, event: str, stream: IO[bytes], budget: float | None = None, run_line: LineRunner | None = None
+) -> tuple[str, int]:
     """Like :func:`run`, reading stdin inside the watchdog (a stdin that never closes is a timeout)."""
 
     def work() -> str:
-        return _answer(host, event, stream.read().decode("utf-8", "surrogateescape"))
+        return _answer(host, event, stream.read().decode("utf-8", "surrogateescape"), run_line)
 
     return _guarded(host, event, work, budget)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, run_line: LineRunner | None = None) -> int:
     """``python -m lightmem_plugin.hooks HOST EVENT``: the same as ``lightmem2 hook HOST EVENT``."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         return 0  # a miswired hook must not block the host either
-    text, code = run_stream(args[0], args[1], sys.stdin.buffer)
+    text, code = run_stream(args[0], args[1], sys.stdin.buffer, run_line=run_line)
     if text:
         try:
             sys.stdout.write(text + "\n")
@@ -133,13 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def exit_with(host: str, event: str) -> NoReturn:
+def exit_with(host: str, event: str, run_line: LineRunner | None = None) -> NoReturn:
     """Run the hook on this process's stdin/stdout and end the process with exit code 0.
 
     Why ``os._exit``: after a timeout the reader thread may still block on stdin, and a normal
     interpreter shutdown can abort on the lock that thread holds; the answer is flushed first.
     """
-    code = main([host, event])
+    code = main([host, event], run_line)
     try:
         sys.stdout.flush()
     finally:

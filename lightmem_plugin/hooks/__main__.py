@@ -6,5 +6,14 @@ import sys
 
 from . import exit_with
 
+
+def run_line(line: str) -> tuple[str, int]:
+    """The registry's chat runner, imported only when a prompt is a ``/lightmem2`` command."""
+    from ..commands.registry import run_line as registry_run_line  # lazy: ~0.4 s most hooks skip
+
+    return registry_run_line(line)
+
+
 if __name__ == "__main__":
-    exit_with(*(sys.argv[1:3] if len(sys.argv) == 3 else ("", "")))
+    host, event = sys.argv[1:3] if len(sys.argv) == 3 else ("", "")
+    exit_with(host, event, run_line)

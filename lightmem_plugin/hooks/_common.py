@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..faults import open_sink
 
 if TYPE_CHECKING:
+    from ..commands.base import LineRunner
     from ..pipeline import Session
 
 COMMAND_RE = re.compile(r"^\s*/lightmem2(?::lightmem2)?(?=\s|$)")  # plugin commands are namespaced
@@ -24,13 +25,22 @@ def is_command(prompt: object) -> bool:
     return isinstance(prompt, str) and COMMAND_RE.match(prompt) is not None
 
 
-def command_reply(prompt: str) -> str:
-    """The text ``/lightmem2 ...`` answers with (same code and text as the CLI), never empty."""
-    # lazy: the command table imports every command (~0.4 s); only a /lightmem2 prompt needs it
-    from ..commands.registry import run_line
+NOT_WIRED = (
+    "lightmem2: chat commands are not wired into this hook entry; run `lightmem2 {line}` in a terminal "
+    "(the hooks `lightmem2 install` writes answer them)"
+)
 
+
+def command_reply(prompt: str, run_line: LineRunner | None) -> str:
+    """The text ``/lightmem2 ...`` answers with (same code and text as the CLI), never empty.
+
+    ``run_line`` is the registry's runner, handed down by the entry point (``lightmem2 hook``, ``python
+    -m lightmem_plugin.hooks``), which imports the command table only when a prompt is a command.
+    """
     m = COMMAND_RE.match(prompt)
     rest = prompt[m.end() :] if m else prompt
+    if run_line is None:
+        return NOT_WIRED.format(line=rest.strip() or "status")
     text, _code = run_line("/lightmem2 " + rest.strip())
     return text.rstrip("\n") or "lightmem2: done (no output)"
 

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..reduction.kinds import ToolCall
 from . import _common
+
+if TYPE_CHECKING:
+    from ..commands.base import LineRunner
 
 MIN_UPDATED_OUTPUT = (2, 1, 121)
 VERIFIED = (2, 1, 332)
@@ -94,12 +97,12 @@ def post_tool_use(payload: dict[str, Any]) -> dict[str, Any] | None:
     return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": new}}
 
 
-def user_prompt_submit(payload: dict[str, Any]) -> dict[str, Any] | None:
-    """Answer ``/lightmem2 ...`` here; any other prompt goes to the model unchanged."""
+def user_prompt_submit(payload: dict[str, Any], run_line: LineRunner | None = None) -> dict[str, Any] | None:
+    """Answer ``/lightmem2 ...`` here with ``run_line``; any other prompt goes to the model unchanged."""
     prompt = payload.get("prompt")
     if not isinstance(prompt, str) or not _common.is_command(prompt):
         return None
-    return _common.block(_common.command_reply(prompt))
+    return _common.block(_common.command_reply(prompt, run_line))
 
 
 def session_start(payload: dict[str, Any], host: str = "claude-code") -> dict[str, Any] | None:
@@ -136,14 +139,15 @@ def revive_proxy() -> str:
     return serve_ctl.ensure_running(load_config(), wait_s=REVIVE_WAIT_S)
 
 
-def handle(event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
-    """The answer to one Claude Code hook event (None: print nothing)."""
+def handle(event: str, payload: dict[str, Any], run_line: LineRunner | None = None) -> dict[str, Any] | None:
+    """The answer to one Claude Code hook event (None: print nothing); ``run_line`` answers
+    ``/lightmem2 ...`` prompts."""
     if event in ("PostToolUse", "UserPromptSubmit"):
         revive_proxy()
     if event == "PostToolUse":
         return post_tool_use(payload)
     if event == "UserPromptSubmit":
-        return user_prompt_submit(payload)
+        return user_prompt_submit(payload, run_line)
     if event == "SessionStart":
         return session_start(payload)
     return None

@@ -27,7 +27,8 @@ from ..config import Config, data_dir
 
 PROBE_TIMEOUT_S = 0.5
 START_WAIT_S = 6.0
-SERVE_CODE = "from lightmem_plugin.server import serve; serve()"
+# the CLI's serve, not server.serve(): it wires the command table into the sidecar's chat commands
+SERVE_CODE = "from lightmem_plugin.cli import main; raise SystemExit(main(['serve']))"
 SUPERVISE_CODE = "from lightmem_plugin.hooks.serve_ctl import supervise; supervise()"
 SERVED_AT_LEAST_S = 5.0  # a proxy that ran this long and died is restarted; one that never got up is not
 

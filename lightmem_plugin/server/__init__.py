@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ..errors import UsageError
 
 if TYPE_CHECKING:
+    from ..commands.base import LineRunner
     from ..config import Config
 
 __all__ = ["bind_socket", "check_bind", "serve"]
@@ -58,12 +59,18 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 def serve(
-    config: Config | None = None, host: str | None = None, port: int | None = None, allow_remote: bool = False
+    config: Config | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    allow_remote: bool = False,
+    commands: LineRunner | None = None,
 ) -> None:
     """Run the proxy until interrupted.
 
     ``config`` None follows the user's config file (a ``lightmem2 mode`` switch applies to the next
     call); a given config is used as is. ``host``/``port`` default to ``server.host``/``server.port``.
+    ``commands`` answers the sidecar's chat commands (see :func:`.app.create_app`); ``lightmem2 serve``
+    passes the registry's :func:`~lightmem_plugin.commands.registry.run_remote_line`.
     """
     # lazy: uvicorn, starlette and the pipeline load only when a server runs (see the docstring)
     import uvicorn
@@ -81,7 +88,7 @@ def serve(
     check_bind(host, allow_remote)
     sock = bind_socket(host, port)
     plugin = LightMem(config) if config is not None else LightMem.from_config()
-    app = create_app(plugin, allow_remote=allow_remote)
+    app = create_app(plugin, allow_remote=allow_remote, commands=commands)
     uv = uvicorn.Config(
         app,
         log_level="warning",

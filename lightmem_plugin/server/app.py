@@ -35,6 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._version import __version__
+from ..commands.base import LineRunner
 from ..faults import on_surface
 from ..pipeline import LightMem
 from .chat_commands import CommandRunner
@@ -50,18 +51,21 @@ def create_app(
     transport: httpx.AsyncBaseTransport | None = None,
     allow_remote: bool = False,
     secret: str | None = None,
+    commands: LineRunner | None = None,
 ) -> Starlette:
     """The proxy app for ``plugin`` (default: one that follows the user's config file).
 
     ``transport`` replaces the upstream HTTP transport (tests); the client is created at startup.
     ``allow_remote`` lets proxy routes answer under any ``Host`` name (never the sidecar, see
     :mod:`.guard`). ``secret`` replaces the per-install sidecar secret (default: the data dir's file,
-    created on first use).
+    created on first use). ``commands`` answers ``/sidecar/command`` (``lightmem2 serve`` passes
+    :func:`lightmem_plugin.commands.registry.run_remote_line`); without it that route says it is not
+    wired (503) and every other route works.
     """
     lm = plugin or LightMem.from_config()
     holder: dict[str, Proxy] = {}
     guard = SidecarGuard(secret=secret)
-    runner = CommandRunner()
+    runner = CommandRunner(commands)
 
     def proxy() -> Proxy:
         if "p" not in holder:

@@ -1,10 +1,9 @@
 """``/lightmem2 ...`` commands that arrive over HTTP (``POST /sidecar/command``): allowed, bounded, off-loop.
 
-Why an allowlist: a chat line reaches us from OpenClaw's Gateway, which relays messaging channels, so
-it is text from the network. Nothing from the network may name a file for ``serve`` to read or write
-(``resume --trace /dev/zero`` grew serve to 24 GB; a FIFO hung it) or start or install something. Each
-command that may run from chat lists the options it may use; anything else (a new command, a new
-flag, an argparse abbreviation of a refused one) is refused with a one-line "run it in a terminal".
+What may run is the registry's business (:func:`lightmem_plugin.commands.registry.run_remote_line`
+applies :mod:`lightmem_plugin.commands._chat_policy`, an allowlist, because a chat line relayed by
+OpenClaw's Gateway is text from the network). The server is handed that runner by whoever starts it
+(``lightmem2 serve``): the command table lists ``serve`` itself, so the server does not import it.
 
 Why a thread pool with limits: commands read the ledger, the registry and the index; run inside the
 event loop, one slow command stalled every ``/v1`` call and ``/healthz``. Here each runs in one of
@@ -15,68 +14,18 @@ its slot until it ends; when every slot is taken the route answers 503 at once i
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..commands.registry import build_parser, chat_argv, run_line
-from ..errors import CommandRefused, LightMemError
+from ..commands.base import LineRunner
+from ..errors import CommandRefused
 
 WORKERS = 2
-
-# command -> the argparse destinations it may set from chat (the rest must keep their defaults)
-CHAT_SAFE: dict[str, frozenset[str]] = {
-    "status": frozenset({"session", "json"}),
-    "report": frozenset({"session", "all", "json"}),
-    "doctor": frozenset({"json", "fix"}),
-    "mode": frozenset({"value"}),
-    "recover": frozenset({"key", "lines"}),
-    "search": frozenset({"query", "session", "all", "regex", "fts", "limit", "json"}),
-    "resume": frozenset({"level", "session", "at_turn"}),
-    "export": frozenset({"format", "session"}),  # prints; writes no file
-    "visual": frozenset({"session"}),  # into the data dir's visual/ only
-    "config": frozenset({"action"}),
-}
-CONFIG_ACTIONS = frozenset({"path", "show", "validate"})
-_UNSET: tuple[Any, ...] = (None, False)
-
-
-def refusal(line: str) -> str | None:
-    """Why ``line`` may not run from chat, or None when it may (or fails to parse: the CLI says why)."""
-    try:
-        argv = chat_argv(line)
-        args = build_parser().parse_args(argv)
-    except (ValueError, LightMemError, SystemExit):
-        return None  # run_line reports the same parse error (or help) the same way
-    try:
-        check(args)
-    except CommandRefused as err:
-        return str(err)
-    return None
-
-
-def check(args: argparse.Namespace) -> None:
-    """CommandRefused unless the parsed command uses only what :data:`CHAT_SAFE` allows."""
-    cmd = str(args.command)
-    allowed = CHAT_SAFE.get(cmd)
-    if allowed is None:
-        raise CommandRefused(
-            f'"{cmd}" cannot run from chat (it reads or writes files it is given, or starts or installs '
-            f"something); run `lightmem2 {cmd}` in a terminal"
-        )
-    for dest, value in sorted(vars(args).items()):
-        if dest == "command" or dest in allowed or value in _UNSET:
-            continue
-        flag = "--" + dest.replace("_", "-")
-        raise CommandRefused(
-            f"{flag} cannot be used from chat (nothing sent over the network may name a file or open "
-            f"one); run `lightmem2 {cmd} {flag} ...` in a terminal"
-        )
-    if cmd == "config" and args.action not in CONFIG_ACTIONS:
-        raise CommandRefused(
-            f'"config {args.action}" cannot run from chat; run `lightmem2 config {args.action}` in a terminal'
-        )
+NOT_WIRED = (
+    "chat commands are not wired into this server (it was started without the command table); "
+    "start it with `lightmem2 serve`, or run the command in a terminal"
+)
 
 
 def bounded(text: str, max_chars: int) -> str:
@@ -90,12 +39,11 @@ def bounded(text: str, max_chars: int) -> str:
     )
 
 
-def _run(line: str) -> tuple[int, dict[str, Any]]:
+def _run(commands: LineRunner, line: str) -> tuple[int, dict[str, Any]]:
     try:
-        why = refusal(line)
-        if why is not None:
-            return 403, {"error": why}
-        text, _code = run_line(line)
+        text, _code = commands(line)
+    except CommandRefused as err:
+        return 403, {"error": str(err)}
     except Exception as err:  # a bug in a command: the chat shows it, serve keeps running (I5)
         return 500, {"error": f"lightmem2 command failed: {type(err).__name__}: {str(err)[:200]}"}
     return 200, {"text": text}
@@ -104,20 +52,23 @@ def _run(line: str) -> tuple[int, dict[str, Any]]:
 class CommandRunner:
     """Runs chat commands in a small thread pool, each bounded in time and output."""
 
-    def __init__(self, workers: int = WORKERS) -> None:
+    def __init__(self, commands: LineRunner | None = None, workers: int = WORKERS) -> None:
+        self.commands = commands
         self.workers = workers
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="lightmem2-command")
         self.running = 0
 
     async def run(self, line: str, timeout_s: float, max_chars: int) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON body) for the chat command ``line``."""
+        if self.commands is None:
+            return 503, {"error": NOT_WIRED}
         if self.running >= self.workers:
             return 503, {
                 "error": f"{self.running} earlier commands are still running (at most {self.workers} at a "
                 "time); try again when they finish"
             }
         self.running += 1
-        future = asyncio.get_running_loop().run_in_executor(self.pool, _run, line)
+        future = asyncio.get_running_loop().run_in_executor(self.pool, _run, self.commands, line)
         future.add_done_callback(self._finished)  # when the thread ends, not when we stop waiting
         try:
             status, body = await asyncio.wait_for(asyncio.shield(future), timeout_s)

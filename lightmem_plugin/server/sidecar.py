@@ -39,12 +39,12 @@ A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
     message); ``usage`` (the provider's object, read as ``api``) is recorded.
 ``POST /sidecar/command``
     ``{"text": "/lightmem2 mode aggressive"}`` -> ``{"text"}``: the slash command's answer, no LLM call.
-    Only chat-safe commands and options run (:mod:`.chat_commands`: status, report, doctor, mode,
-    recover, search, resume without ``--trace``, export, visual without ``--out``/``--open``, config
-    path|show|validate); one that names a file or starts something is a 403 ``{"error"}`` saying to
-    run it in a terminal. Commands run in a small thread pool: 504 after ``server.commandTimeoutS``,
-    503 while every worker is busy, text cut at ``server.commandMaxChars``; ``/healthz`` and ``/v1``
-    never wait for them.
+    Only chat-safe commands and options run (:mod:`lightmem_plugin.commands._chat_policy`: status,
+    report, doctor, mode, recover, search, resume without ``--trace``, export, visual without
+    ``--out``/``--open``, config path|show|validate); one that names a file or starts something is a
+    403 ``{"error"}`` saying to run it in a terminal. Commands run in a small thread pool: 504 after
+    ``server.commandTimeoutS``, 503 while every worker is busy (or when the server was started without
+    the command table), text cut at ``server.commandMaxChars``; ``/healthz`` and ``/v1`` never wait.
 ``POST /sidecar/search``
     ``{"query": "...", "limit": 10}`` -> ``{"text"}``: ranked hits over every archived output (the
     ``lightmem2_search`` tool), bounded to 4,000 chars.

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lightmem_plugin.commands.registry import run_line
 from lightmem_plugin.hooks import _common, claude_code
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
@@ -139,7 +140,7 @@ def test_a_reduced_output_is_never_reduced_again(lines: list[str]) -> None:
     ],
 )
 def test_commands_are_answered_without_the_model(prompt: str, needle: str) -> None:
-    answer = claude_code.handle("UserPromptSubmit", {"session_id": "s", "prompt": prompt})
+    answer = claude_code.handle("UserPromptSubmit", {"session_id": "s", "prompt": prompt}, run_line)
     assert answer is not None and answer["decision"] == "block"
     assert needle in answer["reason"]
 
@@ -148,11 +149,11 @@ def test_commands_are_answered_without_the_model(prompt: str, needle: str) -> No
     "prompt", ["fix the bug", "please run /lightmem2 status", "/lightmem2x", "/lightmem", 42, None]
 )
 def test_other_prompts_go_to_the_model(prompt: Any) -> None:
-    assert claude_code.handle("UserPromptSubmit", {"prompt": prompt}) is None
+    assert claude_code.handle("UserPromptSubmit", {"prompt": prompt}, run_line) is None
 
 
 def test_mode_switch_from_chat_is_persisted(isolated_home: Path) -> None:
-    answer = claude_code.handle("UserPromptSubmit", {"prompt": "/lightmem2 mode aggressive"})
+    answer = claude_code.handle("UserPromptSubmit", {"prompt": "/lightmem2 mode aggressive"}, run_line)
     assert answer is not None and "mode set to aggressive" in answer["reason"]
     assert json.loads((isolated_home / "config.json").read_text())["mode"] == "aggressive"
 

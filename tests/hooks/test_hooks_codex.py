@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from lightmem_plugin.commands.registry import run_line
 from lightmem_plugin.hooks import codex
 
 OUTPUT = "".join(f"row {i}: compiled module ok\n" for i in range(1, 400))
@@ -28,10 +29,10 @@ def test_post_tool_use_never_replaces_the_output(response: Any) -> None:
 
 
 def test_commands_and_plain_prompts() -> None:
-    answer = codex.handle("UserPromptSubmit", {"prompt": "/lightmem2 mode"})
+    answer = codex.handle("UserPromptSubmit", {"prompt": "/lightmem2 mode"}, run_line)
     assert answer == {"decision": "block", "reason": answer["reason"] if answer else ""}
     assert answer is not None and answer["reason"].startswith("mode: normal")
-    assert codex.handle("UserPromptSubmit", {"prompt": "refactor the parser"}) is None
+    assert codex.handle("UserPromptSubmit", {"prompt": "refactor the parser"}, run_line) is None
 
 
 def test_session_start_is_recorded_for_codex(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:

@@ -49,7 +49,7 @@ def test_bad_json_is_logged_not_shown(isolated_home: Path) -> None:
 def test_a_crash_inside_the_handler_prints_nothing(
     module: Any, monkeypatch: pytest.MonkeyPatch, isolated_home: Path
 ) -> None:
-    def boom(event: str, payload: dict[str, Any]) -> None:
+    def boom(event: str, payload: dict[str, Any], run_line: Any) -> None:
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(module, "handle", boom)
@@ -61,7 +61,7 @@ def test_a_crash_inside_the_handler_prints_nothing(
 def test_a_slow_handler_is_abandoned_after_the_budget(
     monkeypatch: pytest.MonkeyPatch, isolated_home: Path
 ) -> None:
-    def slow(event: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def slow(event: str, payload: dict[str, Any], run_line: Any) -> dict[str, Any]:
         time.sleep(5)
         return {"decision": "block", "reason": "too late"}
 
@@ -150,3 +150,24 @@ def test_the_process_answers_a_command(isolated_home: Path) -> None:
     answer = json.loads(done.stdout)
     assert answer["decision"] == "block"
     assert answer["reason"].startswith("mode: normal")
+
+
+def test_the_cli_entry_answers_a_command_with_the_registry(isolated_home: Path) -> None:
+    """``lightmem2 hook ...`` (what install writes) hands the command table to the hook."""
+    done = subprocess.run(
+        [sys.executable, "-m", "lightmem_plugin.cli", "hook", "claude-code", "UserPromptSubmit"],
+        input=b'{"prompt": "/lightmem2 mode turbo"}',
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=30,
+    )
+    assert done.returncode == 0
+    assert 'unknown mode "turbo"' in json.loads(done.stdout)["reason"]
+
+
+def test_a_hook_run_without_the_command_table_says_so_and_still_blocks_the_prompt() -> None:
+    """A library caller that passes no runner: the prompt still never reaches the model."""
+    text, code = hooks.run("codex", "UserPromptSubmit", '{"prompt": "/lightmem2 mode aggressive"}')
+    answer = json.loads(text)
+    assert code == 0 and answer["decision"] == "block"
+    assert "not wired" in answer["reason"] and "`lightmem2 mode aggressive`" in answer["reason"]

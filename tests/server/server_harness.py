@@ -14,6 +14,7 @@ from typing import Any
 import uvicorn
 from fake_upstream import FakeUpstream
 
+from lightmem_plugin.commands.registry import run_remote_line
 from lightmem_plugin.config import Config
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.server.app import create_app
@@ -92,6 +93,6 @@ def stack(config: Config | None = None) -> Iterator[Stack]:
         cfg.server.upstreams.anthropic = up.url
         cfg.server.upstreams.openai = up.url + "/v1"
         plugin = LightMem(cfg)
-        app = create_app(plugin)
+        app = create_app(plugin, commands=run_remote_line)
         with ServerThread(app) as px:
             yield Stack(fake, up.url, px.url, plugin, app)

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from lightmem_plugin.cli import main
-from lightmem_plugin.commands.registry import build_parser
+from lightmem_plugin.commands import _chat_policy
+from lightmem_plugin.commands.registry import build_parser, refusal, run_remote_line
 from lightmem_plugin.errors import CommandRefused, SecretError
 from lightmem_plugin.server import chat_commands
 from lightmem_plugin.server.guard import host_name, is_loopback_host
@@ -119,7 +120,7 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
 def test_every_option_of_a_chat_safe_command_is_either_allowed_or_unset_by_default() -> None:
     """So a refused option can only be set by the sender, and an allowed command is not refused by default."""
     subs = _subcommands()
-    for cmd, allowed in chat_commands.CHAT_SAFE.items():
+    for cmd, allowed in _chat_policy.CHAT_SAFE.items():
         dests = {a.dest for a in subs[cmd]._actions if a.dest != "help"}
         assert allowed <= dests, (cmd, allowed - dests)
         for action in subs[cmd]._actions:
@@ -128,16 +129,19 @@ def test_every_option_of_a_chat_safe_command_is_either_allowed_or_unset_by_defau
 
 
 def test_commands_outside_the_allowlist_are_refused() -> None:
-    for cmd in set(_subcommands()) - set(chat_commands.CHAT_SAFE):
+    for cmd in set(_subcommands()) - set(_chat_policy.CHAT_SAFE):
         assert cmd in {"replay", "continuous", "serve", "install", "hook", "demo"}, (
             f"new command {cmd}: decide if chat-safe"
         )
     args = build_parser().parse_args(["resume", "--tr", "/dev/zero"])
     with pytest.raises(CommandRefused, match=r"--trace cannot be used from chat.*in a terminal"):
-        chat_commands.check(args)
-    assert chat_commands.refusal("/lightmem2 resume --level full") is None
-    assert chat_commands.refusal("/lightmem2 resume --level") is None  # a parse error: the CLI says it
-    assert "in a terminal" in (chat_commands.refusal("/lightmem2 'demo'") or "")
+        _chat_policy.check(args)
+    assert refusal("/lightmem2 resume --level full") is None
+    assert refusal("/lightmem2 resume --level") is None  # a parse error: the CLI says it
+    assert "in a terminal" in (refusal("/lightmem2 'demo'") or "")
+    with pytest.raises(CommandRefused, match="in a terminal"):
+        run_remote_line("/lightmem2 resume --trace /dev/zero")
+    assert run_remote_line("/lightmem2 mode bogus")[1] == 2  # allowed, so it runs and says what is wrong
 
 
 def test_bounded_cuts_and_says_so() -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from server_harness import ServerThread
 
+from lightmem_plugin.commands.registry import run_remote_line
 from lightmem_plugin.config import Config
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.server.app import create_app, proxy_of
@@ -23,10 +25,19 @@ BIG = "".join(
 @pytest.fixture
 def sidecar() -> Any:
     plugin = LightMem(Config())
-    app = create_app(plugin)
+    app = create_app(plugin, commands=run_remote_line)
     with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=10) as client:
         client.headers[HEADER] = load_or_create()  # what the OpenClaw plugin sends (same LIGHTMEM2_HOME)
         yield client, plugin, app
+
+
+def test_a_server_started_without_the_command_table_says_so(isolated_home: Path) -> None:
+    """create_app without ``commands`` (a library caller): chat commands answer 503, the rest works."""
+    with ServerThread(create_app(LightMem(Config()))) as srv, httpx.Client(base_url=srv.url, timeout=10) as c:
+        c.headers[HEADER] = load_or_create()
+        r = c.post("/sidecar/command", json={"text": "/lightmem2 mode"})
+        assert r.status_code == 503 and "lightmem2 serve" in r.json()["error"]
+        assert c.get("/sidecar/health").json()["status"] == "ok"
 
 
 def test_health(sidecar: Any) -> None:

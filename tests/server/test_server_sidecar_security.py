@@ -22,6 +22,7 @@ import httpx
 import pytest
 from server_harness import ServerThread
 
+from lightmem_plugin.commands.registry import run_remote_line
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.record_store import RecordStore
 from lightmem_plugin.pipeline import LightMem
@@ -105,7 +106,7 @@ def seeded(isolated_home: Path) -> Iterator[Seeded]:
     )
     plugin = LightMem.from_config()
     plugin.attach_search_index()
-    app = create_app(plugin)
+    app = create_app(plugin, commands=run_remote_line)
     with ServerThread(app) as srv:
         secret = _secret_of(isolated_home)
         with httpx.Client(base_url=srv.url, headers={HEADER: secret}, timeout=10) as ours:
@@ -339,7 +340,7 @@ def test_a_command_over_its_time_limit_answers_504_and_frees_its_slot(
     _started, release = _blocking_status(monkeypatch)
     cfg = Config()
     cfg.server.commandTimeoutS = 0.5
-    app = create_app(LightMem(cfg))
+    app = create_app(LightMem(cfg), commands=run_remote_line)
     try:
         with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=10) as client:
             client.headers[HEADER] = _secret_of(isolated_home)
@@ -366,7 +367,7 @@ def test_command_output_is_cut_at_the_size_limit(
     monkeypatch.setattr(status, "run", lambda *a, **k: "x" * 50_000)
     cfg = Config()
     cfg.server.commandMaxChars = 1000
-    app = create_app(LightMem(cfg))
+    app = create_app(LightMem(cfg), commands=run_remote_line)
     with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=10) as client:
         client.headers[HEADER] = _secret_of(isolated_home)
         text = client.post("/sidecar/command", json={"text": "/lightmem2 status"}).json()["text"]
