@@ -145,7 +145,10 @@ class SessionTotals:
     input_tokens: int
     baseline_tokens: int
     last_input_tokens: int
+    """The newest call's input: the provider's own count when it reported one (see
+    :attr:`context_counted_by`), else our estimate of the messages."""
     last_baseline_tokens: int
+    """The same call without lightmem2: its input plus what lightmem2 removed (our estimate)."""
     hit_tokens: int
     miss_tokens: int
     write_tokens: int
@@ -160,6 +163,8 @@ class SessionTotals:
     prefix_breaks: int
     errors: dict[str, int]
     last_error: str | None
+    context_counted_by: str = "estimate"
+    """``provider`` when :attr:`last_input_tokens` is the provider's figure, else ``estimate``."""
 
     def hit_rate(self) -> tuple[float, bool]:
         """(hit rate, is_real): over the calls that reported usage if any did, else simulated."""
@@ -192,14 +197,20 @@ def summarize(session_id: str, calls: list[CallRecord]) -> SessionTotals:
             last_error = f"call {c.call_index}: {names}" + (f" ({c.last_error})" if c.last_error else "")
     real = [c for c in calls if c.has_real_usage]
     last = calls[-1] if calls else None
+    # what the provider counted is what it received (system prompt and tools included, which our
+    # estimate of the message list leaves out); the saving on top of it is our estimate
+    context, context_by = (last.input_tokens if last else 0), "estimate"
+    if last is not None and last.real_input_tokens:
+        context, context_by = last.real_input_tokens, "provider"
+    removed = max(0, last.baseline_tokens - last.input_tokens) if last else 0
     return SessionTotals(
         session_id=session_id,
         calls=len(calls),
         mode=last.mode if last else "",
         input_tokens=sum(c.input_tokens for c in calls),
         baseline_tokens=sum(c.baseline_tokens for c in calls),
-        last_input_tokens=last.input_tokens if last else 0,
-        last_baseline_tokens=last.baseline_tokens if last else 0,
+        last_input_tokens=context,
+        last_baseline_tokens=context + removed,
         hit_tokens=sum(c.hit_tokens for c in calls),
         miss_tokens=sum(c.miss_tokens for c in calls),
         write_tokens=sum(c.write_tokens for c in calls),
@@ -214,6 +225,7 @@ def summarize(session_id: str, calls: list[CallRecord]) -> SessionTotals:
         prefix_breaks=sum(1 for c in calls if c.prefix_break_at is not None),
         errors=dict(sorted(errors.items())),
         last_error=last_error,
+        context_counted_by=context_by,
     )
 
 

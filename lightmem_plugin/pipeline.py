@@ -20,13 +20,14 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
 import xxhash
 
 from .accounting import Accountant, CallFacts, detect_api, real_usage, with_real_usage
+from .baseline import Baseline
 from .codecs import openai_chat
 from .config import Config, ConfigHolder, data_dir
 from .errors import LightMemError, PassError
@@ -225,6 +226,7 @@ class Session:
         )
         self._evicted_now = False
         self._last_record: dict[str, str] = {}
+        self._record_call = 0  # the call the session record was last snapshotted at
         # a restarted sidecar or proxy continues the session's call numbering instead of overwriting rows
         self.calls = self._recorded_calls(plugin.ledger, session_id)
         self.passes_override: dict[str, TextReducer] = {}  # tests: replace the text passes
@@ -236,6 +238,9 @@ class Session:
         self.prefer_shell = False  # stubs name the shell command (see reduction.base.prefers_shell)
         self._encoded: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._accountant = Accountant(plugin.counter) if plugin.ledger is not None else None
+        self._baseline = Baseline(plugin.registry.peek)
+        # a whole turn assembled once (OpenClaw): its first call's row waits for the turn's messages
+        self._pending: tuple[CallFacts, Request, Request] | None = None
         # ledger rows of this session object: another process serving the same session writes its own
         # (never shown to the model, so a random id costs no determinism)
         self.writer = os.urandom(6).hex()
@@ -406,8 +411,10 @@ class Session:
         return ToolResultPart(part.tool_call_id, content, part.is_error, dict(part.extra))
 
     # -- hook points -------------------------------------------------------------------------------
-    def process(self, req: Request) -> Request:
-        """The transformed request (neutral model); the original on any failure. Writes a ledger row."""
+    def process(self, req: Request, whole_turn: bool = False) -> Request:
+        """The transformed request (neutral model); the original on any failure. Writes a ledger row
+        (with ``whole_turn``, when :meth:`record_turn` brings the calls the host made inside the turn)."""
+        self._flush_pending()
         self.calls += 1
         self.cfg = self.plugin.config
         errors_before = Counter(self.fail.errors)
@@ -416,7 +423,7 @@ class Session:
             out = self.fail.run("pipeline", lambda: self._process(req), req)
         finally:
             self._in_call = False
-        self._record(req, out, self.fail.errors - errors_before)
+        self._record(req, out, self.fail.errors - errors_before, defer=whole_turn)
         self._save()
         return out
 
@@ -469,7 +476,8 @@ class Session:
         self._processed = done
         out = Request(messages, list(req.tools), dict(req.extra), dict(req.hints))
         out = self.fail.run("eviction", lambda: self._evict(req, out), out)
-        if self.plugin.records is not None and self.calls % self.cfg.eviction.batchTurns == 0:
+        if self.plugin.records is not None and self.calls - self._record_call >= self.cfg.eviction.batchTurns:
+            self._record_call = self.calls
             self.fail.run("record", lambda: self._snapshot_record(req), None)
         return self.fail.run("stabilizer", lambda: self.stabilizer.apply(out), out)
 
@@ -506,11 +514,16 @@ class Session:
         return payload
 
     def before_model_call(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        whole_turn: bool = False,
     ) -> list[dict[str, Any]]:
         """OpenAI chat-form messages in and out (the Python API for any agent loop).
 
         The returned message dicts may be shared with later calls' results: treat them as read-only.
+        ``whole_turn``: the host assembles the context once per turn and makes the turn's model calls
+        itself (OpenClaw); report them with :meth:`record_turn` so the ledger has a row per model call.
         """
         try:
             req = self._decode_chat(messages, tools)
@@ -518,17 +531,13 @@ class Session:
             self._chat_in, self._decoded = [], []
             self.fail.report("codec", err)
             return messages
-        out = self.process(req)
+        out = self.process(req, whole_turn)
         encoded = self.fail.run("codec", lambda: self._encode_chat(out), {"messages": messages})
         result: list[dict[str, Any]] = encoded["messages"]
         return result
 
-    def _record(self, original: Request, sent: Request, errors: Counter[str]) -> None:
-        """One ledger row per call (when the plugin keeps a ledger); never lets accounting break a call."""
-        ledger, accountant = self.plugin.ledger, self._accountant
-        if ledger is None or accountant is None:
-            return
-        facts = CallFacts(
+    def _facts(self, errors: Counter[str]) -> CallFacts:
+        return CallFacts(
             self.id,
             self.calls,
             self.cfg.mode,
@@ -541,11 +550,85 @@ class Session:
             writer=self.writer,
         )
 
+    def _record(self, original: Request, sent: Request, errors: Counter[str], defer: bool = False) -> None:
+        """One ledger row per call (when the plugin keeps a ledger); never lets accounting break a call."""
+        if self.plugin.ledger is None or self._accountant is None:
+            return
+        facts = self._facts(errors)
+        if defer:
+            self._pending = (facts, original, sent)
+            return
+        self._write(facts, original, sent)
+
+    def _write(
+        self, facts: CallFacts, original: Request, sent: Request, usage: Any = None, api: str = ""
+    ) -> None:
+        ledger, accountant = self.plugin.ledger, self._accountant
+        if ledger is None or accountant is None:
+            return
+
         def write() -> None:
-            self.last_record = accountant.account(facts, original, sent)
-            ledger.record_call(self.last_record)
+            rec = accountant.account(facts, self._baseline.expand(original), sent)
+            if usage:
+                kind = api or detect_api(usage)
+                rec = with_real_usage(rec, kind, real_usage(kind, usage))
+            self.last_record = rec
+            ledger.record_call(rec)
 
         self.fail.run("ledger", write, None)
+
+    def _flush_pending(self) -> None:
+        """A whole turn's first call whose turn never came (the host failed or stopped): its row alone."""
+        if self._pending is not None:
+            facts, original, sent = self._pending
+            self._pending = None
+            self._write(facts, original, sent)
+
+    def record_turn(
+        self, turn: list[dict[str, Any]], calls: list[tuple[int, dict[str, Any]]], api: str | None = None
+    ) -> int:
+        """Ledger rows for the model calls a host made inside one turn it assembled once (OpenClaw).
+
+        ``turn`` is the turn's messages in chat form (the user's prompt first, then each model call's
+        reply and the tool results that followed), ``calls`` a ``(position in turn, usage)`` pair per
+        model call. Call k received the assembled history plus ``turn[:position]``: the first one is
+        the row :meth:`before_model_call` kept back, each later one a new row. Tool results in the turn
+        were reduced as they arrived; the without-lightmem2 side counts their originals. Returns the
+        number of rows written (0 without a pending turn, or when ``turn`` does not decode).
+        """
+        pending, self._pending = self._pending, None
+        if pending is None or not calls:
+            if pending is not None:
+                self._write(*pending)
+            return 0
+        facts, original, sent = pending
+        try:
+            decoded = [openai_chat.chat_to_message(m, f"turn[{i}]") for i, m in enumerate(turn)]
+        except Exception as err:  # fail-open (I5): the turn's first call keeps its row
+            self.fail.report("codec", err)
+            self._write(facts, original, sent)
+            return 0
+        written = 0
+        for k, (position, usage) in enumerate(sorted(calls, key=lambda c: c[0])):
+            head = decoded[: max(0, min(position, len(decoded)))]
+            if k:
+                self.calls += 1
+                facts = replace(self._facts(Counter()), eviction=False, evicted_tokens=0, eviction_what="")
+            self._write(
+                facts,
+                Request(
+                    [*original.messages, *head],
+                    list(original.tools),
+                    dict(original.extra),
+                    dict(original.hints),
+                ),
+                Request([*sent.messages, *head], list(sent.tools), dict(sent.extra), dict(sent.hints)),
+                usage,
+                api or "",
+            )
+            written += 1
+        self._save()
+        return written
 
     def after_model_call(
         self, response: Any, usage: dict[str, Any] | None = None, api: str | None = None

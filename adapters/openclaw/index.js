@@ -69,11 +69,11 @@ function createEngine(sidecar, logger) {
       const messages = Array.isArray(params.messages) ? params.messages : [];
       let out = messages;
       try {
+        // posted on the first turn too (no history yet): the sidecar counts the turn's model calls from it
         const sent = toChat(messages);
-        if (sent.chat.length) {
-          const answer = await sidecar.post("/sidecar/assemble", { sessionId: sessionOf(params), messages: sent.chat });
-          out = fromChat(messages, sent, answer.messages, answer.collapsed);
-        }
+        const body = { sessionId: sessionOf(params), messages: sent.chat, wholeTurn: true };
+        const answer = await sidecar.post("/sidecar/assemble", body);
+        if (sent.chat.length) out = fromChat(messages, sent, answer.messages, answer.collapsed);
       } catch (err) {
         logger?.debug?.(`lightmem2: assemble passed through: ${err.message}`);
       }
@@ -87,10 +87,10 @@ function createEngine(sidecar, logger) {
       const key = String(params.advancementKey);
       if (committed.has(key)) return { status: "duplicate" };
       committed.add(key);
-      const usage = turnUsage(params.messages);
-      if (usage) {
+      const turn = turnCalls(params.messages);
+      if (turn) {
         sidecar
-          .post("/sidecar/afterTurn", { sessionId: sessionOf(params), usage, api: "anthropic" })
+          .post("/sidecar/afterTurn", { sessionId: sessionOf(params), ...turn, api: "anthropic" })
           .catch((err) => logger?.debug?.(`lightmem2: usage not recorded: ${err.message}`));
       }
       return { status: "committed" };
@@ -98,18 +98,27 @@ function createEngine(sidecar, logger) {
   };
 }
 
-/** The provider's usage summed over a turn's model calls, in Anthropic's field names. */
-function turnUsage(messages) {
-  const calls = (messages || []).filter((m) => m && m.role === "assistant" && m.usage);
-  if (!calls.length) return null;
-  const sum = (k) => calls.reduce((n, m) => n + (Number(m.usage[k]) || 0), 0);
-  const usage = {
-    input_tokens: sum("input"),
-    cache_read_input_tokens: sum("cacheRead"),
-    cache_creation_input_tokens: sum("cacheWrite"),
-    output_tokens: sum("output"),
-  };
-  return Object.values(usage).some((n) => n > 0) ? usage : null; // command replies report zeros
+/**
+ * A turn's model calls: the turn in chat form and, per call, where its reply sits in it and the
+ * provider's usage (Anthropic's field names). Each assistant message with usage is one model call,
+ * which received the assembled history plus the turn's messages before its reply. Null for a turn
+ * with no model call (a command reply reports zeros).
+ */
+export function turnCalls(messages) {
+  const sent = toChat(messages || []);
+  const calls = [];
+  sent.index.forEach((from, at) => {
+    const u = messages[from]?.role === "assistant" ? messages[from].usage : null;
+    if (!u) return;
+    const usage = {
+      input_tokens: Number(u.input) || 0,
+      cache_read_input_tokens: Number(u.cacheRead) || 0,
+      cache_creation_input_tokens: Number(u.cacheWrite) || 0,
+      output_tokens: Number(u.output) || 0,
+    };
+    if (Object.values(usage).some((n) => n > 0)) calls.push({ at, usage });
+  });
+  return calls.length ? { turn: sent.chat, calls } : null;
 }
 
 async function runCommand(sidecar, args) {

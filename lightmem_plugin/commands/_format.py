@@ -57,6 +57,7 @@ def totals_dict(t: SessionTotals) -> dict[str, Any]:
         "baselineTokens": t.baseline_tokens,
         "contextTokens": t.last_input_tokens,
         "contextTokensWithout": t.last_baseline_tokens,
+        "contextCountedBy": t.context_counted_by,
         "hitRate": round(rate, 4),
         "hitRateSource": "real" if real else "simulated",
         "realCalls": t.real_calls,

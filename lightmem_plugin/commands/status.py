@@ -37,8 +37,9 @@ def _session_lines(t: SessionTotals) -> list[str]:
     change = t.last_input_tokens / t.last_baseline_tokens - 1 if t.last_baseline_tokens else 0.0
     return [
         f"session: {t.session_id} ({t.calls} calls)",
-        f"context now: {tokens(t.last_input_tokens)} tokens "
-        f"(without lightmem2: {tokens(t.last_baseline_tokens)}, {100 * change:+.1f}%)",
+        f"context now: {tokens(t.last_input_tokens)} tokens"
+        + (" (the provider's count)" if t.context_counted_by == "provider" else " (estimated)")
+        + f"; without lightmem2: {tokens(t.last_baseline_tokens)} ({100 * change:+.1f}%)",
         f"hit rate: {pct(rate)} ({source})",
         f"K so far: {tokens(t.k)} vs {tokens(t.k_baseline)} vanilla "
         f"(saved {tokens(t.k_saved)}, {t.k_saved_pct:.1f}%)",

@@ -21,7 +21,7 @@ archived outputs and change the config, so each request passes, in this order (:
 A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
 
 ``POST /sidecar/assemble``
-    ``{"sessionId", "messages", "tools"?, "format"?: "openai" | "anthropic", "system"?}`` ->
+    ``{"sessionId", "messages", "tools"?, "format"?: "openai" | "anthropic", "system"?, "wholeTurn"?}`` ->
     ``{"messages", "collapsed"?, "system"?}``. The message list the model should see (reduced tool
     outputs, stable head, tail block). ``format`` names the message form: OpenAI chat (default) or
     Anthropic (``system`` then is the top-level system prompt, echoed back transformed). In OpenAI
@@ -37,6 +37,9 @@ A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
     ``{"sessionId", "response"?, "usage"?, "api"?: "openai" | "anthropic" | "responses"}`` ->
     ``{"response", "recorded"}``. Placeholders restored in the model's reply (a string or a chat-form
     message); ``usage`` (the provider's object, read as ``api``) is recorded.
+    A whole turn instead: ``{"sessionId", "turn": [chat messages], "calls": [{"at", "usage"}], "api"}``
+    -> ``{"recorded": N}``: one ledger row per model call the host made in the turn it assembled with
+    ``wholeTurn`` (call k received the assembled history plus ``turn[:at]``, and reported ``usage``).
 ``POST /sidecar/command``
     ``{"text": "/lightmem2 mode aggressive"}`` -> ``{"text"}``: the slash command's answer, no LLM call.
     Only chat-safe commands and options run (:mod:`lightmem_plugin.commands._chat_policy`: status,
@@ -98,7 +101,8 @@ def _assemble(session: Session, body: JSON) -> JSON:
     messages = _field(body, "messages", list)
     tools = _field(body, "tools", list, required=False)
     if body.get("format", "openai") == "openai":
-        sent = session.before_model_call(messages, tools=tools)
+        whole_turn = body.get("wholeTurn") is True  # the host makes the turn's calls: /afterTurn reports them
+        sent = session.before_model_call(messages, tools=tools, whole_turn=whole_turn)
         answer: JSON = {"messages": sent}
         ranges = session.evictor.collapsed
         # only when the answer is exactly the sent list with each range made one message (a call that
@@ -183,13 +187,33 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
         return guarded(route)
 
     def after_turn(proxy: Proxy, session: Session, body: JSON) -> JSON:
+        api = _USAGE_API.get(str(body.get("api", "openai")), "chat")
+        if "turn" in body:
+            return _turn(proxy, session, body, api)
         usage = body.get("usage")
         usage = usage if isinstance(usage, dict) else None
         response = session.after_model_call(body.get("response"), usage=usage)  # restores, writes the ledger
         if usage is not None:
-            api = _USAGE_API.get(str(body.get("api", "openai")), "chat")
             record_usage(proxy.usage, session, api, usage, to_ledger=False)
         return {"response": response, "recorded": usage is not None}
+
+    def _turn(proxy: Proxy, session: Session, body: JSON, api: str) -> JSON:
+        turn = _field(body, "turn", list)
+        calls: list[tuple[int, JSON]] = []
+        for i, call in enumerate(_field(body, "calls", list)):
+            if not (
+                isinstance(call, dict)
+                and isinstance(call.get("at"), int)
+                and isinstance(call.get("usage"), dict)
+            ):
+                raise BadRequest(
+                    f'calls[{i}]: got {json.dumps(call)[:60]}, expected {{"at": N, "usage": {{...}}}}'
+                )
+            calls.append((call["at"], call["usage"]))
+        rows = session.record_turn(turn, calls, api)
+        for _at, usage in calls:
+            record_usage(proxy.usage, session, api, usage, to_ledger=False)
+        return {"recorded": rows}
 
     @guarded
     async def command(request: Request) -> Response:

@@ -42,8 +42,12 @@ def test_named_session_shows_real_figures_and_last_error(ledger: Ledger, registr
     assert real
     assert "eviction on" in text.splitlines()[0]
     assert f"hit rate: {100 * rate:.1f}% (real, 36 of 36 calls reported)" in text
+    last = ledger.calls("swe-astropy-12907")[-1]
+    assert last.real_input_tokens and t.last_input_tokens == last.real_input_tokens  # what the provider saw
+    assert t.last_baseline_tokens == last.real_input_tokens + last.baseline_tokens - last.input_tokens
     assert (
-        f"context now: {t.last_input_tokens:,} tokens (without lightmem2: {t.last_baseline_tokens:,}," in text
+        f"context now: {t.last_input_tokens:,} tokens (the provider's count); "
+        f"without lightmem2: {t.last_baseline_tokens:,} (" in text
     )
     assert f"K so far: {round(t.k):,} vs {round(t.k_baseline):,} vanilla" in text
     assert f"{t.k_saved_pct:.1f}%)" in text and t.k_saved_pct > 0

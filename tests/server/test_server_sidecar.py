@@ -135,6 +135,8 @@ def test_command(sidecar: Any, text: str, expected: str) -> None:
         ("/sidecar/assemble", {"sessionId": "x", "messages": [], "format": "xml"}, 400, "format"),
         ("/sidecar/ingest", {"sessionId": "x", "toolCallId": "c", "output": 5}, 400, "output"),
         ("/sidecar/command", {}, 400, "text"),
+        ("/sidecar/afterTurn", {"sessionId": "x", "turn": [], "calls": [{"at": "1"}]}, 400, "calls[0]"),
+        ("/sidecar/afterTurn", {"sessionId": "x", "turn": "no", "calls": []}, 400, "turn"),
         ("/sidecar/recover", {"key": "0123456789abcdef0123456789abcdef"}, 404, ""),
     ],
 )
@@ -166,3 +168,33 @@ def test_search_finds_an_archived_line_for_the_agent_tool(sidecar: Any) -> None:
     assert literal.status_code == 200 and "no archived line matches" in literal.json()["text"]
     bad = client.post("/sidecar/search", json={"query": "  "})
     assert bad.status_code == 400 and "empty search query" in bad.json()["error"]
+
+
+def test_a_whole_turn_is_recorded_per_model_call(isolated_home: Path) -> None:
+    """assemble with wholeTurn, then the turn's calls: one ledger row each, with the usage reported."""
+    from lightmem_plugin.ledger import Ledger
+
+    ledger = Ledger(isolated_home / "turns.sqlite3")
+    plugin = LightMem(Config(), ledger=ledger)
+    with ServerThread(create_app(plugin)) as srv, httpx.Client(base_url=srv.url, timeout=10) as c:
+        c.headers[HEADER] = load_or_create()
+        msgs = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "done"}]
+        c.post("/sidecar/assemble", json={"sessionId": "oc-t", "messages": msgs, "wholeTurn": True})
+        output = c.post("/sidecar/toolResult", json={"sessionId": "oc-t", "toolCallId": "c1", "output": BIG})
+        call = {"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}
+        turn = [
+            {"role": "user", "content": "run it"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": output.json()["output"]},
+            {"role": "assistant", "content": "ran"},
+        ]
+        usage = {"input_tokens": 3, "cache_read_input_tokens": 50, "cache_creation_input_tokens": 0}
+        body = {
+            "sessionId": "oc-t",
+            "turn": turn,
+            "calls": [{"at": 1, "usage": usage}, {"at": 3, "usage": usage}],
+        }
+        assert c.post("/sidecar/afterTurn", json={**body, "api": "anthropic"}).json() == {"recorded": 2}
+    rows = ledger.calls("oc-t")
+    assert [r.call_index for r in rows] == [1, 2] and all(r.real_cache_read == 50 for r in rows)
+    assert rows[1].baseline_tokens > rows[1].input_tokens  # the tool result counted whole without us

@@ -296,11 +296,15 @@ test("a running sidecar is used as found, and its answers are applied", async ()
     assert.deepEqual(await engine.commitTurn({ advancementKey: "t1", sessionId: "s", messages: turn }), { status: "committed" });
     await new Promise((r) => setTimeout(r, 200));
     const after = seen.find(({ url }) => url === "/sidecar/afterTurn");
-    assert.deepEqual(JSON.parse(after.body), {
-      sessionId: "s",
-      usage: { input_tokens: 15, cache_read_input_tokens: 185, cache_creation_input_tokens: 0, output_tokens: 4 },
-      api: "anthropic",
-    });
+    // one entry per model call, at its reply's place in the turn's chat form (not one sum per turn)
+    const sentTurn = JSON.parse(after.body);
+    assert.deepEqual(sentTurn.calls, [
+      { at: 1, usage: { input_tokens: 10, cache_read_input_tokens: 90, cache_creation_input_tokens: 0, output_tokens: 2 } },
+      { at: 2, usage: { input_tokens: 5, cache_read_input_tokens: 95, cache_creation_input_tokens: 0, output_tokens: 2 } },
+    ]);
+    assert.deepEqual(sentTurn.turn, toChat(turn).chat);
+    assert.equal(sentTurn.sessionId, "s");
+    assert.equal(sentTurn.api, "anthropic");
     const event = { toolName: "read", toolCallId: "c9", args: {}, result: { content: [{ type: "text", text: "long" }], details: { a: 1 } } };
     const out = await middleware(event, { sessionId: "s" });
     assert.deepEqual(out.result, { content: [{ type: "text", text: "reduced" }], details: { a: 1 } });

@@ -110,6 +110,26 @@ def test_agent_session_is_reduced_recoverable_and_cheaper(make_env: Any) -> None
         assert after["messages"][: len(history)] == history
         assert tool_text(after, "read") == seen
 
+    # the ledger has one row per model call, each with the usage the provider reported for that call
+    # (OpenClaw assembles once per turn: before, 3 turns showed as 3 calls, and turn 1 not at all)
+    shown = env.lightmem2_cli("report", "--all", "--json")
+    assert shown.returncode == 0, shown.stderr
+    rows = [c for s in json.loads(shown.stdout)["sessions"] for c in s["calls"]]
+    assert [r["call"] for r in rows] == [1, 2, 3, 4, 5], rows
+    assert [(r["realInputTokens"], r["realCacheRead"]) for r in rows] == [
+        (r["prompt"], r["cached"]) for r in env.fake.reported
+    ]
+    # status says what the provider received in the newest call (its own count, system prompt and
+    # tools included), and more without lightmem2 (the tool outputs whole)
+    state = env.lightmem2_cli("status", "--json")
+    assert state.returncode == 0, state.stderr
+    summary = json.loads(state.stdout)["session"]
+    assert summary["calls"] == 5 and summary["contextCountedBy"] == "provider", summary
+    assert summary["contextTokens"] == env.fake.reported[-1]["prompt"]
+    assert summary["contextTokensWithout"] > summary["contextTokens"]
+    assert all(r["baselineTokens"] >= r["inputTokens"] for r in rows)
+    assert rows[-1]["baselineTokens"] > 2 * rows[-1]["inputTokens"]  # the outputs count whole without us
+
     # cheaper by the fake provider's own cache figures; the head stays cached
     with_plugin, without = env.fake.reported, vanilla.fake.reported
     assert sum(r["prompt"] for r in with_plugin) < 0.85 * sum(r["prompt"] for r in without)

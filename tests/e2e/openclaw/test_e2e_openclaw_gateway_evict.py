@@ -1,11 +1,13 @@
 """Gateway chat in aggressive mode: a finished task leaves the context as one summary message.
 
 OpenClaw 2026.9.6 calls the context engine's ``assemble()`` once per turn, with the history before
-the turn, so lightmem2 counts one call per turn and runs an eviction check every third turn. The
-chat: task 1 (two large reads, four large file writes, an answer), then eight more goals of one
-small command each. Task 1 becomes ``completed`` at the check after the second goal and
-``evictable`` at the next; there the cost rule (the default one) pays, and from that turn on the
-model must see task 1 as one assistant message, built by the plugin in OpenClaw's own shape from the
+the turn; the turn's model calls are counted from ``commitTurn`` (one ledger row each), and eviction
+checks run at an assemble at least three calls after the last one. The chat: task 1 (two large
+reads, four large file writes, an answer: 7 model calls), then eight more goals of one small command
+each (2 calls). Turn t assembles at call 8 + 2 (t - 2); the checks run at turns 2, 4, 6, ... Goal 2
+is first in the history at turn 3, so task 1 becomes ``completed`` at the check of turn 4 and
+``evictable`` at turn 6; there the cost rule (the default one) pays, and from that turn on the model
+must see task 1 as one assistant message, built by the plugin in OpenClaw's own shape from the
 sidecar's ``collapsed`` ranges.
 
 Checked request by request at the fake provider, against the same chat without lightmem2: every
@@ -31,7 +33,7 @@ GOAL1 = "Read both logs, then write the design notes for every shard."
 MARKER = "[lightmem2: task 1 finished"
 NOTES = 4
 LATER = 8  # goals after the first: enough turns for two checks and a few turns after the batch
-BATCH_TURN = 7  # checks at calls 3 and 6; call n is turn n + 1 (turn 1 has no history to assemble)
+BATCH_TURN = 6  # see the module docstring
 
 
 def log_text(name: str) -> str:
@@ -173,9 +175,10 @@ def test_gateway_aggressive_collapses_a_finished_task(make_env: Any) -> None:
     assert report.returncode == 0, report.stderr
     shown = report.stdout.decode()
     print("\nopenclaw aggressive report:\n" + shown)
+    # named at the call that is the provider's request number: one ledger row per model call
     named = re.search(r"^evictions: 1 batches, [\d,]+ tokens \(calls (\d+)\)$", shown, re.M)
-    assert named is not None and int(named.group(1)) == BATCH_TURN - 1, shown
-    assert f"call {BATCH_TURN - 1} at message " in shown and ": eviction batch" in shown
+    assert named is not None and int(named.group(1)) == batch + 1, shown
+    assert f"call {batch + 1} at message " in shown and ": eviction batch" in shown
     with_lm, without = cache_figures(env.fake.reported), cache_figures(plain_gw.env.fake.reported)
     print("openclaw aggressive cache figures:", json.dumps({"with_lightmem2": with_lm, "without": without}))
     assert with_lm["prompt_tokens"] < without["prompt_tokens"]
