@@ -1,9 +1,11 @@
-"""config path|show|validate|secret-path: where the config file is, the config in force, or whether it is valid.
+"""config path|show|validate|secret-path|sidecar: where the config file is, the config in force, or whether it is valid.
 
 ``show`` prints the full config with defaults filled in (API keys masked); ``validate`` exits 2 with
 one line naming the file, key path, bad value and allowed values when the file is invalid.
 ``secret-path`` prints where the sidecar secret lives (creating it, 0600, if there is none yet): the
-OpenClaw plugin reads that file to authenticate to ``lightmem2 serve``.
+OpenClaw plugin reads that file to authenticate to ``lightmem2 serve``. ``sidecar`` prints, as JSON,
+that path and ``server.port``: what the OpenClaw plugin needs to find or start ``serve`` on the port
+the rest of lightmem2 (``doctor``, the hooks) expects, in one process start.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from .base import Command, Outcome
 
 def run(action: str) -> str:
     """The text ``lightmem2 config ACTION`` prints."""
-    if action == "secret-path":
+    if action in ("secret-path", "sidecar"):
         from ..server.secret import load_or_create, secret_path
 
         secret_file = secret_path()
         load_or_create(secret_file)
-        return str(secret_file)
+        if action == "secret-path":
+            return str(secret_file)
+        return json.dumps({"port": load_config().server.port, "secretPath": str(secret_file)}, sort_keys=True)
     path = config_path()
     if action == "path":
         return str(path)
@@ -37,8 +41,8 @@ def run(action: str) -> str:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """``path``, ``show``, ``validate`` or ``secret-path``."""
-    parser.add_argument("action", choices=["path", "show", "validate", "secret-path"])
+    """``path``, ``show``, ``validate``, ``secret-path`` or ``sidecar``."""
+    parser.add_argument("action", choices=["path", "show", "validate", "secret-path", "sidecar"])
 
 
 def main(args: argparse.Namespace) -> Outcome:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -83,6 +84,17 @@ def test_config_secret_path_prints_the_file_and_creates_it(
     printed = capsys.readouterr().out.strip()
     assert printed == str(secret_path()) == str(isolated_home / "sidecar.secret")
     assert re.fullmatch(r"[0-9a-f]{64}", Path(printed).read_text().strip())
+
+
+def test_config_sidecar_names_the_secret_and_the_configured_port(
+    isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the OpenClaw plugin reads to find serve on lightmem2's server.port (not a fixed 8787)."""
+    (isolated_home / "config.json").write_text('{"server": {"port": 9123}}', encoding="utf-8")
+    assert main(["config", "sidecar"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer == {"port": 9123, "secretPath": str(isolated_home / "sidecar.secret")}
+    assert re.fullmatch(r"[0-9a-f]{64}", Path(answer["secretPath"]).read_text().strip())
 
 
 @pytest.mark.parametrize(

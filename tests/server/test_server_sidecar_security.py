@@ -253,6 +253,7 @@ def test_allow_remote_opens_proxy_routes_to_other_hosts_but_never_the_sidecar(is
         "demo",
         f"demo --trace {TRACE}",
         "config secret-path",
+        "config sidecar",
     ],
 )
 def test_commands_that_name_files_are_refused_even_with_the_secret(seeded: Seeded, line: str) -> None:

@@ -8,7 +8,7 @@
 //
 // Why a secret: loopback is shared with every local user, so `lightmem2 serve` answers /sidecar calls
 // only with the per-install secret in X-Lightmem2-Secret. We ask the CLI where it lives
-// (`lightmem2 config secret-path`, which creates it if needed) instead of re-deriving the data dir
+// (`lightmem2 config sidecar`, which creates it if needed, and names server.port too) instead of re-deriving the data dir
 // here: LIGHTMEM2_HOME and each platform's directory rules live in one place (Python), the answer is
 // the same whether we spawn serve or find it running, and it follows the env we pass to serve. Before
 // sending the secret (or any message) to whatever listens on the port, we check the server proves it
@@ -21,6 +21,7 @@ import { readFile } from "node:fs/promises";
 const STDERR_TAIL = 4000;
 export const SECRET_HEADER = "x-lightmem2-secret";
 export const CHALLENGE_HEADER = "x-lightmem2-challenge";
+const DEFAULT_PORT = 8787; // lightmem2's server.port default, until `config sidecar` has answered
 const SECRET_RE = /^[0-9a-f]{64}$/;
 
 /** What our serve answers to a health challenge (hex HMAC-SHA256 of the challenge under the secret). */
@@ -39,7 +40,9 @@ export function hostSettings(pluginConfig) {
   const own = (pluginConfig && typeof pluginConfig.openclaw === "object" && pluginConfig.openclaw) || {};
   return {
     command: typeof own.command === "string" && own.command ? own.command : "lightmem2",
-    port: Number.isInteger(own.port) ? own.port : 8787,
+    // null: lightmem2's own server.port, read with the secret (`lightmem2 config sidecar`); a port set
+    // in openclaw.json (openclaw.port, or lightmem2's server.port key there) wins
+    port: Number.isInteger(own.port) ? own.port : Number.isInteger(pluginConfig?.server?.port) ? pluginConfig.server.port : null,
     autoStart: own.autoStart !== false,
     startTimeoutMs: Number.isFinite(own.startTimeoutMs) ? own.startTimeoutMs : 15000,
     requestTimeoutMs: Number.isFinite(own.requestTimeoutMs) ? own.requestTimeoutMs : 10000,
@@ -51,7 +54,6 @@ export class Sidecar {
   constructor(settings, logger) {
     this.settings = settings;
     this.logger = logger;
-    this.base = `http://127.0.0.1:${settings.port}`;
     this.child = null;
     this.ready = false;
     this.starting = null;
@@ -62,18 +64,38 @@ export class Sidecar {
     this.secret = null;
   }
 
-  /** The per-install secret, from the file `lightmem2 config secret-path` names; throws with the reason. */
+  /** Where serve listens: the port given in openclaw.json, else lightmem2's server.port (once read). */
+  get base() {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  get port() {
+    return this.settings.port ?? this.configuredPort ?? DEFAULT_PORT;
+  }
+
+  /**
+   * The per-install secret, from the file `lightmem2 config sidecar` names (with lightmem2's
+   * server.port, used when openclaw.json sets no port); throws with the reason.
+   */
   async loadSecret(force = false) {
     if (this.secret && !force) return this.secret;
     const { command } = this.settings;
-    const path = await new Promise((resolve, reject) => {
-      execFile(command, ["config", "secret-path"], { timeout: 15000, env: process.env }, (err, stdout, stderr) => {
+    const answer = await new Promise((resolve, reject) => {
+      execFile(command, ["config", "sidecar"], { timeout: 15000, env: process.env }, (err, stdout, stderr) => {
         if (err) {
           const why = String(stderr || "").trim().split("\n").pop() || err.code || err.message;
-          reject(new Error(`cannot run ${command} config secret-path (${why})`));
+          reject(new Error(`cannot run ${command} config sidecar (${why})`));
         } else resolve(String(stdout).trim());
       });
     });
+    let path;
+    try {
+      const found = JSON.parse(answer);
+      path = String(found.secretPath);
+      if (Number.isInteger(found.port)) this.configuredPort = found.port;
+    } catch {
+      throw new Error(`${command} config sidecar printed ${JSON.stringify(answer.slice(0, 80))}, not JSON; is it lightmem2?`);
+    }
     let value;
     try {
       value = (await readFile(path, "utf8")).trim();
@@ -131,7 +153,8 @@ export class Sidecar {
     if (first.ok) return this._up(first.body);
     if (first.foreign) return this._down(first.why);
     if (!this.settings.autoStart) return this._down(`not running at ${this.base} and openclaw.autoStart is false`);
-    const { command, port } = this.settings;
+    const { command } = this.settings;
+    const { port } = this;
     let exited = null;
     try {
       this.stderr = "";
@@ -253,7 +276,7 @@ export class Sidecar {
     const why = this.lastError || `not started yet at ${this.base}`;
     return (
       `[fail] openclaw plugin: sidecar unavailable (${why}); OpenClaw runs unmodified (fail-open)\n` +
-      `       fix: check that \`${this.settings.command} serve --port ${this.settings.port}\` starts, ` +
+      `       fix: check that \`${this.settings.command} serve --port ${this.port}\` starts, ` +
       "or set plugins.entries.lightmem2.config.openclaw.command to the lightmem2 executable"
     );
   }

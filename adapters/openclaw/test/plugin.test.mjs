@@ -14,14 +14,15 @@ import { CHALLENGE_HEADER, SECRET_HEADER, Sidecar, hostSettings, proofOf } from 
 
 const SECRET = "5e".repeat(32);
 
-/** A stand-in `lightmem2` whose `config secret-path` names a secret file holding `secret`. */
-function fakeCli(secret = SECRET) {
+/** A stand-in `lightmem2` whose `config sidecar` names a secret file holding `secret`, and `port`. */
+function fakeCli(secret = SECRET, port = 8787) {
   const dir = mkdtempSync(join(tmpdir(), "lightmem2-js-"));
   writeFileSync(join(dir, "sidecar.secret"), `${secret}\n`, { mode: 0o600 });
   const exe = join(dir, "lightmem2");
   writeFileSync(
     exe,
-    `#!/bin/sh\nif [ "$1 $2" = "config secret-path" ]; then echo "${join(dir, "sidecar.secret")}"; else echo "cli ran $*"; fi\n`,
+    `#!/bin/sh\nif [ "$1 $2" = "config sidecar" ]; then echo '{"port": ${port}, "secretPath": "${join(dir, "sidecar.secret")}"}'; ` +
+      `else echo "cli ran $*"; fi\n`,
   );
   chmodSync(exe, 0o755);
   return { exe, dir };
@@ -219,7 +220,9 @@ test("tool-result blocks round-trip through the sidecar output form", () => {
 });
 
 test("hostSettings fills defaults and keeps given values", () => {
-  assert.deepEqual(hostSettings(undefined).port, 8787);
+  assert.equal(hostSettings(undefined).port, null); // lightmem2's own server.port, read at start
+  assert.equal(hostSettings({ server: { port: 9100 } }).port, 9100); // lightmem2's key in openclaw.json
+  assert.equal(hostSettings({ server: { port: 9100 }, openclaw: { port: 9 } }).port, 9);
   assert.equal(hostSettings({ openclaw: { command: "/x/lightmem2", port: 9 } }).command, "/x/lightmem2");
   assert.equal(hostSettings({ openclaw: { autoStart: false } }).autoStart, false);
 });
@@ -396,6 +399,19 @@ test("assemble hands OpenClaw the shorter list when the sidecar collapsed a task
     assert.deepEqual(body.messages, toChat(tasks).chat);
     collapsed = [{ first: 1, last: 2 }]; // does not fit the answer: OpenClaw's own messages
     assert.equal((await engine.assemble({ sessionId: "s2", messages: tasks })).messages, tasks);
+  } finally {
+    server.close();
+  }
+});
+
+test("without a port in openclaw.json the sidecar is looked for on lightmem2's own server.port", async () => {
+  const { server, port } = await fakeServe((req, res) => res.end("{}"));
+  try {
+    const cli = fakeCli(SECRET, port); // `lightmem2 config sidecar` names the port serve listens on
+    const sidecar = new Sidecar(hostSettings({ openclaw: { autoStart: false, command: cli.exe } }));
+    assert.equal(await sidecar.ensure(), true, sidecar.lastError);
+    assert.equal(sidecar.base, `http://127.0.0.1:${port}`);
+    assert.match(await sidecar.describe(), new RegExp(`sidecar at http://127\\.0\\.0\\.1:${port} `));
   } finally {
     server.close();
   }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -82,7 +83,12 @@ def make_env(
                     monkeypatch.setenv(key, value)
             report = installer.run(uninstall=False, project=None)
             assert "lightmem2 installed into OpenClaw" in report, report
-            env.set_plugin_settings(command=str(lightmem2_exe), port=env.sidecar_port)
+            # the port only in lightmem2's own config: the plugin must find serve there (#16 item 10)
+            env.set_plugin_settings(command=str(lightmem2_exe))
+            config = env.lightmem2_home / "config.json"
+            current = json.loads(config.read_text(encoding="utf-8")) if config.exists() else {}
+            current.setdefault("server", {})["port"] = env.sidecar_port
+            config.write_text(json.dumps(current) + "\n", encoding="utf-8")
         return env
 
     yield make

@@ -150,6 +150,8 @@ def test_lightmem2_commands_on_the_gateway_chat_path(gateway: Gateway) -> None:
     assert f"[pass] openclaw plugin: sidecar at http://127.0.0.1:{env.sidecar_port}" in doctor, doctor
     assert "mode aggressive" in doctor.splitlines()[0]
     assert "[pass] config:" in doctor and "doctor:" in doctor
+    # one truth: the plugin's sidecar is the server lightmem2's config names (it said "not running")
+    assert "[warn] server" not in doctor and "[fail] server" not in doctor, doctor
 
     assert env.fake.received == []  # the commands never reached the model
 
