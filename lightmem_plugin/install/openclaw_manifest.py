@@ -37,8 +37,10 @@ HOST_SETTINGS: dict[str, Any] = {
             "type": "string",
         },
         "port": {
-            "default": 8787,
-            "description": "Loopback port of the lightmem2 sidecar (`lightmem2 serve --port`).",
+            # no default: OpenClaw fills schema defaults into the plugin config, and an unset port
+            # must mean lightmem2's own server.port (what doctor and the hooks use), not 8787
+            "description": "Loopback port of the lightmem2 sidecar (`lightmem2 serve --port`); unset: "
+            "lightmem2's own server.port.",
             "maximum": 65535,
             "minimum": 1,
             "type": "integer",

@@ -41,8 +41,8 @@ export function hostSettings(pluginConfig) {
   return {
     command: typeof own.command === "string" && own.command ? own.command : "lightmem2",
     // null: lightmem2's own server.port, read with the secret (`lightmem2 config sidecar`); a port set
-    // in openclaw.json (openclaw.port, or lightmem2's server.port key there) wins
-    port: Number.isInteger(own.port) ? own.port : Number.isInteger(pluginConfig?.server?.port) ? pluginConfig.server.port : null,
+    // in openclaw.json (openclaw.port, which has no schema default for that reason) wins
+    port: Number.isInteger(own.port) ? own.port : null,
     autoStart: own.autoStart !== false,
     startTimeoutMs: Number.isFinite(own.startTimeoutMs) ? own.startTimeoutMs : 15000,
     requestTimeoutMs: Number.isFinite(own.requestTimeoutMs) ? own.requestTimeoutMs : 10000,

@@ -221,8 +221,7 @@ test("tool-result blocks round-trip through the sidecar output form", () => {
 
 test("hostSettings fills defaults and keeps given values", () => {
   assert.equal(hostSettings(undefined).port, null); // lightmem2's own server.port, read at start
-  assert.equal(hostSettings({ server: { port: 9100 } }).port, 9100); // lightmem2's key in openclaw.json
-  assert.equal(hostSettings({ server: { port: 9100 }, openclaw: { port: 9 } }).port, 9);
+  assert.equal(hostSettings({ openclaw: { port: 9 } }).port, 9);
   assert.equal(hostSettings({ openclaw: { command: "/x/lightmem2", port: 9 } }).command, "/x/lightmem2");
   assert.equal(hostSettings({ openclaw: { autoStart: false } }).autoStart, false);
 });
