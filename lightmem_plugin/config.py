@@ -456,6 +456,38 @@ def write_config_data(data: dict[str, Any], path: Path | None = None) -> str:
     return text
 
 
+def _merged(base: dict[str, Any], keys: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for name, value in keys.items():
+        old = out.get(name)
+        out[name] = _merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
+
+
+def merge_config_keys(keys: dict[str, Any], path: Path | None = None) -> list[str]:
+    """Set ``keys`` (a partial config, nested objects merged key by key) in the config file.
+
+    What a host's own settings file holds for lightmem2 (OpenClaw's ``plugins.entries.lightmem2.config``)
+    goes through here, so the CLI, ``doctor``, the hooks and ``serve`` all read one file. Every other
+    key of the file stays as the user wrote it; nothing is written when the keys already hold these
+    values. Returns the top-level keys that changed. ConfigError (file untouched) when the file is
+    invalid already or the merge would make it invalid.
+    """
+    path = path or config_path()
+    data: dict[str, Any] = {}
+    if path.exists():
+        load_config(path)  # refuse to rewrite a file that is already invalid
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: top level must be a JSON object; fix the file")
+    merged = _merged(data, keys)
+    changed = sorted(name for name in merged if merged.get(name) != data.get(name))
+    if changed:
+        parse_config(merged, path)
+        write_config_data(merged, path)
+    return changed
+
+
 def save_config(config: Config, path: Path | None = None) -> Path:
     """Write ``config`` (only non-default keys are kept by callers that merge; here: all)."""
     path = path or config_path()

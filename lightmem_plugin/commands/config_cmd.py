@@ -5,28 +5,58 @@ one line naming the file, key path, bad value and allowed values when the file i
 ``secret-path`` prints where the sidecar secret lives (creating it, 0600, if there is none yet): the
 OpenClaw plugin reads that file to authenticate to ``lightmem2 serve``. ``sidecar`` prints, as JSON,
 that path and ``server.port``: what the OpenClaw plugin needs to find or start ``serve`` on the port
-the rest of lightmem2 (``doctor``, the hooks) expects, in one process start.
+the rest of lightmem2 (``doctor``, the hooks) expects, in one process start. ``sidecar --merge JSON``
+first sets those keys in the config file (the lightmem2 keys a user wrote in ``openclaw.json``, so
+they take effect everywhere); a merge that would make the file invalid is not written, and the JSON
+says why (``mergeError``) instead of failing the plugin's start.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
-from ..config import config_path, load_config
+from ..config import config_path, load_config, merge_config_keys
+from ..errors import LightMemError, UsageError
 from .base import Command, Outcome
 
 
-def run(action: str) -> str:
+def sidecar(merge: str | None) -> str:
+    """``config sidecar [--merge JSON]``: the secret file and ``server.port``, after the merge."""
+    from ..server.secret import load_or_create, secret_path
+
+    answer: dict[str, Any] = {}
+    if merge is not None:
+        try:
+            keys = json.loads(merge)
+            if not isinstance(keys, dict):
+                raise ValueError("expected a JSON object of lightmem2 config keys")
+            answer["merged"] = merge_config_keys(keys)
+        except (ValueError, LightMemError) as err:
+            answer["mergeError"] = f"--merge {merge[:80]!r} not applied: {err}"
+    secret_file = secret_path()
+    load_or_create(secret_file)
+    try:
+        answer["port"] = load_config().server.port
+    except LightMemError as err:  # an invalid file: serve runs on the last good config; say why
+        answer["configError"] = str(err)
+    answer["secretPath"] = str(secret_file)
+    return json.dumps(answer, sort_keys=True)
+
+
+def run(action: str, merge: str | None = None) -> str:
     """The text ``lightmem2 config ACTION`` prints."""
-    if action in ("secret-path", "sidecar"):
+    if action == "sidecar":
+        return sidecar(merge)
+    if merge is not None:
+        raise UsageError(f"--merge goes with `config sidecar`, not `config {action}`")
+    if action == "secret-path":
         from ..server.secret import load_or_create, secret_path
 
         secret_file = secret_path()
         load_or_create(secret_file)
-        if action == "secret-path":
-            return str(secret_file)
-        return json.dumps({"port": load_config().server.port, "secretPath": str(secret_file)}, sort_keys=True)
+        return str(secret_file)
     path = config_path()
     if action == "path":
         return str(path)
@@ -43,11 +73,12 @@ def run(action: str) -> str:
 def configure(parser: argparse.ArgumentParser) -> None:
     """``path``, ``show``, ``validate``, ``secret-path`` or ``sidecar``."""
     parser.add_argument("action", choices=["path", "show", "validate", "secret-path", "sidecar"])
+    parser.add_argument("--merge", metavar="JSON", help="sidecar only: lightmem2 config keys to set first")
 
 
 def main(args: argparse.Namespace) -> Outcome:
     """``lightmem2 config ACTION``."""
-    return run(args.action)
+    return run(args.action, args.merge)
 
 
 COMMAND = Command("config", __doc__, configure, main)

@@ -5,7 +5,8 @@ Why generated: OpenClaw validates ``plugins.entries.lightmem2.config`` against t
 (``config.schema.json``) plus the one section only the JS side reads (``openclaw``: which
 ``lightmem2`` executable to run and how to reach it). A test regenerates this text and compares it
 with the checked-in file, so the two never drift. OpenClaw's validator does not resolve the
-``$schema`` dialect URL, so the copy leaves that one key out.
+``$schema`` dialect URL, so the copy leaves that one key out, and it has no ``default`` values (see
+:func:`without_defaults`).
 """
 
 from __future__ import annotations
@@ -69,9 +70,24 @@ HOST_SETTINGS: dict[str, Any] = {
 }
 
 
+def without_defaults(schema: Any) -> Any:
+    """``schema`` with every ``default`` removed (the descriptions still name them).
+
+    Why: OpenClaw fills a manifest's schema defaults into the plugin config it hands the plugin (seen
+    on 2026.9.6: ``mode: "normal"`` arrives unset by the user). The plugin writes the lightmem2 keys it
+    is given into lightmem2's config file, so a default would undo ``lightmem2 mode aggressive`` at
+    every Gateway start; without defaults, only what the user wrote in ``openclaw.json`` arrives.
+    """
+    if isinstance(schema, dict):
+        return {k: without_defaults(v) for k, v in schema.items() if k != "default"}
+    if isinstance(schema, list):
+        return [without_defaults(v) for v in schema]
+    return schema
+
+
 def config_schema() -> dict[str, Any]:
-    """lightmem2's config schema plus the ``openclaw`` section, as OpenClaw validates it."""
-    schema = {k: v for k, v in json_schema().items() if k != "$schema"}
+    """lightmem2's config schema (without defaults) plus the ``openclaw`` section, as OpenClaw validates it."""
+    schema = without_defaults({k: v for k, v in json_schema().items() if k != "$schema"})
     schema["properties"] = {**schema["properties"], "openclaw": HOST_SETTINGS}
     return schema
 

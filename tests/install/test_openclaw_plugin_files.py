@@ -16,6 +16,7 @@ from lightmem_plugin.install.openclaw_manifest import (
     RECOVER_TOOL,
     config_schema,
     manifest_text,
+    without_defaults,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,8 +41,10 @@ def test_config_schema_is_ours_plus_the_host_section() -> None:
     shipped = load("openclaw.plugin.json")["configSchema"]
     assert shipped["properties"].pop("openclaw") == HOST_SETTINGS
     ours.pop("$schema")
-    assert shipped == ours
+    assert shipped == without_defaults(ours)
     assert config_schema()["additionalProperties"] is False
+    # OpenClaw fills schema defaults into the plugin config; none may arrive unset by the user
+    assert '"default"' not in json.dumps(shipped) and '"default"' in json.dumps(ours)
 
 
 def test_manifest_declares_what_the_entry_registers() -> None:

@@ -160,3 +160,33 @@ def test_bounded_cuts_and_says_so() -> None:
     assert chat_commands.bounded("abc", 1000) == "abc"
     cut = chat_commands.bounded("x" * 5000, 1000)
     assert cut.startswith("x" * 1000) and "x" * 1001 not in cut and "5,000" in cut
+
+
+def test_config_sidecar_merges_the_host_keys_once_and_refuses_an_invalid_one(
+    isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """openclaw.json's lightmem2 keys land in config.json (so the CLI sees them too); a bad one never does."""
+    config = isolated_home / "config.json"
+    config.write_text('{\n    "server": {"port": 9123},\n    "reduction": {"normal": {"capChars": 900}}\n}\n')
+    keys = {"mode": "aggressive", "reduction": {"normal": {"triggerChars": 5000}}}
+    assert main(["config", "sidecar", "--merge", json.dumps(keys)]) == 0
+    assert json.loads(capsys.readouterr().out)["merged"] == ["mode", "reduction"]
+    data = json.loads(config.read_text())
+    assert data == {
+        "server": {"port": 9123},
+        "reduction": {"normal": {"capChars": 900, "triggerChars": 5000}},
+        "mode": "aggressive",
+    }
+    assert config.read_text().startswith('{\n    "server"')  # the file keeps its own indent
+    assert main(["mode"]) == 0 and capsys.readouterr().out.startswith("mode: aggressive")
+    before = config.stat().st_mtime_ns
+    assert main(["config", "sidecar", "--merge", json.dumps(keys)]) == 0
+    assert json.loads(capsys.readouterr().out)["merged"] == [] and config.stat().st_mtime_ns == before
+    text = config.read_text()
+    assert main(["config", "sidecar", "--merge", '{"mode": "turbo"}']) == 0  # the plugin still starts
+    answer = json.loads(capsys.readouterr().out)
+    assert "turbo" in answer["mergeError"] and answer["port"] == 9123 and config.read_text() == text
+    assert main(["config", "sidecar", "--merge", "[1]"]) == 0
+    assert "JSON object" in json.loads(capsys.readouterr().out)["mergeError"]
+    assert main(["config", "show", "--merge", "{}"]) == 2
+    assert "--merge goes with `config sidecar`" in capsys.readouterr().err

@@ -47,7 +47,16 @@ export function hostSettings(pluginConfig) {
     startTimeoutMs: Number.isFinite(own.startTimeoutMs) ? own.startTimeoutMs : 15000,
     requestTimeoutMs: Number.isFinite(own.requestTimeoutMs) ? own.requestTimeoutMs : 10000,
     retryAfterMs: Number.isFinite(own.retryAfterMs) ? own.retryAfterMs : 30000,
+    // lightmem2's own keys written in openclaw.json: set in lightmem2's config file at start, so they
+    // take effect for serve, the CLI and doctor alike (the manifest schema has no defaults to fill in)
+    lightmem2Keys: lightmem2Keys(pluginConfig),
   };
+}
+
+function lightmem2Keys(pluginConfig) {
+  if (!pluginConfig || typeof pluginConfig !== "object") return null;
+  const { openclaw: _own, ...keys } = pluginConfig;
+  return Object.keys(keys).length ? keys : null;
 }
 
 export class Sidecar {
@@ -62,6 +71,8 @@ export class Sidecar {
     this.health = null;
     this.stderr = "";
     this.secret = null;
+    this.mergeError = null;
+    this.configuredPort = null;
   }
 
   /** Where serve listens: the port given in openclaw.json, else lightmem2's server.port (once read). */
@@ -79,9 +90,10 @@ export class Sidecar {
    */
   async loadSecret(force = false) {
     if (this.secret && !force) return this.secret;
-    const { command } = this.settings;
+    const { command, lightmem2Keys: keys } = this.settings;
+    const argv = ["config", "sidecar", ...(keys ? ["--merge", JSON.stringify(keys)] : [])];
     const answer = await new Promise((resolve, reject) => {
-      execFile(command, ["config", "sidecar"], { timeout: 15000, env: process.env }, (err, stdout, stderr) => {
+      execFile(command, argv, { timeout: 15000, env: process.env }, (err, stdout, stderr) => {
         if (err) {
           const why = String(stderr || "").trim().split("\n").pop() || err.code || err.message;
           reject(new Error(`cannot run ${command} config sidecar (${why})`));
@@ -93,6 +105,8 @@ export class Sidecar {
       const found = JSON.parse(answer);
       path = String(found.secretPath);
       if (Number.isInteger(found.port)) this.configuredPort = found.port;
+      this.mergeError = found.mergeError || null;
+      if (this.mergeError) this.logger?.warn?.(`lightmem2: openclaw.json keys not applied: ${this.mergeError}`);
     } catch {
       throw new Error(`${command} config sidecar printed ${JSON.stringify(answer.slice(0, 80))}, not JSON; is it lightmem2?`);
     }
@@ -269,15 +283,19 @@ export class Sidecar {
       else this.lastError = probe.why;
       this.ready = probe.ok;
     }
+    const merge = this.mergeError
+      ? `\n[fail] openclaw.json: plugins.entries.lightmem2.config ${this.mergeError}; fix the key there`
+      : "";
     if (this.ready && this.health) {
       const h = this.health;
-      return `[pass] openclaw plugin: sidecar at ${this.base} (lightmem2 ${h.version}, mode ${h.mode}, ${h.sessions} sessions)`;
+      return `[pass] openclaw plugin: sidecar at ${this.base} (lightmem2 ${h.version}, mode ${h.mode}, ${h.sessions} sessions)${merge}`;
     }
     const why = this.lastError || `not started yet at ${this.base}`;
     return (
       `[fail] openclaw plugin: sidecar unavailable (${why}); OpenClaw runs unmodified (fail-open)\n` +
       `       fix: check that \`${this.settings.command} serve --port ${this.port}\` starts, ` +
-      "or set plugins.entries.lightmem2.config.openclaw.command to the lightmem2 executable"
+      "or set plugins.entries.lightmem2.config.openclaw.command to the lightmem2 executable" +
+      merge
     );
   }
 }

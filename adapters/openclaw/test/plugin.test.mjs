@@ -2,7 +2,7 @@
 // The message mapping must be lossless, and every hook must fail open when the sidecar is down.
 
 import assert from "node:assert/strict";
-import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,14 +14,18 @@ import { CHALLENGE_HEADER, SECRET_HEADER, Sidecar, hostSettings, proofOf } from 
 
 const SECRET = "5e".repeat(32);
 
-/** A stand-in `lightmem2` whose `config sidecar` names a secret file holding `secret`, and `port`. */
-function fakeCli(secret = SECRET, port = 8787) {
+/**
+ * A stand-in `lightmem2` whose `config sidecar` names a secret file holding `secret`, and `port`
+ * (plus `extra`, a JSON fragment such as a mergeError); every run's arguments go to `args.log`.
+ */
+function fakeCli(secret = SECRET, port = 8787, extra = "") {
   const dir = mkdtempSync(join(tmpdir(), "lightmem2-js-"));
   writeFileSync(join(dir, "sidecar.secret"), `${secret}\n`, { mode: 0o600 });
   const exe = join(dir, "lightmem2");
   writeFileSync(
     exe,
-    `#!/bin/sh\nif [ "$1 $2" = "config sidecar" ]; then echo '{"port": ${port}, "secretPath": "${join(dir, "sidecar.secret")}"}'; ` +
+    `#!/bin/sh\nprintf '%s\\n' "$*" >> "${join(dir, "args.log")}"\n` +
+      `if [ "$1 $2" = "config sidecar" ]; then echo '{${extra}"port": ${port}, "secretPath": "${join(dir, "sidecar.secret")}"}'; ` +
       `else echo "cli ran $*"; fi\n`,
   );
   chmodSync(exe, 0o755);
@@ -411,6 +415,26 @@ test("without a port in openclaw.json the sidecar is looked for on lightmem2's o
     assert.equal(await sidecar.ensure(), true, sidecar.lastError);
     assert.equal(sidecar.base, `http://127.0.0.1:${port}`);
     assert.match(await sidecar.describe(), new RegExp(`sidecar at http://127\\.0\\.0\\.1:${port} `));
+  } finally {
+    server.close();
+  }
+});
+
+test("lightmem2's keys written in openclaw.json go to its config file, and a refusal shows in doctor", async () => {
+  const { server, port } = await fakeServe((req, res) => res.end("{}"));
+  try {
+    const cli = fakeCli(SECRET, port);
+    const config = { mode: "aggressive", reduction: { normal: { triggerChars: 5000 } }, openclaw: { autoStart: false, command: cli.exe } };
+    const sidecar = new Sidecar(hostSettings(config));
+    assert.equal(await sidecar.ensure(), true, sidecar.lastError);
+    const args = readFileSync(join(cli.dir, "args.log"), "utf8").trim().split("\n");
+    assert.deepEqual(args, [`config sidecar --merge ${JSON.stringify({ mode: "aggressive", reduction: { normal: { triggerChars: 5000 } } })}`]);
+    assert.equal(hostSettings({ openclaw: { port: 1 } }).lightmem2Keys, null); // nothing of ours: no --merge
+
+    const refusing = fakeCli(SECRET, port, '"mergeError": "mode = \\"turbo\\" is invalid", ');
+    const bad = new Sidecar(hostSettings({ mode: "turbo", openclaw: { autoStart: false, command: refusing.exe } }));
+    assert.equal(await bad.ensure(), true, bad.lastError); // still runs, on the file's own config
+    assert.match(await bad.describe(), /\n\[fail\] openclaw\.json: plugins\.entries\.lightmem2\.config mode = "turbo" is invalid; fix/);
   } finally {
     server.close();
   }

@@ -160,6 +160,12 @@ class OpenClawEnv:
         own.update(settings)
         self.write_config(data)
 
+    def set_lightmem2_keys(self, **keys: Any) -> None:
+        """lightmem2's own config keys in ``plugins.entries.lightmem2.config`` (what a user edits)."""
+        data = self.config()
+        data["plugins"]["entries"]["lightmem2"].setdefault("config", {}).update(keys)
+        self.write_config(data)
+
     def openclaw(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(self.host.openclaw), *args],

@@ -101,9 +101,8 @@ def test_gateway_aggressive_collapses_a_finished_task(make_env: Any) -> None:
         plain_gw.stop()
 
     env = make_env("lightmem2")
-    config = env.lightmem2_home / "config.json"
-    current = json.loads(config.read_text(encoding="utf-8")) if config.exists() else {}
-    config.write_text(json.dumps({**current, "mode": "aggressive"}), encoding="utf-8")
+    # aggressive mode set where an OpenClaw user sets it: in openclaw.json (DESIGN 6: it takes effect)
+    env.set_lightmem2_keys(mode="aggressive")
     gw = Gateway(env)
     try:
         gw.start()
@@ -111,6 +110,9 @@ def test_gateway_aggressive_collapses_a_finished_task(make_env: Any) -> None:
     finally:
         gw.stop()
     assert len(bodies) == len(plain)
+    # the plugin wrote it into lightmem2's own config, so the CLI and doctor see the same mode
+    config = json.loads((env.lightmem2_home / "config.json").read_text(encoding="utf-8"))
+    assert config["mode"] == "aggressive" and config["server"]["port"] == env.sidecar_port
 
     # the batch: the first turn whose requests carry task 1's summary
     first_of_turn = list(itertools.accumulate([0] + [len(steps) for _, steps in turns()]))
