@@ -87,7 +87,7 @@ def without_defaults(schema: Any) -> Any:
 
 def config_schema() -> dict[str, Any]:
     """lightmem2's config schema (without defaults) plus the ``openclaw`` section, as OpenClaw validates it."""
-    schema = without_defaults({k: v for k, v in json_schema().items() if k != "$schema"})
+    schema: dict[str, Any] = without_defaults({k: v for k, v in json_schema().items() if k != "$schema"})
     schema["properties"] = {**schema["properties"], "openclaw": HOST_SETTINGS}
     return schema
 
