@@ -165,6 +165,8 @@ class SessionTotals:
     last_error: str | None
     context_counted_by: str = "estimate"
     """``provider`` when :attr:`last_input_tokens` is the provider's figure, else ``estimate``."""
+    real_k: float = 0.0
+    """K by the provider's own figures, over the :attr:`real_calls` calls that reported them."""
 
     def hit_rate(self) -> tuple[float, bool]:
         """(hit rate, is_real): over the calls that reported usage if any did, else simulated."""
@@ -226,7 +228,14 @@ def summarize(session_id: str, calls: list[CallRecord]) -> SessionTotals:
         errors=dict(sorted(errors.items())),
         last_error=last_error,
         context_counted_by=context_by,
+        real_k=sum(_real_k(c) for c in real),
     )
+
+
+def _real_k(c: CallRecord) -> float:
+    """K of one call from what the provider reported: cached reads at 0.1x, the rest at 1x, writes 1.25x."""
+    hit, total, write = c.real_hit_tokens or 0, c.real_input_tokens or 0, c.real_cache_creation or 0
+    return k_cost(hit, max(0, total - hit - write), write)
 
 
 def _dump(value: dict[str, int]) -> str:

@@ -58,6 +58,7 @@ def totals_dict(t: SessionTotals) -> dict[str, Any]:
         "contextTokens": t.last_input_tokens,
         "contextTokensWithout": t.last_baseline_tokens,
         "contextCountedBy": t.context_counted_by,
+        "kReal": round(t.real_k, 1),
         "hitRate": round(rate, 4),
         "hitRateSource": "real" if real else "simulated",
         "realCalls": t.real_calls,

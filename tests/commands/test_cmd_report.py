@@ -22,6 +22,18 @@ def test_table_has_one_row_per_call(ledger: Ledger) -> None:
     row10 = rows[9].split()
     assert row10[-2:] == ["1,500", "m7:0"]
     assert "*" not in text  # Anthropic reported usage on every call
+    # K from the provider's own figures, next to the simulated K (not a real hit rate beside a simulated K)
+    calls = ledger.calls("cc-7f3a2b")
+    real_k = sum(
+        0.1 * (c.real_cache_read or 0)
+        + ((c.real_input_tokens or 0) - (c.real_cache_read or 0) - (c.real_cache_creation or 0))
+        + 1.25 * (c.real_cache_creation or 0)
+        for c in calls
+    )
+    assert (
+        f"K by the provider's own figures: {round(real_k):,} ({len(calls)} of {len(calls)} calls reported)"
+        in text
+    )
 
 
 def test_cache_killers_name_where_and_why(ledger: Ledger) -> None:
@@ -56,6 +68,7 @@ def test_simulated_hit_rates_are_marked(ledger: Ledger) -> None:
     assert text.startswith("session openclaw-main · mode conservative · 14 calls")
     assert "* simulated: the provider reported no cache usage" in text
     assert "cache killers: none" in text and "evictions: none" in text
+    assert "provider's own figures" not in text  # nothing reported: no real K line
 
 
 def test_all_sessions(ledger: Ledger) -> None:
