@@ -71,7 +71,9 @@ def session_text(session_id: str, calls: list[CallRecord]) -> str:
         f"K {tokens(t.k)} vs {tokens(t.k_baseline)} vanilla, both simulated: saved {tokens(t.k_saved)} "
         f"({t.k_saved_pct:.1f}%); input {tokens(t.input_tokens)} vs {tokens(t.baseline_tokens)} tokens",
         *(
-            [f"K by the provider's own figures: {tokens(t.real_k)} ({t.real_calls} of {t.calls} calls reported)"]
+            [
+                f"K by the provider's own figures: {tokens(t.real_k)} ({t.real_calls} of {t.calls} calls reported)"
+            ]
             if t.real_calls
             else []
         ),
