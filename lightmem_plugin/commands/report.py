@@ -18,7 +18,9 @@ from ..ledger import CallRecord, Ledger, summarize
 from ._format import call_dict, pct, to_json, tokens, totals_dict, where
 from .base import Command, Outcome
 
-_HEADER = f"{'call':>5} {'mode':<12} {'input':>9} {'vanilla':>9} {'hit%':>7} {'K':>9} {'K vanilla':>10} "
+# input/vanilla: our estimate of the messages (with and without lightmem2); provider: the input the
+# provider counted for the call (system prompt and tools included), what `visual` draws when reported
+_HEADER = f"{'call':>5} {'mode':<12} {'input':>9} {'vanilla':>9} {'provider':>9} {'hit%':>7} {'K':>9} {'K vanilla':>10} "
 _HEADER += f"{'evicted':>8}  break"
 
 
@@ -27,9 +29,10 @@ def _row(c: CallRecord) -> str:
     hit = f"{100 * rate:.1f}" + ("" if real else "*")
     brk = f"m{c.prefix_break_at[0]}:{c.prefix_break_at[1]}" if c.prefix_break_at else "-"
     evicted = tokens(c.evicted_tokens) if c.evicted_tokens else "-"
+    provider = tokens(c.real_input_tokens) if c.real_input_tokens is not None else "-"
     return (
         f"{c.call_index:>5} {c.mode:<12} {tokens(c.input_tokens):>9} {tokens(c.baseline_tokens):>9} "
-        f"{hit:>7} {tokens(c.k):>9} {tokens(c.k_baseline):>10} {evicted:>8}  {brk}"
+        f"{provider:>9} {hit:>7} {tokens(c.k):>9} {tokens(c.k_baseline):>10} {evicted:>8}  {brk}"
     )
 
 

@@ -120,7 +120,7 @@ def test_same_ledger_same_bytes_across_processes(ledger: Ledger) -> None:
     assert text.startswith("session swe-astropy-12907 · mode ")
     assert "  call 10 at message 7, char 0: eviction batch" in text
     assert (
-        "   10 aggressive       3,285    10,536     9.1     3,758      2,296    1,500  m7:0"
+        "   10 aggressive       3,285    10,536     3,285     9.1     3,758      2,296    1,500  m7:0"
         in text.splitlines()
     )
     assert [s["summary"]["session"] for s in json.loads(as_json)["sessions"]] == [
