@@ -46,6 +46,7 @@ from .reduction.base import PassContext, prefers_shell
 from .reduction.dedup import DedupIndex, Repeats, call_key
 from .reduction.kinds import ToolCall
 from .reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_text
+from .reduction.verbatim import passes_verbatim
 from .registry import Registry
 from .sealing import Sealer
 from .search_index import SearchIndex, index_hook
@@ -352,6 +353,8 @@ class Session:
         ``call`` is the tool call that produced it (its command tells the output's kind); within a
         request the pipeline finds it itself, a host hook passes it."""
         self.plugin.active_session = self.id
+        if passes_verbatim(call):  # a recovered original, a tool catalog: never a stub of itself
+            return output
         # keyed by the id's spelling-independent form: a host may hand the same call twice, spelled
         # two ways (OpenClaw: middleware, then assemble); the second sighting gets the same bytes
         slot = f"{call_key(call_id)}:{_digest(output)}"

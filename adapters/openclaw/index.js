@@ -177,6 +177,9 @@ export default {
             sessionId: sessionOf(ctx),
             toolCallId: String(event.toolCallId),
             output: resultToOutput(content),
+            // the tool tells the output's kind, and what passes verbatim (a recovered original, a catalog)
+            toolName: String(event.toolName ?? ""),
+            arguments: JSON.stringify(event.args ?? event.params ?? {}),
           });
           const next = resultFromOutput(content, answer.output);
           if (next === content || next.every((p, i) => p === content[i])) return undefined;

@@ -22,6 +22,7 @@ PLUGIN_ID = "lightmem2"
 RECOVER_TOOL = "lightmem2_recover"
 SEARCH_TOOL = "lightmem2_search"
 MANIFEST_NAME = "openclaw.plugin.json"
+TOOL_PROFILES = ("minimal", "coding", "messaging", "full")  # OpenClaw 2026.9.6's built-in tool profiles
 
 HOST_SETTINGS: dict[str, Any] = {
     "additionalProperties": False,
@@ -103,6 +104,12 @@ def manifest() -> dict[str, Any]:
         "id": PLUGIN_ID,
         "kind": "context-engine",
         "name": "lightmem2",
+        # every tool profile: a profile lists the plugin tools it keeps, and without these the stubs
+        # (which name lightmem2_recover) would point at a tool `tools.profile: "coding"` removed
+        "toolMetadata": {
+            tool: {"profiles": list(TOOL_PROFILES), "replaySafe": True, "sideEffecting": False}
+            for tool in (RECOVER_TOOL, SEARCH_TOOL)
+        },
         "version": __version__,
     }
 

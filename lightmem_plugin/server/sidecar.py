@@ -31,8 +31,10 @@ A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
     (its summary, at the range's place), so the answer is shorter by ``last - first`` per range.
     Without ``collapsed`` the answer maps message for message.
 ``POST /sidecar/ingest`` and ``POST /sidecar/toolResult``
-    ``{"sessionId", "toolCallId", "output"}`` -> ``{"output"}``. A tool output as the model will see it,
-    reduced once (memoised, I3). ``output`` is a string or a list of ``{"type": "text", "text"}`` parts.
+    ``{"sessionId", "toolCallId", "output", "toolName"?, "arguments"?}`` -> ``{"output"}``. A tool output
+    as the model will see it, reduced once (memoised, I3). ``output`` is a string or a list of
+    ``{"type": "text", "text"}`` parts; the tool's name and arguments (JSON text) tell its kind, and
+    what must pass verbatim (:mod:`lightmem_plugin.reduction.verbatim`).
 ``POST /sidecar/afterTurn``
     ``{"sessionId", "response"?, "usage"?, "api"?: "openai" | "anthropic" | "responses"}`` ->
     ``{"response", "recorded"}``. Placeholders restored in the model's reply (a string or a chat-form
@@ -74,6 +76,7 @@ from .._version import __version__
 from ..errors import AccessDenied, ArtifactNotFound, LightMemError
 from ..faults import on_surface
 from ..pipeline import Session
+from ..reduction.kinds import ToolCall
 from .chat_commands import CommandRunner
 from .guard import SidecarGuard
 from .proxy import Proxy, TooLarge, read_body
@@ -135,15 +138,19 @@ def _assemble(session: Session, body: JSON) -> JSON:
 def _ingest(session: Session, body: JSON) -> JSON:
     call_id = _field(body, "toolCallId", str)
     output = body.get("output")
+    name = _field(body, "toolName", str, required=False)
+    call = ToolCall(name, _field(body, "arguments", str, required=False) or "") if name else None
     if isinstance(output, str):
-        return {"output": session.ingest_tool_result(call_id, output)}
+        return {"output": session.ingest_tool_result(call_id, output, call)}
     if isinstance(output, list):
         parts = []
         for i, part in enumerate(output):
             if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
                 part = {
                     **part,
-                    "text": session.ingest_tool_result(f"{call_id}#{i}" if i else call_id, part["text"]),
+                    "text": session.ingest_tool_result(
+                        f"{call_id}#{i}" if i else call_id, part["text"], call
+                    ),
                 }
             parts.append(part)
         return {"output": parts}

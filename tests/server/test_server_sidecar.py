@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -198,3 +199,14 @@ def test_a_whole_turn_is_recorded_per_model_call(isolated_home: Path) -> None:
     rows = ledger.calls("oc-t")
     assert [r.call_index for r in rows] == [1, 2] and all(r.real_cache_read == 50 for r in rows)
     assert rows[1].baseline_tokens > rows[1].input_tokens  # the tool result counted whole without us
+
+
+def test_a_recover_called_through_openclaw_tool_search_comes_back_whole(sidecar: Any) -> None:
+    client, _, _ = sidecar
+    body = {"sessionId": "oc-v", "toolCallId": "t1", "output": BIG, "toolName": "exec", "arguments": "{}"}
+    assert client.post("/sidecar/toolResult", json=body).json()["output"] != BIG  # reduced as usual
+    args = json.dumps({"id": "openclaw:lightmem2:lightmem2_recover", "args": {"key": "k"}})
+    body = {**body, "toolCallId": "t2", "toolName": "tool_call", "arguments": args}
+    assert client.post("/sidecar/toolResult", json=body).json()["output"] == BIG
+    catalog = {**body, "toolCallId": "t3", "toolName": "tool_search", "arguments": '{"query": "recover"}'}
+    assert client.post("/sidecar/toolResult", json=catalog).json()["output"] == BIG

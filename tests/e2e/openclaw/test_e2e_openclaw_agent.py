@@ -20,6 +20,8 @@ from typing import Any
 from fake_wire import Reply
 from openclaw_e2e import OpenClawEnv
 
+from lightmem_plugin.registry import content_key
+
 STUB = re.compile(r"\[lightmem2: [^\]]*?([0-9a-f]{32})[^\]]*\]")
 TURNS = [
     (
@@ -164,3 +166,57 @@ def test_a_broken_sidecar_leaves_openclaw_unmodified(make_env: Any, tmp_path: Pa
     done = env.agent(TURNS[0][0])
     assert '"stopReason": "stop"' in done.stdout or "I read it." in done.stdout
     assert tool_text(env.fake.received[1].body, "read") == big_log().decode()
+
+
+def _result_of(body: dict[str, Any], call_id: str) -> str:
+    for m in body["messages"]:
+        if m["role"] == "tool" and m["tool_call_id"] == call_id:
+            content = m["content"]
+            return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+    raise AssertionError(f"no result of {call_id} in the request")
+
+
+def _call_ids(body: dict[str, Any], name: str) -> list[str]:
+    return [
+        c["id"]
+        for m in body["messages"]
+        if m["role"] == "assistant"
+        for c in m.get("tool_calls") or []
+        if c["function"]["name"] == name
+    ]
+
+
+def test_the_model_recovers_a_stub_through_tool_search_under_the_coding_profile(make_env: Any) -> None:
+    """OpenClaw 2026.9.6 offers plugin tools through Tool Search (tool_search, then tool_call by id) and
+    keeps them under a tool profile only when the manifest's toolMetadata names it. The model finds
+    lightmem2_recover there and gets the original back whole: before, the catalog was cut to its first
+    items and the recovered original was reduced again, into a stub of itself."""
+    env = make_env("coding-profile")
+    data = env.config()
+    data.setdefault("tools", {})["profile"] = "coding"
+    env.write_config(data)
+    (env.workspace / "big.log").write_bytes(big_log())
+    key = content_key(big_log())
+    env.fake.queue(*TURNS[0][1])
+    env.agent(TURNS[0][0])
+    recover = {"id": "openclaw:lightmem2:lightmem2_recover", "args": {"key": key}}
+    env.fake.queue(
+        Reply(
+            text="",
+            tool_calls=[("tool_search", json.dumps({"query": "recover archived original lightmem2"}))],
+        ),
+        Reply(text="", tool_calls=[("tool_call", json.dumps(recover))]),
+        Reply("Recovered."),
+    )
+    env.agent("recover the whole log")
+    bodies = [r.body for r in env.fake.received]
+    assert len(bodies) == 5
+    assert key in json.dumps(bodies[1]) and big_log().decode() not in json.dumps(
+        bodies[1]
+    )  # the read: a stub
+    catalog = _result_of(bodies[3], _call_ids(bodies[3], "tool_search")[0])
+    assert "[lightmem2:" not in catalog, catalog[-400:]  # the catalog reached the model whole
+    assert '"name": "lightmem2_recover"' in catalog and '"name": "lightmem2_search"' in catalog
+    wrapped = json.loads(_result_of(bodies[4], _call_ids(bodies[4], "tool_call")[0]))  # OpenClaw's envelope
+    assert wrapped["tool"]["name"] == "lightmem2_recover"
+    assert [p["text"] for p in wrapped["result"]["content"]] == [big_log().decode()]
