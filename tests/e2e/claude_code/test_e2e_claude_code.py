@@ -16,16 +16,22 @@ later steps ran, the final answer came, and ``lightmem2 report`` names the batch
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from e2e_support import (
     STUB_KEY,
+    Policy,
     Reply,
     ScriptedUpstream,
     assert_recovers,
@@ -365,3 +371,169 @@ def test_claude_code_aggressive_collapses_a_finished_task(
         "claude-code aggressive cache figures:", json.dumps({"with_lightmem2": with_lm, "without": without})
     )
     assert with_lm["prompt_tokens"] < without["prompt_tokens"]
+
+
+# -- proxy death: `lightmem2 serve` killed by pid in the middle of a session -----------------------
+AFTER = "seq -f 'row %g: served after the restart' 1 600"
+KILLED = "lightmem2 serve killed ({what}); doctor exit {code}"
+KILL_SCRIPT = """\
+import json, os, signal, subprocess, sys, time
+from lightmem_plugin.config import load_config
+from lightmem_plugin.hooks import serve_ctl
+
+what = sys.argv[1]
+supervisor = int(serve_ctl.pid_file().read_text())
+child = int(serve_ctl.child_pid_file().read_text())
+with open(sys.argv[2], "w") as out:
+    json.dump({"supervisor": supervisor, "child": child}, out)
+config = load_config()
+if what == "child":  # the supervisor restarts only a proxy that has served a while
+    time.sleep(serve_ctl.SERVED_AT_LEAST_S + 0.5)
+else:
+    os.kill(supervisor, signal.SIGKILL)
+os.kill(child, signal.SIGKILL)
+deadline = time.monotonic() + 10
+while serve_ctl.is_running(config, timeout=0.2) and time.monotonic() < deadline:
+    time.sleep(0.01)
+code = "-"
+if what == "both":  # nothing brings it back before the next hook: doctor sees the proxy down
+    done = subprocess.run([sys.executable, "-m", "lightmem_plugin.cli", "doctor"], capture_output=True,
+                          text=True, timeout=90, stdin=subprocess.DEVNULL)
+    with open(sys.argv[3], "w") as out:
+        out.write(done.stdout + done.stderr)
+    code = done.returncode
+print(f"lightmem2 serve killed ({what}); doctor exit {code}")  # KILLED
+"""
+
+
+def kill_policy(kill: str) -> Policy:
+    """Bash BIG, then ``kill`` (stops the proxy), then Bash AFTER (large), then SMALL, then Done."""
+    steps = [BIG, kill, AFTER, SMALL]
+
+    def answer(api: str, body: dict[str, Any]) -> Reply:
+        if not any(t.get("name") == "Bash" for t in body.get("tools") or []):
+            return Reply(text="ok")
+        done = len(_results(body))
+        if done < len(steps):
+            args = json.dumps({"command": steps[done], "description": f"step {done + 1}"})
+            return Reply(text="", tool_calls=[("Bash", args)])
+        return Reply(text="Done.")
+
+    return answer
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, killed and not yet reaped, counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _children(pids: set[int]) -> set[int]:
+    """The processes whose parent is one of ``pids`` (a supervisor's proxy)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(stat.read_text().rsplit(")", 1)[-1].split()[1]) in pids:
+                found.add(int(stat.parent.name))
+    return found
+
+
+def _reap(pids: list[int]) -> None:
+    """TERM (a supervisor then stops its proxy), then KILL what is still there after 5 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 5
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("what", ["child", "both"])
+def test_claude_code_survives_the_proxy_killed_mid_session(
+    claude: Path, what: str, tmp_path: Path, host_home: Path, isolated_home: Path
+) -> None:
+    """``child``: the proxy alone is killed (SIGKILL, by pid) during a tool call, the supervisor and
+    the PostToolUse hook are there to bring it back. ``both``: the supervisor too, so only the hook
+    can, and ``lightmem2 doctor`` run in between must say ``[fail]`` naming Claude Code. Either way
+    the next model call must reach the provider through a new proxy, and the session end."""
+    script = tmp_path / "kill_proxy.py"
+    script.write_text(KILL_SCRIPT, encoding="utf-8")
+    killed_file, doctor_file = tmp_path / "killed.json", tmp_path / "doctor.txt"
+    kill = " ".join(shlex.quote(str(p)) for p in (sys.executable, script, what, killed_file, doctor_file))
+    fake = ScriptedUpstream(kill_policy(kill))
+    work = tmp_path / "work"
+    work.mkdir()
+    port = free_port()
+    cfg = serve_ctl.Config()
+    cfg.server.port = port
+    env = _env(host_home, isolated_home)
+    env["PATH"] = f"{claude.parent}{os.pathsep}{env['PATH']}"  # doctor looks for `claude` on PATH
+    seen_pids: set[int] = set()
+    with ServerThread(fake.app) as up:
+        write_lightmem_config(isolated_home, port, up.url)
+        print(installer.run(uninstall=False, project=None))
+        try:
+            result = _claude(claude, "List the rows, restart, list again, then finish.", env, work)
+            killed = json.loads(killed_file.read_text())
+            seen_pids.update(killed.values())
+            supervisor, child = _pid(serve_ctl.pid_file()), _pid(serve_ctl.child_pid_file())
+            seen_pids.update(p for p in (supervisor, child) if p)
+            up_after = serve_ctl.is_running(cfg)
+            doctor_after = run_bounded(
+                [sys.executable, "-m", "lightmem_plugin.cli", "doctor"], env, work, 90
+            ).stdout
+        finally:
+            stop_pid(serve_ctl.pid_file())
+            deadline = time.monotonic() + 10
+            while serve_ctl.is_running(cfg) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            leaked = [p for p in seen_pids | _children(seen_pids) if _alive(p)]
+            leaked_port = serve_ctl.is_running(cfg)
+            _reap(leaked)  # whatever the supervisor in serve.pid did not take down with it
+    assert result["result"] == "Done.", result
+
+    # every scripted model call arrived, each one carrying the results of the steps before it
+    bodies = _bash_bodies(fake)
+    assert len(bodies) == 5, f"{len(bodies)} model calls reached the provider, 5 were scripted"
+    seen = [_text(r["content"]) for r in _results(bodies[-1])]
+    assert len(seen) == 4
+    for n, body in enumerate(bodies):
+        assert [_text(r["content"]) for r in _results(body)] == seen[:n], f"call {n + 1} lost a result"
+
+    # the kill ran (the proxy was down), and a new proxy served the calls after it
+    assert seen[1] == KILLED.format(what=what, code=1 if what == "both" else "-")
+    assert up_after and child is not None and child != killed["child"], "serve.child.pid is stale"
+    if what == "child":  # the supervisor's own restart: no second supervisor was started
+        assert supervisor == killed["supervisor"], "a second supervisor was started beside the first"
+    else:
+        assert supervisor != killed["supervisor"]
+
+    # what the model saw after the restart: stubs whose keys recover the outputs byte for byte, the
+    # rest verbatim
+    check_env = base_env(host_home, isolated_home)
+    for n, command in ((0, BIG), (2, AFTER)):
+        expected = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30).stdout
+        keys = STUB_KEY.findall(seen[n])
+        assert keys, f"output {n + 1} was not reduced: {seen[n][:300]!r}"
+        assert_recovers(keys[0], expected, check_env)
+    assert seen[3] == "second step done"
+
+    # doctor: [fail] naming Claude Code while the proxy was down, [pass] once it was back
+    if what == "both":
+        report = doctor_file.read_text()
+        line = next((x for x in report.splitlines() if x.startswith("[fail] server:")), None)
+        assert line is not None, report
+        assert "claude-code is wired to it" in line, line
+    assert re.search(r"^\[pass\] server: running at ", doctor_after, re.M), doctor_after
+    assert not leaked and not leaked_port, f"stopping serve.pid left these running: {leaked}"
