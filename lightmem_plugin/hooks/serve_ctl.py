@@ -5,9 +5,9 @@ would fail to bind anyway, but it would race the first one's start). The check-a
 an exclusive ``flock`` on ``serve.lock`` in the data dir. The proxy runs under a small supervisor
 (:func:`supervise`) that starts it again when it dies; the supervisor's pid goes to ``serve.pid``
 (stop it to stop both), the proxy's own to ``serve.child.pid``. While that supervisor lives, a hook
-that finds the port down waits for its restart instead of starting a second one. The child gets its own session, its
-stdin from /dev/null and its output in ``serve.log``: it must never hold the host's hook pipes open,
-or the host would wait for it.
+that finds the port down waits for its restart instead of starting a second one. The child gets its
+own session, its stdin from /dev/null and its output in ``serve.log``: it must never hold the host's
+hook pipes open, or the host would wait for it.
 """
 
 from __future__ import annotations

@@ -12,6 +12,12 @@ against the same session without lightmem2: once task 1 has left, every request 
 its one summary, whose key recovers every task 1 output the model saw (and their stubs the files);
 the first goal is verbatim, no tool result lacks its call, each request extends the one before, the
 later steps ran, the final answer came, and ``lightmem2 report`` names the batch.
+
+Proxy death: a Bash call kills ``lightmem2 serve`` by pid (SIGKILL) in the middle of a session, the
+proxy alone (its supervisor restarts it) or with its supervisor (only the PostToolUse hook can bring
+it back; ``lightmem2 doctor`` run before that hook must say ``[fail]`` naming claude-code). Every
+scripted call must reach the provider, each with every earlier result, the outputs after the restart
+stubbed with keys that recover them byte for byte, and stopping ``serve.pid`` must stop everything.
 """
 
 from __future__ import annotations
