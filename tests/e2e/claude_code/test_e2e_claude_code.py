@@ -22,22 +22,20 @@ stubbed with keys that recover them byte for byte, and stopping ``serve.pid`` mu
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import shlex
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from e2e_support import (
+    KILLED,
     STUB_KEY,
     Policy,
+    ProxyKill,
     Reply,
     ScriptedUpstream,
     assert_recovers,
@@ -381,35 +379,6 @@ def test_claude_code_aggressive_collapses_a_finished_task(
 
 # -- proxy death: `lightmem2 serve` killed by pid in the middle of a session -----------------------
 AFTER = "seq -f 'row %g: served after the restart' 1 600"
-KILLED = "lightmem2 serve killed ({what}); doctor exit {code}"
-KILL_SCRIPT = """\
-import json, os, signal, subprocess, sys, time
-from lightmem_plugin.config import load_config
-from lightmem_plugin.hooks import serve_ctl
-
-what = sys.argv[1]
-supervisor = int(serve_ctl.pid_file().read_text())
-child = int(serve_ctl.child_pid_file().read_text())
-with open(sys.argv[2], "w") as out:
-    json.dump({"supervisor": supervisor, "child": child}, out)
-config = load_config()
-if what == "child":  # the supervisor restarts only a proxy that has served a while
-    time.sleep(serve_ctl.SERVED_AT_LEAST_S + 0.5)
-else:
-    os.kill(supervisor, signal.SIGKILL)
-os.kill(child, signal.SIGKILL)
-deadline = time.monotonic() + 10
-while serve_ctl.is_running(config, timeout=0.2) and time.monotonic() < deadline:
-    time.sleep(0.01)
-code = "-"
-if what == "both":  # nothing brings it back before the next hook: doctor sees the proxy down
-    done = subprocess.run([sys.executable, "-m", "lightmem_plugin.cli", "doctor"], capture_output=True,
-                          text=True, timeout=90, stdin=subprocess.DEVNULL)
-    with open(sys.argv[3], "w") as out:
-        out.write(done.stdout + done.stderr)
-    code = done.returncode
-print(f"lightmem2 serve killed ({what}); doctor exit {code}")  # KILLED
-"""
 
 
 def kill_policy(kill: str) -> Policy:
@@ -428,43 +397,6 @@ def kill_policy(kill: str) -> Policy:
     return answer
 
 
-def _alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie, killed and not yet reaped, counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
-def _pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _children(pids: set[int]) -> set[int]:
-    """The processes whose parent is one of ``pids`` (a supervisor's proxy)."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            if int(stat.read_text().rsplit(")", 1)[-1].split()[1]) in pids:
-                found.add(int(stat.parent.name))
-    return found
-
-
-def _reap(pids: list[int]) -> None:
-    """TERM (a supervisor then stops its proxy), then KILL what is still there after 5 s."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + 5
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-
-
 @pytest.mark.parametrize("what", ["child", "both"])
 def test_claude_code_survives_the_proxy_killed_mid_session(
     claude: Path, what: str, tmp_path: Path, host_home: Path, isolated_home: Path
@@ -473,11 +405,8 @@ def test_claude_code_survives_the_proxy_killed_mid_session(
     the PostToolUse hook are there to bring it back. ``both``: the supervisor too, so only the hook
     can, and ``lightmem2 doctor`` run in between must say ``[fail]`` naming Claude Code. Either way
     the next model call must reach the provider through a new proxy, and the session end."""
-    script = tmp_path / "kill_proxy.py"
-    script.write_text(KILL_SCRIPT, encoding="utf-8")
-    killed_file, doctor_file = tmp_path / "killed.json", tmp_path / "doctor.txt"
-    kill = " ".join(shlex.quote(str(p)) for p in (sys.executable, script, what, killed_file, doctor_file))
-    fake = ScriptedUpstream(kill_policy(kill))
+    kill = ProxyKill(isolated_home)
+    fake = ScriptedUpstream(kill_policy(kill.shell(what)))
     work = tmp_path / "work"
     work.mkdir()
     port = free_port()
@@ -485,28 +414,19 @@ def test_claude_code_survives_the_proxy_killed_mid_session(
     cfg.server.port = port
     env = _env(host_home, isolated_home)
     env["PATH"] = f"{claude.parent}{os.pathsep}{env['PATH']}"  # doctor looks for `claude` on PATH
-    seen_pids: set[int] = set()
     with ServerThread(fake.app) as up:
         write_lightmem_config(isolated_home, port, up.url)
         print(installer.run(uninstall=False, project=None))
         try:
             result = _claude(claude, "List the rows, restart, list again, then finish.", env, work)
-            killed = json.loads(killed_file.read_text())
-            seen_pids.update(killed.values())
-            supervisor, child = _pid(serve_ctl.pid_file()), _pid(serve_ctl.child_pid_file())
-            seen_pids.update(p for p in (supervisor, child) if p)
+            killed = kill.killed()
+            supervisor, child = kill.running()
             up_after = serve_ctl.is_running(cfg)
             doctor_after = run_bounded(
                 [sys.executable, "-m", "lightmem_plugin.cli", "doctor"], env, work, 90
             ).stdout
         finally:
-            stop_pid(serve_ctl.pid_file())
-            deadline = time.monotonic() + 10
-            while serve_ctl.is_running(cfg) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            leaked = [p for p in seen_pids | _children(seen_pids) if _alive(p)]
-            leaked_port = serve_ctl.is_running(cfg)
-            _reap(leaked)  # whatever the supervisor in serve.pid did not take down with it
+            leaked = kill.stop_all(lambda: serve_ctl.is_running(cfg))
     assert result["result"] == "Done.", result
 
     # every scripted model call arrived, each one carrying the results of the steps before it
@@ -537,9 +457,9 @@ def test_claude_code_survives_the_proxy_killed_mid_session(
 
     # doctor: [fail] naming Claude Code while the proxy was down, [pass] once it was back
     if what == "both":
-        report = doctor_file.read_text()
+        report = kill.doctor()
         line = next((x for x in report.splitlines() if x.startswith("[fail] server:")), None)
         assert line is not None, report
         assert "claude-code is wired to it" in line, line
     assert re.search(r"^\[pass\] server: running at ", doctor_after, re.M), doctor_after
-    assert not leaked and not leaked_port, f"stopping serve.pid left these running: {leaked}"
+    assert not leaked, f"stopping serve.pid left these running (-1: the port): {leaked}"
