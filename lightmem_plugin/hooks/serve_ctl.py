@@ -4,9 +4,10 @@ Why a lock and a pid file: two host sessions starting at once must not start two
 would fail to bind anyway, but it would race the first one's start). The check-and-start runs under
 an exclusive ``flock`` on ``serve.lock`` in the data dir. The proxy runs under a small supervisor
 (:func:`supervise`) that starts it again when it dies; the supervisor's pid goes to ``serve.pid``
-(stop it to stop both), the proxy's own to ``serve.child.pid``. The child gets its own session, its
-stdin from /dev/null and its output in ``serve.log``: it must never hold the host's hook pipes open,
-or the host would wait for it.
+(stop it to stop both), the proxy's own to ``serve.child.pid``. While that supervisor lives, a hook
+that finds the port down waits for its restart instead of starting a second one. The child gets its
+own session, its stdin from /dev/null and its output in ``serve.log``: it must never hold the host's
+hook pipes open, or the host would wait for it.
 """
 
 from __future__ import annotations
@@ -106,8 +107,28 @@ def supervise() -> None:
         print(
             f"lightmem2 serve exited ({code}) after serving; starting it again", file=sys.stderr, flush=True
         )
-    with contextlib.suppress(OSError):
-        child_pid_file().unlink()
+    with contextlib.suppress(OSError, ValueError):
+        if child is not None and int(child_pid_file().read_text()) == child.pid:  # not another's
+            child_pid_file().unlink()
+
+
+def supervisor_alive() -> bool:
+    """True while the supervisor named in ``serve.pid`` runs: not when it is gone, killed and not yet
+    reaped (a zombie), or its pid now belongs to another program (Linux ``/proc`` tells)."""
+    try:
+        pid = int(pid_file().read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    proc = Path(f"/proc/{pid}")
+    if not proc.is_dir():  # no procfs (macOS): the signal probe is all there is
+        return True
+    try:
+        state = (proc / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+        cmdline = (proc / "cmdline").read_bytes()
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and SUPERVISE_CODE.encode() in cmdline
 
 
 def spawn(log: Path) -> subprocess.Popen[bytes]:
@@ -130,13 +151,25 @@ def spawn(log: Path) -> subprocess.Popen[bytes]:
 
 
 def ensure_running(config: Config, wait_s: float = START_WAIT_S) -> str:
-    """``"running"`` (already up), ``"started"`` (we started it and it answers) or ``"failed"``."""
+    """``"running"`` (already up, or back up through its supervisor), ``"started"`` (we started it and
+    it answers) or ``"failed"``. A supervisor that is alive is restarting its proxy: it is waited for,
+    never doubled."""
     if is_running(config):
         return "running"
     home = data_dir()
     with _locked(home / "serve.lock"):
         if is_running(config):
             return "running"
+        if supervisor_alive():
+            # its proxy died after serving and it is starting it again: a second supervisor would
+            # race it for the port, and the loser's exit would take the pid files with it
+            deadline = time.monotonic() + wait_s
+            while supervisor_alive():
+                if is_running(config, timeout=0.25):
+                    return "running"
+                if time.monotonic() >= deadline:
+                    return "failed"
+                time.sleep(0.05)
         proc = spawn(home / "serve.log")
         pid_file().write_text(f"{proc.pid}\n", encoding="utf-8")
         deadline = time.monotonic() + wait_s

@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -208,3 +209,117 @@ def assert_recovers(key: str, expected: str, env: dict[str, str]) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.rstrip("\n") == expected.rstrip("\n")
+
+
+# -- proxy death: `lightmem2 serve` killed by pid mid-session --------------------------------------
+KILLED = "lightmem2 serve killed ({what}); doctor exit {code}"
+_KILL_SCRIPT = """\
+import json, os, signal, subprocess, sys, time
+
+what, home = sys.argv[1], sys.argv[2]
+os.environ["LIGHTMEM2_HOME"] = home  # a host may hand its tools a filtered environment
+from lightmem_plugin.config import load_config
+from lightmem_plugin.hooks import serve_ctl
+
+supervisor = int(serve_ctl.pid_file().read_text())
+child = int(serve_ctl.child_pid_file().read_text())
+with open(os.path.join(home, "..", "killed.json"), "w") as out:
+    json.dump({"supervisor": supervisor, "child": child}, out)
+config = load_config()
+if what == "child":  # the supervisor restarts only a proxy that has served a while
+    time.sleep(serve_ctl.SERVED_AT_LEAST_S + 0.5)
+else:
+    os.kill(supervisor, signal.SIGKILL)
+os.kill(child, signal.SIGKILL)
+deadline = time.monotonic() + 10
+while serve_ctl.is_running(config, timeout=0.2) and time.monotonic() < deadline:
+    time.sleep(0.01)
+code = "-"
+if what == "both":  # nothing brings it back before the next hook: doctor sees the proxy down
+    done = subprocess.run([sys.executable, "-m", "lightmem_plugin.cli", "doctor"], capture_output=True,
+                          text=True, timeout=90, stdin=subprocess.DEVNULL)
+    with open(os.path.join(home, "..", "doctor.txt"), "w") as out:
+        out.write(done.stdout + done.stderr)
+    code = done.returncode
+print(f"lightmem2 serve killed ({what}); doctor exit {code}")  # KILLED
+"""
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, killed and not yet reaped, counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _children(pids: set[int]) -> set[int]:
+    """The processes whose parent is one of ``pids`` (a supervisor's proxy)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(stat.read_text().rsplit(")", 1)[-1].split()[1]) in pids:
+                found.add(int(stat.parent.name))
+    return found
+
+
+def read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+class ProxyKill:
+    """Kills the hook-started ``lightmem2 serve`` by pid (SIGKILL): ``child``, the proxy alone (its
+    supervisor restarts it once it has served ``SERVED_AT_LEAST_S``), or ``both``, supervisor and proxy
+    (then ``lightmem2 doctor`` runs while nothing listens; :meth:`doctor` is its output). A host runs
+    :meth:`shell` as a tool call, or a test runs :meth:`command` itself; the command prints
+    ``KILLED``. :meth:`stop_all` stops ``serve.pid`` and returns what that left running (reaped)."""
+
+    def __init__(self, lightmem_home: Path) -> None:
+        self.home = lightmem_home
+        self.script = lightmem_home.parent / "kill_proxy.py"
+        self.script.write_text(_KILL_SCRIPT, encoding="utf-8")
+        self.pids: set[int] = set()
+
+    def command(self, what: str) -> list[str]:
+        return [sys.executable, str(self.script), what, str(self.home)]
+
+    def shell(self, what: str) -> str:
+        return " ".join(shlex.quote(a) for a in self.command(what))
+
+    def killed(self) -> dict[str, int]:
+        """The supervisor and proxy pids the kill found."""
+        found: dict[str, int] = json.loads((self.home.parent / "killed.json").read_text())
+        self.pids.update(found.values())
+        return found
+
+    def doctor(self) -> str:
+        return (self.home.parent / "doctor.txt").read_text()
+
+    def running(self) -> tuple[int | None, int | None]:
+        """(serve.pid, serve.child.pid) now."""
+        pids = read_pid(self.home / "serve.pid"), read_pid(self.home / "serve.child.pid")
+        self.pids.update(p for p in pids if p)
+        return pids
+
+    def stop_all(self, is_up: Callable[[], bool]) -> list[int]:
+        """Stop ``serve.pid``; the pids seen (and their children) still running after it, and whether
+        the port still answers, are reported, then TERMed and KILLed."""
+        self.running()
+        stop_pid(self.home / "serve.pid")
+        deadline = time.monotonic() + 10
+        while is_up() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        leaked = sorted(p for p in self.pids | _children(self.pids) if _alive(p))
+        port_up = is_up()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in leaked:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + 5
+            while any(_alive(p) for p in leaked) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        return leaked + ([-1] if port_up else [])

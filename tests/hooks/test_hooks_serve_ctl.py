@@ -171,3 +171,50 @@ def test_the_supervisor_restarts_a_proxy_killed_mid_turn(isolated_home: Path) ->
     while serve_ctl.is_running(cfg) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not serve_ctl.is_running(cfg)  # stopping the supervisor stops the proxy
+
+
+def test_a_hook_waits_for_the_supervisor_restarting_the_proxy(isolated_home: Path) -> None:
+    """The proxy killed during a tool call, its supervisor alive: the PostToolUse hook that runs next
+    finds the port down while the supervisor starts the proxy again. It must wait for that restart,
+    not start a second supervisor: the two proxies raced for the port (seen on Claude Code 2.1.332),
+    the loser's supervisor exited and deleted the winner's serve.child.pid, and serve.pid could name
+    a dead supervisor while the live one ran on, out of reach of `stop serve.pid`."""
+    from lightmem_plugin.hooks import claude_code
+
+    port = _free_port()
+    (isolated_home / "config.json").write_text(json.dumps({"server": {"port": port}}))
+    cfg = _config(port)
+    try:
+        assert serve_ctl.ensure_running(cfg, wait_s=20) == "started"
+        supervisor = int(serve_ctl.pid_file().read_text())
+        time.sleep(serve_ctl.SERVED_AT_LEAST_S)  # it has served: the supervisor restarts it
+        child = int(serve_ctl.child_pid_file().read_text())
+        os.kill(child, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while serve_ctl.is_running(cfg, timeout=0.2) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        claude_code.handle("PostToolUse", {"tool_name": "Bash", "tool_response": {"stdout": "ok"}})
+        deadline = time.monotonic() + 20
+        while not serve_ctl.is_running(cfg) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert serve_ctl.is_running(cfg)
+        time.sleep(1.0)  # a second supervisor's proxy would have lost the port and exited by now
+        assert int(serve_ctl.pid_file().read_text()) == supervisor, "a second supervisor was started"
+        now = int(serve_ctl.child_pid_file().read_text())
+        assert now != child
+        os.kill(now, 0)  # serve.child.pid names the proxy that runs
+    finally:
+        _stop(serve_ctl.pid_file())
+    deadline = time.monotonic() + 10
+    while serve_ctl.is_running(cfg) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not serve_ctl.is_running(cfg), "stopping serve.pid left a proxy running"
+
+
+def test_supervisor_alive_is_false_for_a_dead_or_foreign_pid(isolated_home: Path) -> None:
+    serve_ctl.pid_file().write_text(f"{os.getpid()}\n")  # alive, but this test process is no supervisor
+    assert serve_ctl.supervisor_alive() is False
+    serve_ctl.pid_file().write_text("999999999\n")
+    assert serve_ctl.supervisor_alive() is False
+    serve_ctl.pid_file().unlink()
+    assert serve_ctl.supervisor_alive() is False

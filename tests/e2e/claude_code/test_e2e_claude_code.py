@@ -12,11 +12,18 @@ against the same session without lightmem2: once task 1 has left, every request 
 its one summary, whose key recovers every task 1 output the model saw (and their stubs the files);
 the first goal is verbatim, no tool result lacks its call, each request extends the one before, the
 later steps ran, the final answer came, and ``lightmem2 report`` names the batch.
+
+Proxy death: a Bash call kills ``lightmem2 serve`` by pid (SIGKILL) in the middle of a session, the
+proxy alone (its supervisor restarts it) or with its supervisor (only the PostToolUse hook can bring
+it back; ``lightmem2 doctor`` run before that hook must say ``[fail]`` naming claude-code). Every
+scripted call must reach the provider, each with every earlier result, the outputs after the restart
+stubbed with keys that recover them byte for byte, and stopping ``serve.pid`` must stop everything.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -25,7 +32,10 @@ from typing import Any
 
 import pytest
 from e2e_support import (
+    KILLED,
     STUB_KEY,
+    Policy,
+    ProxyKill,
     Reply,
     ScriptedUpstream,
     assert_recovers,
@@ -365,3 +375,91 @@ def test_claude_code_aggressive_collapses_a_finished_task(
         "claude-code aggressive cache figures:", json.dumps({"with_lightmem2": with_lm, "without": without})
     )
     assert with_lm["prompt_tokens"] < without["prompt_tokens"]
+
+
+# -- proxy death: `lightmem2 serve` killed by pid in the middle of a session -----------------------
+AFTER = "seq -f 'row %g: served after the restart' 1 600"
+
+
+def kill_policy(kill: str) -> Policy:
+    """Bash BIG, then ``kill`` (stops the proxy), then Bash AFTER (large), then SMALL, then Done."""
+    steps = [BIG, kill, AFTER, SMALL]
+
+    def answer(api: str, body: dict[str, Any]) -> Reply:
+        if not any(t.get("name") == "Bash" for t in body.get("tools") or []):
+            return Reply(text="ok")
+        done = len(_results(body))
+        if done < len(steps):
+            args = json.dumps({"command": steps[done], "description": f"step {done + 1}"})
+            return Reply(text="", tool_calls=[("Bash", args)])
+        return Reply(text="Done.")
+
+    return answer
+
+
+@pytest.mark.parametrize("what", ["child", "both"])
+def test_claude_code_survives_the_proxy_killed_mid_session(
+    claude: Path, what: str, tmp_path: Path, host_home: Path, isolated_home: Path
+) -> None:
+    """``child``: the proxy alone is killed (SIGKILL, by pid) during a tool call, the supervisor and
+    the PostToolUse hook are there to bring it back. ``both``: the supervisor too, so only the hook
+    can, and ``lightmem2 doctor`` run in between must say ``[fail]`` naming Claude Code. Either way
+    the next model call must reach the provider through a new proxy, and the session end."""
+    kill = ProxyKill(isolated_home)
+    fake = ScriptedUpstream(kill_policy(kill.shell(what)))
+    work = tmp_path / "work"
+    work.mkdir()
+    port = free_port()
+    cfg = serve_ctl.Config()
+    cfg.server.port = port
+    env = _env(host_home, isolated_home)
+    env["PATH"] = f"{claude.parent}{os.pathsep}{env['PATH']}"  # doctor looks for `claude` on PATH
+    with ServerThread(fake.app) as up:
+        write_lightmem_config(isolated_home, port, up.url)
+        print(installer.run(uninstall=False, project=None))
+        try:
+            result = _claude(claude, "List the rows, restart, list again, then finish.", env, work)
+            killed = kill.killed()
+            supervisor, child = kill.running()
+            up_after = serve_ctl.is_running(cfg)
+            doctor_after = run_bounded(
+                [sys.executable, "-m", "lightmem_plugin.cli", "doctor"], env, work, 90
+            ).stdout
+        finally:
+            leaked = kill.stop_all(lambda: serve_ctl.is_running(cfg))
+    assert result["result"] == "Done.", result
+
+    # every scripted model call arrived, each one carrying the results of the steps before it
+    bodies = _bash_bodies(fake)
+    assert len(bodies) == 5, f"{len(bodies)} model calls reached the provider, 5 were scripted"
+    seen = [_text(r["content"]) for r in _results(bodies[-1])]
+    assert len(seen) == 4
+    for n, body in enumerate(bodies):
+        assert [_text(r["content"]) for r in _results(body)] == seen[:n], f"call {n + 1} lost a result"
+
+    # the kill ran (the proxy was down), and a new proxy served the calls after it
+    assert seen[1] == KILLED.format(what=what, code=1 if what == "both" else "-")
+    assert up_after and child is not None and child != killed["child"], "serve.child.pid is stale"
+    if what == "child":  # the supervisor's own restart: no second supervisor was started
+        assert supervisor == killed["supervisor"], "a second supervisor was started beside the first"
+    else:
+        assert supervisor != killed["supervisor"]
+
+    # what the model saw after the restart: stubs whose keys recover the outputs byte for byte, the
+    # rest verbatim
+    check_env = base_env(host_home, isolated_home)
+    for n, command in ((0, BIG), (2, AFTER)):
+        expected = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30).stdout
+        keys = STUB_KEY.findall(seen[n])
+        assert keys, f"output {n + 1} was not reduced: {seen[n][:300]!r}"
+        assert_recovers(keys[0], expected, check_env)
+    assert seen[3] == "second step done"
+
+    # doctor: [fail] naming Claude Code while the proxy was down, [pass] once it was back
+    if what == "both":
+        report = kill.doctor()
+        line = next((x for x in report.splitlines() if x.startswith("[fail] server:")), None)
+        assert line is not None, report
+        assert "claude-code is wired to it" in line, line
+    assert re.search(r"^\[pass\] server: running at ", doctor_after, re.M), doctor_after
+    assert not leaked, f"stopping serve.pid left these running (-1: the port): {leaked}"

@@ -18,14 +18,18 @@ it, the rest verbatim or stubbed with a key that recovers it byte for byte.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from e2e_support import (
+    KILLED,
     STUB_KEY,
+    ProxyKill,
     Reply,
     ScriptedUpstream,
     assert_recovers,
@@ -342,3 +346,117 @@ def test_tool_success_and_exit_code_reach_the_model_unchanged(
         json.dumps({"with_lightmem2": with_lm, "without": without}),
     )
     assert with_lm["prompt_tokens"] < without["prompt_tokens"] and with_lm["K"] < without["K"]
+
+
+# -- proxy death: `lightmem2 serve` killed by pid in the middle of a session -----------------------
+AFTER = "seq -f 'row %g: served after the restart' 1 220"
+PROMPTS = ("List the rows, restart, list again, then finish.", "Now list the rows again.")
+
+
+def kill_policy(turns: list[list[str]]) -> Any:
+    """Turn ``t`` (the one whose prompt came last) runs ``turns[t]`` with exec_command, then ends."""
+
+    def answer(api: str, body: dict[str, Any]) -> Reply:
+        if "exec_command" not in _tool_names(body):
+            return Reply(text="ok")
+        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        turn, start = 0, 0
+        for n, item in enumerate(items):
+            if item.get("type") == "message" and item.get("role") == "user":
+                for t, prompt in enumerate(PROMPTS):
+                    if prompt in json.dumps(item):
+                        turn, start = t, n
+        done = sum(1 for i in items[start:] if i.get("type") == "function_call_output")
+        if done < len(turns[turn]):
+            return Reply(text="", tool_calls=[("exec_command", json.dumps({"cmd": turns[turn][done]}))])
+        return Reply(text=f"Done {turn + 1}.")
+
+    return answer
+
+
+def _last_message(run: subprocess.CompletedProcess[str]) -> str | None:
+    events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    texts = [
+        e["item"].get("text")
+        for e in events
+        if e.get("type") == "item.completed" and e["item"].get("type") == "agent_message"
+    ]
+    return texts[-1] if texts else None
+
+
+@pytest.mark.parametrize("what", ["child", "both"])
+def test_codex_survives_the_proxy_killed_mid_session(
+    codex: Path, what: str, tmp_path: Path, host_home: Path, isolated_home: Path
+) -> None:
+    """``child``: the proxy alone is killed (SIGKILL, by pid) by a command the model runs; Codex makes
+    the turn's next call with no hook in between, so the supervisor must bring it back within Codex's
+    retries. ``both``: the supervisor too, between two turns of one session (``codex exec``, then
+    ``codex exec resume --last``); ``lightmem2 doctor`` then says ``[fail]`` naming codex, and the next
+    turn's hooks bring it back. Every scripted call must reach the provider through a new proxy."""
+    kill = ProxyKill(isolated_home)
+    turns = [[BIG, kill.shell("child"), AFTER]] if what == "child" else [[BIG], [AFTER]]
+    fake = ScriptedUpstream(kill_policy(turns), namespaced)
+    work = tmp_path / "work"
+    work.mkdir()
+    port = free_port()
+    cfg = serve_ctl.Config()
+    cfg.server.port = port
+    flags = ["--skip-git-repo-check", "--dangerously-bypass-hook-trust", "--json"]
+    flags.append("--dangerously-bypass-approvals-and-sandbox")  # the kill signals the proxy, by pid
+    with ServerThread(fake.app) as up:
+        write_lightmem_config(isolated_home, port, up.url)
+        _codex_home(host_home, 'model = "fake-model"\n')
+        print(installer.run(uninstall=False, project=None))
+        env = {**base_env(host_home, isolated_home), "OPENAI_API_KEY": "dummy"}
+        env["PATH"] = f"{codex.parent}{os.pathsep}{env['PATH']}"  # doctor looks for `codex` on PATH
+        try:
+            runs = [run_bounded([str(codex), "exec", *flags, PROMPTS[0]], env, work, CODEX_TIMEOUT_S)]
+            if what == "both":
+                between = run_bounded(kill.command("both"), env, work, 120)
+                assert between.stdout.strip() == KILLED.format(what="both", code=1), between.stderr
+                cmd = [str(codex), "exec", "resume", "--last", *flags, PROMPTS[1]]
+                runs.append(run_bounded(cmd, env, work, CODEX_TIMEOUT_S))
+            killed = kill.killed()
+            supervisor, child = kill.running()
+            up_after = serve_ctl.is_running(cfg)
+            doctor_after = run_bounded(
+                [sys.executable, "-m", "lightmem_plugin.cli", "doctor"], env, work, 90
+            ).stdout
+        finally:
+            leaked = kill.stop_all(lambda: serve_ctl.is_running(cfg))
+    for n, run in enumerate(runs):
+        assert run.returncode == 0, f"codex turn {n + 1} failed ({run.returncode}):\n{run.stderr[-3000:]}"
+        assert _last_message(run) == f"Done {n + 1}.", run.stdout[-2000:]
+
+    # every scripted model call arrived, each one carrying every output before it
+    bodies = [b for api, b in fake.model_bodies if api == "responses" and "exec_command" in _tool_names(b)]
+    assert len(bodies) == 4, f"{len(bodies)} model calls reached the provider, 4 were scripted"
+    seen = [o["output"] for o in _outputs(bodies[-1])]
+    assert len(seen) == (3 if what == "child" else 2)
+    counts = [len(_outputs(b)) for b in bodies]
+    assert counts == ([0, 1, 2, 3] if what == "child" else [0, 1, 1, 2]), counts
+    for body in bodies:
+        assert [o["output"] for o in _outputs(body)] == seen[: len(_outputs(body))]
+
+    # a new proxy served the calls after the kill; within a turn, the supervisor's own restart
+    assert up_after and child is not None and child != killed["child"], "serve.child.pid is stale"
+    if what == "child":
+        assert supervisor == killed["supervisor"], "a second supervisor was started beside the first"
+        _status, code, body = model_view(seen[1])
+        assert code == "0" and body.rstrip("\n") == KILLED.format(what="child", code="-"), seen[1]
+
+    # the large outputs, before and after the restart: stubbed, the keys recover them byte for byte
+    check_env = base_env(host_home, isolated_home)
+    for output, command in ((seen[0], BIG), (seen[-1], AFTER)):
+        expected = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30).stdout
+        _status, code, body = model_view(output)
+        keys = STUB_KEY.findall(body)
+        assert code == "0" and keys, f"not reduced: {str(output)[:300]!r}"
+        assert_recovers(keys[0], expected, check_env)
+
+    # doctor: [fail] naming Codex while the proxy was down, [pass] once it was back
+    if what == "both":
+        line = next((x for x in kill.doctor().splitlines() if x.startswith("[fail] server:")), None)
+        assert line is not None and "codex is wired to it" in line, kill.doctor()
+    assert re.search(r"^\[pass\] server: running at ", doctor_after, re.M), doctor_after
+    assert not leaked, f"stopping serve.pid left these running (-1: the port): {leaked}"
