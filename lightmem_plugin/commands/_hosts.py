@@ -69,6 +69,17 @@ class Probe:
     run: Callable[[list[str]], tuple[int, str]] = run_command
     get: Callable[[str, dict[str, str]], tuple[int | None, str]] = http_get
     home: Path = field(default_factory=Path.home)
+    cwd: Path = field(default_factory=Path.cwd)
+    """Where doctor runs: a project installed with ``--project`` is wired in for sessions started there."""
+
+    def project_dirs(self) -> list[Path]:
+        """``cwd`` and its parents, nearest first, up to (not including) the home directory."""
+        out: list[Path] = []
+        for folder in (self.cwd, *self.cwd.parents):
+            if folder == self.home:
+                break
+            out.append(folder)
+        return out
 
 
 Version = tuple[int, int, int]
@@ -127,22 +138,41 @@ def _wired(host: Host, exe: str, probe: Probe) -> tuple[bool | None, str]:
             return None, f"`openclaw plugins list` failed (exit {code}): {out.strip()[:120]}"
         return "lightmem2" in out, "openclaw plugins list"
     if host.name == "claude-code":
-        path = probe.home / ".claude" / "settings.json"
+        # the project's own settings first (`install claude-code --project DIR`), then the user's
+        files = [
+            d / ".claude" / name
+            for d in probe.project_dirs()
+            for name in ("settings.json", "settings.local.json")
+        ]
+        return _first_wired([*files, probe.home / ".claude" / "settings.json"], _claude_wired, "hooks in")
+    files = [d / ".codex" / "config.toml" for d in probe.project_dirs()]
+    return _first_wired(
+        [*files, probe.home / ".codex" / "config.toml"], _codex_wired, "[model_providers.lightmem2] in"
+    )
+
+
+def _claude_wired(path: Path) -> bool:
+    hooks = json.loads(path.read_text(encoding="utf-8")).get("hooks") or {}
+    return "lightmem2" in json.dumps(hooks)
+
+
+def _codex_wired(path: Path) -> bool:
+    providers = tomllib.loads(path.read_text(encoding="utf-8")).get("model_providers") or {}
+    return isinstance(providers, dict) and "lightmem2" in providers
+
+
+def _first_wired(paths: list[Path], wired: Callable[[Path], bool], label: str) -> tuple[bool | None, str]:
+    """(wired?, where) from the first of ``paths`` that wires lightmem2 in; the last one looked at when
+    none does (the user's own file); None when one that exists cannot be read."""
+    for path in paths:
         if not path.exists():
-            return False, str(path)
+            continue
         try:
-            hooks = json.loads(path.read_text(encoding="utf-8")).get("hooks") or {}
+            if wired(path):
+                return True, f"{label} {path}"
         except (OSError, ValueError, AttributeError) as err:
             return None, f"{path} unreadable: {err}"
-        return "lightmem2" in json.dumps(hooks), f"hooks in {path}"
-    path = probe.home / ".codex" / "config.toml"
-    if not path.exists():
-        return False, str(path)
-    try:
-        providers = tomllib.loads(path.read_text(encoding="utf-8")).get("model_providers") or {}
-    except (OSError, ValueError) as err:
-        return None, f"{path} unreadable: {err}"
-    return isinstance(providers, dict) and "lightmem2" in providers, f"[model_providers.lightmem2] in {path}"
+    return False, str(paths[-1])
 
 
 def check_host(host: Host, probe: Probe) -> Check:

@@ -192,6 +192,13 @@ def add(project: str | None) -> str:
         "`codex exec --dangerously-bypass-hook-trust`. Check with `lightmem2 doctor`; undo with "
         f"`lightmem2 install codex --uninstall{flag}`."
     )
+    if project:
+        # measured on 0.169/0.171: an untrusted project's .codex/config.toml is ignored without a word
+        notes += (
+            f" Codex reads {config_path} only in a trusted project: answer the trust prompt in the Codex TUI "
+            f"when you open {Path(project).expanduser().resolve()}, or run `codex exec --trust` there once; "
+            "until then Codex does not use lightmem2 in that project."
+        )
     return "\n".join(r.rstrip("\n") for r in reports if r) + "\n" + notes
 
 

@@ -20,15 +20,20 @@ class FakeMachine:
     """A machine with some host CLIs, their outputs, and HTTP endpoints that answer or not."""
 
     def __init__(
-        self, home: Path, programs: dict[str, dict[str, tuple[int, str]]], http: dict[str, int]
+        self,
+        home: Path,
+        programs: dict[str, dict[str, tuple[int, str]]],
+        http: dict[str, int],
+        cwd: Path | None = None,
     ) -> None:
         self.home = home
+        self.cwd = cwd or home
         self.programs = programs
         self.http = http
         self.requests: list[tuple[str, dict[str, str]]] = []
 
     def probe(self) -> Probe:
-        return Probe(which=self.which, run=self.run, get=self.get, home=self.home)
+        return Probe(which=self.which, run=self.run, get=self.get, home=self.home, cwd=self.cwd)
 
     def which(self, name: str) -> str | None:
         return f"/usr/local/bin/{name}" if name in self.programs else None
@@ -177,6 +182,26 @@ def test_host_cases(
     assert check.status == status and detail in check.detail
     if status != "pass":
         assert check.fix
+
+
+@pytest.mark.parametrize("exe", ["claude", "codex"])
+def test_a_project_installed_with_project_is_wired_in_when_doctor_runs_there(home: Path, exe: str) -> None:
+    """`install ... --project DIR` wires DIR only; doctor run inside DIR (or below it) must say so."""
+    project = home / "work" / "proj"
+    (project / "src").mkdir(parents=True)
+    if exe == "claude":
+        write_claude_settings(project, "/opt/lightmem2/bin/lightmem2 hook claude-code PostToolUse")
+        version, where = "2.1.332 (Claude Code)", f"hooks in {project / '.claude' / 'settings.json'}"
+    else:
+        write_codex_config(project, '[model_providers.lightmem2]\nbase_url = "http://127.0.0.1:8787/v1"\n')
+        version, where = "codex-cli 0.171.0", f"in {project / '.codex' / 'config.toml'}"
+    host = next(h for h in HOSTS if h.exe == exe)
+    inside = check_host(
+        host, FakeMachine(home, {exe: {"--version": (0, version)}}, {}, project / "src").probe()
+    )
+    assert inside.status == "pass" and inside.wired and where in inside.detail, inside.detail
+    outside = check_host(host, FakeMachine(home, {exe: {"--version": (0, version)}}, {}, home).probe())
+    assert outside.status == "warn" and "not wired in" in outside.detail
 
 
 def test_too_old_claude_with_our_hooks_fails(home: Path) -> None:

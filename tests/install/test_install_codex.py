@@ -131,12 +131,14 @@ def test_configs_we_refuse(codex_home: Path, content: str, needle: str) -> None:
 
 def test_codex_home_and_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "ch"))
-    cx.run()
+    assert "trusted project" not in cx.run()
     assert (tmp_path / "ch" / "config.toml").exists()
     project = tmp_path / "repo"
     project.mkdir()
-    cx.run(project=str(project))
+    said = cx.run(project=str(project))
     assert config(project / ".codex")["model_provider"] == "lightmem2"
+    # an untrusted project's config is ignored by Codex without a word: the installer says so
+    assert "only in a trusted project" in said and "`codex exec --trust`" in said and str(project) in said
     cx.run(uninstall=True, project=str(project))
     assert list(project.iterdir()) == []
 
