@@ -2,9 +2,11 @@
 
 What it edits (user scope ``~/.claude/``, or ``DIR/.claude/`` with ``--project``):
 
-- ``settings.json``: ``env.ANTHROPIC_BASE_URL`` -> the ``lightmem2 serve`` proxy, and the
-  ``SessionStart``, ``UserPromptSubmit`` and ``PostToolUse`` hooks (``lightmem2 hook claude-code
-  EVENT``), after any hooks of the user's own;
+- ``settings.json`` (with ``--project``: ``settings.local.json``, the project's personal file, because
+  what goes in names this machine: the hook's absolute executable path and the proxy's loopback URL,
+  which a ``settings.json`` shared with the team would hand to everyone): ``env.ANTHROPIC_BASE_URL`` ->
+  the ``lightmem2 serve`` proxy, and the ``SessionStart``, ``UserPromptSubmit`` and ``PostToolUse``
+  hooks (``lightmem2 hook claude-code EVENT``), after any hooks of the user's own;
 - ``commands/lightmem2.md``: the ``/lightmem2`` command, so it completes in the prompt (the
   ``UserPromptSubmit`` hook answers it without a model call; without the hook it runs the CLI).
 
@@ -67,10 +69,15 @@ def undo_settings(text: str, facts: dict[str, Any]) -> str | None:
     return _dump(data)
 
 
+def settings_file(folder: Path, project: str | None) -> Path:
+    """The settings file lightmem2 edits: the user's ``settings.json``, or a project's personal one."""
+    return folder / ("settings.local.json" if project else "settings.json")
+
+
 def add(project: str | None) -> str:
     """Add lightmem2 to Claude Code's settings; the report of every change."""
     folder = claude_dir(project)
-    settings = folder / "settings.json"
+    settings = settings_file(folder, project)
     data = _hooks_json.load_file(settings)
     proxy = base_url(load_config())
     env = data.get("env")
@@ -97,11 +104,15 @@ def add(project: str | None) -> str:
 def remove(project: str | None) -> str:
     """Undo :func:`add`; the report of every change."""
     folder = claude_dir(project)
+    settings = settings_file(folder, project)
     reports = [
         _edits.restore(folder / "commands" / "lightmem2.md", lambda text, facts: text),
-        _edits.restore(folder / "settings.json", undo_settings),
-        _upstream.restore(HOST),
+        _edits.restore(settings, undo_settings),
     ]
+    older = folder / "settings.json"  # where --project installs wrote before they used settings.local.json
+    if older != settings and _edits.load_state(older) is not None:
+        reports.append(_edits.restore(older, undo_settings))
+    reports.append(_upstream.restore(HOST))
     return "\n".join(r.rstrip("\n") for r in reports if r)
 
 

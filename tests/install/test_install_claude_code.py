@@ -120,7 +120,13 @@ def test_project_scope(home: Path, tmp_path: Path) -> None:
     project = tmp_path / "repo"
     project.mkdir()
     cc.run(project=str(project))
-    assert (project / ".claude" / "settings.json").exists()
+    # the machine-specific part (executable path, loopback URL) goes in the project's personal file,
+    # not in the settings.json a team shares
+    local = json.loads((project / ".claude" / "settings.local.json").read_text())
+    assert "lightmem2" in json.dumps(local["hooks"]) and local["env"]["ANTHROPIC_BASE_URL"].startswith(
+        "http://127.0.0.1:"
+    )
+    assert not (project / ".claude" / "settings.json").exists()
     assert not (home / ".claude").exists()
     cc.run(uninstall=True, project=str(project))
     assert list(project.iterdir()) == []
@@ -247,3 +253,22 @@ def test_the_upstream_edit_keeps_the_format_of_lightmem2s_config(
     assert mine.read_text(encoding="utf-8") == json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
     cc.run(uninstall=True)
     assert json.loads(mine.read_text(encoding="utf-8")) == {**user, "mode": "normal"}
+
+
+def test_uninstall_also_undoes_an_older_project_install_in_settings_json(home: Path, tmp_path: Path) -> None:
+    """--project used to write the shared settings.json; --uninstall still takes that back out."""
+    from lightmem_plugin.install import _edits, _hooks_json
+
+    project = tmp_path / "repo"
+    (project / ".claude").mkdir(parents=True)
+    shared = project / ".claude" / "settings.json"
+    shared.write_text('{"model": "opus"}\n')
+    older = _hooks_json.add(json.loads(shared.read_text()), cc.HOST)
+    _edits.apply(
+        shared, json.dumps(older, indent=2) + "\n", {"proxy": "http://127.0.0.1:8787", "had_env": False}
+    )
+    assert "lightmem2" in shared.read_text()
+    cc.run(project=str(project))
+    cc.run(uninstall=True, project=str(project))
+    assert shared.read_text() == '{"model": "opus"}\n'
+    assert not (project / ".claude" / "settings.local.json").exists()
