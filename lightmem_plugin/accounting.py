@@ -136,6 +136,8 @@ class Accountant:
         self._cache_ours = make_cache(provider)
         self._cache_base = make_cache(provider)
         self._prev: list[str] = []
+        self.repeated = False
+        """True when the last call sent exactly what the call before it sent (a host's retry)."""
 
     def account(self, facts: CallFacts, original: Request, sent: Request) -> CallRecord:
         """The ledger row of one call (real usage still unknown)."""
@@ -144,6 +146,7 @@ class Accountant:
         base_chunks, base_texts = self._base.chunks(original)
         base = self._cache_base.observe([_HEAD, *base_chunks], keys=["<head>", *base_texts])
         brk = _first_break(self._prev, texts) if self._prev else None
+        self.repeated = bool(self._prev) and texts == self._prev
         self._prev = texts
         reason = None
         if brk is not None:

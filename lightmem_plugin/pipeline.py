@@ -242,6 +242,7 @@ class Session:
         self._baseline = Baseline(plugin.registry.peek)
         # a whole turn assembled once (OpenClaw): its first call's row waits for the turn's messages
         self._pending: tuple[CallFacts, Request, Request] | None = None
+        self._answered = False  # after_model_call ran since the last row (a retry follows no answer)
         # ledger rows of this session object: another process serving the same session writes its own
         # (never shown to the model, so a random id costs no determinism)
         self.writer = os.urandom(6).hex()
@@ -572,6 +573,14 @@ class Session:
 
         def write() -> None:
             rec = accountant.account(facts, self._baseline.expand(original), sent)
+            prev = self.last_record
+            retried = not self._answered and not usage and accountant.repeated
+            self._answered = False
+            if retried and prev is not None and not prev.has_real_usage:
+                # the same request again after one that got no answer: the host retried it (its client
+                # timed out, the connection dropped); one model call, so it keeps the first one's row
+                rec = replace(rec, call_index=prev.call_index)
+                self.calls = prev.call_index
             if usage:
                 kind = api or detect_api(usage)
                 rec = with_real_usage(rec, kind, real_usage(kind, usage))
@@ -640,6 +649,7 @@ class Session:
 
         ``api`` is ``anthropic``, ``chat`` or ``responses``; guessed from the usage keys when omitted.
         """
+        self._answered = True
         rec, ledger = self.last_record, self.plugin.ledger
         if rec is not None and ledger is not None and usage:
             kind = api or detect_api(usage)

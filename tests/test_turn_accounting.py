@@ -124,3 +124,28 @@ def test_a_turn_that_never_reports_keeps_its_first_call_row(tmp_path: Path) -> N
     assert [r.call_index for r in ledger.calls("oc")] == [1, 2]
     assert session.record_turn([{"role": "user", "content": "c"}], [(1, USAGE_1)]) == 0  # nothing pending
     assert len(ledger.calls("oc")) == 2
+
+
+def test_a_retried_request_is_one_model_call(tmp_path: Path) -> None:
+    """The same request again after one that got no answer (the host's client timed out and resent it):
+    one row, as the provider saw one call. Seen in the Claude Code e2e under load: 23 rows, 22 calls."""
+    lm, ledger = _plugin(tmp_path)
+    session = lm.session("s")
+    msgs = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "more"},
+    ]
+    session.before_model_call(msgs)
+    session.before_model_call(msgs)  # no answer in between: a retry
+    assert [r.call_index for r in ledger.calls("s")] == [1]
+    session.after_model_call({"role": "assistant", "content": "done"}, usage=USAGE_1)
+    assert ledger.calls("s")[0].real_cache_read == 900
+    session.before_model_call(
+        [*msgs, {"role": "assistant", "content": "done"}, {"role": "user", "content": "x"}]
+    )
+    session.after_model_call({"role": "assistant", "content": "y"})  # answered, though without usage
+    session.before_model_call(
+        [*msgs, {"role": "assistant", "content": "done"}, {"role": "user", "content": "x"}]
+    )
+    assert [r.call_index for r in ledger.calls("s")] == [1, 2, 3]  # an answered call sent again is a new call

@@ -92,7 +92,8 @@ def test_agent_session_is_reduced_recoverable_and_cheaper(make_env: Any) -> None
     original = big_log().decode()
     assert tool_text(plain[1], "read") == original
     seen = tool_text(bodies[1], "read")
-    assert len(seen) < len(original) // 3
+    # a file the agent read is a file view (the middleware names the tool): more of it stays than of a log
+    assert len(seen) < len(original) // 2
     stub = STUB.search(seen)
     assert stub is not None, seen[:2000]
     assert "lightmem2_recover" in stub.group(0)
