@@ -208,6 +208,17 @@ def _digest(text: str) -> str:
     return str(xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass")))
 
 
+def _with_usage(rec: CallRecord, usage: Mapping[str, Any], api: str | None) -> CallRecord:
+    """``rec`` with the provider's ``usage`` (read as ``api``; guessed from its keys when not given)."""
+    kind = api or detect_api(usage)
+    return with_real_usage(rec, kind, real_usage(kind, usage))
+
+
+def _extended(req: Request, messages: list[Message]) -> Request:
+    """``req`` with ``messages`` appended (a host's own call inside a turn it assembled once)."""
+    return Request([*req.messages, *messages], list(req.tools), dict(req.extra), dict(req.hints))
+
+
 class Session:
     """Per-session state: reduction memo, dedup index, stabilizer, counters."""
 
@@ -582,8 +593,7 @@ class Session:
                 rec = replace(rec, call_index=prev.call_index)
                 self.calls = prev.call_index
             if usage:
-                kind = api or detect_api(usage)
-                rec = with_real_usage(rec, kind, real_usage(kind, usage))
+                rec = _with_usage(rec, usage, api)
             self.last_record = rec
             ledger.record_call(rec)
 
@@ -620,27 +630,14 @@ class Session:
             self.fail.report("codec", err)
             self._write(facts, original, sent)
             return 0
-        written = 0
         for k, (position, usage) in enumerate(sorted(calls, key=lambda c: c[0])):
             head = decoded[: max(0, min(position, len(decoded)))]
             if k:
                 self.calls += 1
                 facts = replace(self._facts(Counter()), eviction=False, evicted_tokens=0, eviction_what="")
-            self._write(
-                facts,
-                Request(
-                    [*original.messages, *head],
-                    list(original.tools),
-                    dict(original.extra),
-                    dict(original.hints),
-                ),
-                Request([*sent.messages, *head], list(sent.tools), dict(sent.extra), dict(sent.hints)),
-                usage,
-                api or "",
-            )
-            written += 1
+            self._write(facts, _extended(original, head), _extended(sent, head), usage, api or "")
         self._save()
-        return written
+        return len(calls)
 
     def after_model_call(
         self, response: Any, usage: dict[str, Any] | None = None, api: str | None = None
@@ -652,10 +649,9 @@ class Session:
         self._answered = True
         rec, ledger = self.last_record, self.plugin.ledger
         if rec is not None and ledger is not None and usage:
-            kind = api or detect_api(usage)
 
             def write() -> None:
-                self.last_record = with_real_usage(rec, kind, real_usage(kind, usage))
+                self.last_record = _with_usage(rec, usage, api)
                 ledger.record_call(self.last_record)
 
             self.fail.run("ledger", write, None)

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 from pathlib import Path
-from typing import Any
 
-from ..config import MODES, Config, config_path, load_config, parse_config, write_config_data
-from ..errors import ConfigError, UsageError
+from ..config import MODES, Config, config_path, load_config, merge_config_keys
+from ..errors import UsageError
 from .base import Command, Outcome
 
 
@@ -43,18 +41,9 @@ def check_mode(value: str) -> str:
 
 def set_mode(value: str, path: Path | None = None) -> Config:
     """Persist ``value`` as the mode in the config file, keeping every other key as it was."""
-    mode = check_mode(value)
     path = path or config_path()
-    data: dict[str, Any] = {}
-    if path.exists():
-        load_config(path)  # refuse to rewrite a file that is already invalid
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: top level must be a JSON object; fix the file")
-    data["mode"] = mode
-    config = parse_config(data, path)
-    write_config_data(data, path)
-    return config
+    merge_config_keys({"mode": check_mode(value)}, path)  # refuses an invalid file, keeps the rest
+    return load_config(path)
 
 
 def run(value: str | None) -> str:
