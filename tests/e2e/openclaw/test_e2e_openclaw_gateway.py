@@ -14,8 +14,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -105,6 +105,19 @@ class Gateway:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=15)
+
+
+T = TypeVar("T")
+
+
+def on_gateway(env: OpenClawEnv, chat: Callable[[Gateway], T]) -> T:
+    """``chat`` run on a Gateway started for ``env``, stopped after it whatever happens."""
+    gw = Gateway(env)
+    try:
+        gw.start()
+        return chat(gw)
+    finally:
+        gw.stop()
 
 
 @pytest.fixture

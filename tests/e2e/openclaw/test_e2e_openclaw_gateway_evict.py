@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from e2e_support import STUB_KEY, cache_figures
-from test_e2e_openclaw_gateway import Gateway, wait_for
+from test_e2e_openclaw_gateway import Gateway, on_gateway, wait_for
 from test_e2e_openclaw_gateway_tools import _last_answer, _replies, _tool_outputs
 
 GOAL1 = "Read both logs, then write the design notes for every shard."
@@ -93,22 +93,13 @@ def _calls(body: dict[str, Any]) -> list[str]:
 
 
 def test_gateway_aggressive_collapses_a_finished_task(make_env: Any) -> None:
-    plain_gw = Gateway(make_env("plain", plugin=False))
-    try:
-        plain_gw.start()
-        plain = run_chat(plain_gw)
-    finally:
-        plain_gw.stop()
+    plain_env = make_env("plain", plugin=False)
+    plain = on_gateway(plain_env, run_chat)
 
     env = make_env("lightmem2")
     # aggressive mode set where an OpenClaw user sets it: in openclaw.json (DESIGN 6: it takes effect)
     env.set_lightmem2_keys(mode="aggressive")
-    gw = Gateway(env)
-    try:
-        gw.start()
-        bodies = run_chat(gw)
-    finally:
-        gw.stop()
+    bodies = on_gateway(env, run_chat)
     assert len(bodies) == len(plain)
     # the plugin wrote it into lightmem2's own config, so the CLI and doctor see the same mode
     config = json.loads((env.lightmem2_home / "config.json").read_text(encoding="utf-8"))
@@ -181,6 +172,6 @@ def test_gateway_aggressive_collapses_a_finished_task(make_env: Any) -> None:
     named = re.search(r"^evictions: 1 batches, [\d,]+ tokens \(calls (\d+)\)$", shown, re.M)
     assert named is not None and int(named.group(1)) == batch + 1, shown
     assert f"call {batch + 1} at message " in shown and ": eviction batch" in shown
-    with_lm, without = cache_figures(env.fake.reported), cache_figures(plain_gw.env.fake.reported)
+    with_lm, without = cache_figures(env.fake.reported), cache_figures(plain_env.fake.reported)
     print("openclaw aggressive cache figures:", json.dumps({"with_lightmem2": with_lm, "without": without}))
     assert with_lm["prompt_tokens"] < without["prompt_tokens"]

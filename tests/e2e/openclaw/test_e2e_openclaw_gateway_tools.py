@@ -20,7 +20,7 @@ from typing import Any
 
 from e2e_support import STUB_KEY, cache_figures
 from fake_wire import Reply
-from test_e2e_openclaw_gateway import Gateway, wait_for
+from test_e2e_openclaw_gateway import Gateway, on_gateway, wait_for
 
 from lightmem_plugin.reduction.dedup import call_key as dedup_key
 
@@ -91,21 +91,12 @@ def run_chat(gateway: Gateway) -> list[dict[str, Any]]:
 
 
 def test_gateway_tool_outputs_are_never_references_to_themselves(make_env: Any, tmp_path: Path) -> None:
-    plain_gw = Gateway(make_env("plain", plugin=False))
-    try:
-        plain_gw.start()
-        plain = run_chat(plain_gw)
-    finally:
-        plain_gw.stop()
+    plain_env = make_env("plain", plugin=False)
+    plain = on_gateway(plain_env, run_chat)
     env = make_env("lightmem2")
     if os.environ.get("LIGHTMEM2_E2E_SIDECAR_LOGGER"):
         env.set_plugin_settings(command=os.environ["LIGHTMEM2_E2E_SIDECAR_LOGGER"])
-    gw = Gateway(env)
-    try:
-        gw.start()
-        bodies = run_chat(gw)
-    finally:
-        gw.stop()
+    bodies = on_gateway(env, run_chat)
     assert len(bodies) == len(plain) == sum(len(steps) for _, steps in TURNS)
 
     recovered: dict[str, bytes] = {}
@@ -143,7 +134,7 @@ def test_gateway_tool_outputs_are_never_references_to_themselves(make_env: Any, 
         history = before["messages"][:-1]
         assert after["messages"][: len(history)] == history
 
-    with_lm, without = cache_figures(env.fake.reported), cache_figures(plain_gw.env.fake.reported)
+    with_lm, without = cache_figures(env.fake.reported), cache_figures(plain_env.fake.reported)
     figures = {
         "host": "openclaw 2026.9.6 gateway chat, 4 turns",
         "with_lightmem2": with_lm,
