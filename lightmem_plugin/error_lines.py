@@ -14,7 +14,10 @@ What counts (each rule anchored at the start of the line, so a line is judged by
 - exception *message* lines at column 0: ``ValueError: ...``, ``pkg.mod.CustomError: ...``, a bare
   ``AssertionError``, ``KeyboardInterrupt``, a dotted ``pkg.mod.Name: message`` (how a traceback
   names a class that does not end in Error), and Elixir's ``** (CompileError) ...``;
-- unittest headers ``FAIL: test_x (mod.Class)`` / ``ERROR: test_x (mod.Class)``;
+- unittest headers ``FAIL: test_x (mod.Class)`` / ``ERROR: test_x (mod.Class)`` and its verbose
+  result lines ``test_x (mod.Class) ... FAIL`` (any ``name ... FAILED``/``ERROR``, as check scripts
+  print them: measured on Claude Code 2.1.332, ``check_137 ... FAILED: expected 3 replicas`` was cut
+  from the middle of a failing script's output);
 - pytest ``E   `` lines (``E`` and at least three spaces, as pytest writes them) and its summary
   lines ``FAILED path::test - ...`` / ``ERROR path - ...`` (also unittest's ``FAILED (failures=1)``);
 - compiler and linter diagnostics ``file:line[:col]: error: ...`` (gcc, clang, mypy) and
@@ -70,6 +73,7 @@ _ERROR_RE = re.compile(
             rf"(?:{_EXC_NAME}|{_BARE_EXC})(?::(?: |$)|$)",  # exception line: column 0, name, ": " or end
             r"\s*\*\* \([A-Z][\w.]*\) ",  # Elixir / ExUnit exception
             r"(?:FAIL|ERROR): \S",  # unittest header (and pip's ERROR: lines)
+            r"[\w.\-/\[\]]+(?: \([\w.]+\))? \.\.\. (?:FAIL|FAILED|ERROR)(?:[:\s]|$)",  # name ... FAIL
             r"E {3,}\S",  # pytest E line
             r"(?:FAILED|ERROR) [^\s:]+(?:::|\.py\b)",  # pytest short summary: FAILED path::test, ERROR x.py
             r"FAILED \(",  # unittest summary

@@ -18,12 +18,17 @@ Set aside as ours:
   before the lines are compared. The stabilizer replaces values by placeholders only in the head
   (system/developer messages and the first user messages), never in tool outputs.
 
-Anything else is a changed line: a stripped trailing space, a line cut inside, a rewritten value.
+A line too long to keep whole is cut inside, with the stub on the same line (``start[stub]end``): the
+text before the stub must start an original line, the text after it end one (at or after that line).
+
+Anything else is a changed line: a stripped trailing space, a line cut without a stub on it, a
+rewritten value.
 """
 
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -53,6 +58,28 @@ def strip_blocks(text: str) -> str:
     return text
 
 
+_INLINE_STUB = re.compile(r"\[lightmem2[^\]\n]*\]")
+
+
+def _inline_stub(line: str) -> tuple[str, str] | None:
+    """(text before, text after) a stub that shares its line with cut-line text, else None."""
+    m = _INLINE_STUB.search(line)
+    if m is None or (m.start() == 0 and m.end() == len(line)):
+        return None
+    return line[: m.start()], line[m.end() :]
+
+
+def _cut_line_at(lines: list[str], pos: int, before: str, after: str) -> int | None:
+    """The index after the original lines that ``before`` starts and ``after`` ends, from ``pos``."""
+    start = next((j for j in range(pos, len(lines)) if lines[j].startswith(before)), None)
+    if start is None:
+        return None
+    if not after:
+        return start + 1
+    end = next((j for j in range(start, len(lines)) if lines[j].endswith(after)), None)
+    return None if end is None else end + 1
+
+
 def changed_lines(original: str, reduced: str) -> list[str]:
     """The lines of ``reduced`` outside lightmem2 stubs and blocks that are not lines of ``original``
     taken in order (a subsequence); empty when the reduction kept every shown line byte-exact.
@@ -61,13 +88,22 @@ def changed_lines(original: str, reduced: str) -> list[str]:
     exists; a line that has no match from there on is reported and consumes nothing.
     """
     where: dict[str, list[int]] = {}
-    for i, line in enumerate(original.split("\n")):
+    lines = original.split("\n")
+    for i, line in enumerate(lines):
         where.setdefault(line, []).append(i)
     pos = 0
     out: list[str] = []
     for line in strip_blocks(reduced).split("\n"):
         if line == RECORD_LINE:
             break
+        inline = _inline_stub(line) if line not in where else None
+        if inline is not None:
+            after = _cut_line_at(lines, pos, *inline)
+            if after is None:
+                out.append(line)
+            else:
+                pos = after
+            continue
         if is_marker_line(line):
             continue
         spots = where.get(line)

@@ -122,6 +122,15 @@ class CallRecord:
         return self.real_cached_tokens
 
     @property
+    def real_baseline_tokens(self) -> int | None:
+        """The call without lightmem2 in the provider's units: what it counted plus what lightmem2
+        removed, less what it added (our tools' definitions; both our estimate, the provider never
+        sees them), None when it reported no count."""
+        if self.real_input_tokens is None:
+            return None
+        return max(0, self.real_input_tokens + self.baseline_tokens - self.input_tokens)
+
+    @property
     def has_real_usage(self) -> bool:
         """True when the provider reported both the input total and the cached part."""
         return self.real_input_tokens is not None and self.real_hit_tokens is not None
@@ -202,9 +211,10 @@ def summarize(session_id: str, calls: list[CallRecord]) -> SessionTotals:
     # what the provider counted is what it received (system prompt and tools included, which our
     # estimate of the message list leaves out); the saving on top of it is our estimate
     context, context_by = (last.input_tokens if last else 0), "estimate"
+    without = last.baseline_tokens if last else 0
     if last is not None and last.real_input_tokens:
         context, context_by = last.real_input_tokens, "provider"
-    removed = max(0, last.baseline_tokens - last.input_tokens) if last else 0
+        without = last.real_baseline_tokens or context
     return SessionTotals(
         session_id=session_id,
         calls=len(calls),
@@ -212,7 +222,7 @@ def summarize(session_id: str, calls: list[CallRecord]) -> SessionTotals:
         input_tokens=sum(c.input_tokens for c in calls),
         baseline_tokens=sum(c.baseline_tokens for c in calls),
         last_input_tokens=context,
-        last_baseline_tokens=context + removed,
+        last_baseline_tokens=without,
         hit_tokens=sum(c.hit_tokens for c in calls),
         miss_tokens=sum(c.miss_tokens for c in calls),
         write_tokens=sum(c.write_tokens for c in calls),

@@ -248,6 +248,9 @@ class Session:
         self._processed: dict[int, tuple[Message, Message]] = {}
         self._tool_calls: dict[str, ToolCall] = {}
         self.prefer_shell = False  # stubs name the shell command (see reduction.base.prefers_shell)
+        self.respelled_ids = False
+        """The host may respell call ids after we see them (OpenClaw, for some providers: letters and
+        digits only, just before each request): a repeat then names no call id (dedup.reference)."""
         self._encoded: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._accountant = Accountant(plugin.counter) if plugin.ledger is not None else None
         self._baseline = Baseline(plugin.registry.peek)
@@ -357,7 +360,14 @@ class Session:
     # -- ingestion ---------------------------------------------------------------------------------
     def _context(self, call: ToolCall | None = None) -> PassContext:
         cfg = self.cfg
-        return PassContext(cfg.mode_table(), cfg.reduction, self.plugin.registry.put, call, self.prefer_shell)
+        return PassContext(
+            cfg.mode_table(),
+            cfg.reduction,
+            self.plugin.registry.put,
+            call,
+            self.prefer_shell,
+            ids_as_sent=not self.respelled_ids,
+        )
 
     def ingest_tool_result(self, call_id: str, output: str, call: ToolCall | None = None) -> str:
         """What the model will see of this tool output; computed once per (call id, content).
@@ -370,6 +380,8 @@ class Session:
         # keyed by the id's spelling-independent form: a host may hand the same call twice, spelled
         # two ways (OpenClaw: middleware, then assemble); the second sighting gets the same bytes
         slot = f"{call_key(call_id)}:{_digest(output)}"
+        if self._in_call:  # in a request: spelled as the model reads it
+            self.repeats.outputs.confirm(call_id)
         if slot in self.memo:
             self.repeats.outputs.seen(call_id)
             hit = self.memo[slot]

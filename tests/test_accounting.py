@@ -59,3 +59,41 @@ def test_ledger_rows_show_savings_real_usage_and_head_breaks(tmp_path: Path) -> 
     assert (rows[0].real_input_tokens, rows[0].real_cached_tokens) == (700, 512)
     assert rows[1].prefix_break_at is not None and rows[1].prefix_break_at[0] == 0
     assert rows[1].break_reason is not None and "head" in rows[1].break_reason
+
+
+def test_without_lightmem2_leaves_out_the_tools_the_host_sends_only_because_of_us() -> None:
+    """Measured on Codex 0.171.0 (gpt-5.5): with lightmem2's MCP server installed, Codex adds its tools and
+    its own three MCP resource tools, ~380 tokens a call, which the ledger counted as "without
+    lightmem2" too (the saving overstated by 12% at the last call)."""
+    from lightmem_plugin.accounting import Accountant, CallFacts, own_tools
+    from lightmem_plugin.model import Message, Request, TextPart
+    from lightmem_plugin.tokens import TokenCounter
+
+    shell = {"type": "function", "name": "exec_command", "parameters": {"type": "object"}}
+    ours = {"type": "namespace", "name": "mcp__lightmem2", "tools": [{"name": "lightmem2_recover"}]}
+    resources = [
+        {"type": "function", "name": n, "description": "MCP resources"}
+        for n in ("list_mcp_resources", "read_mcp_resource")
+    ]
+    assert own_tools([shell, ours, *resources]) == [ours, *resources]
+    other = {"type": "namespace", "name": "mcp__github", "tools": [{"name": "search"}]}
+    assert own_tools([shell, ours, other, *resources]) == [ours]  # the resource tools serve github too
+    assert own_tools([shell, {"type": "function", "function": {"name": "lightmem2_search"}}]) == [
+        {"type": "function", "function": {"name": "lightmem2_search"}}
+    ]
+    assert own_tools([shell, *resources]) == []
+
+    msgs = [Message("user", [TextPart("hello " * 50)])]
+    plain = Accountant(TokenCounter()).account(
+        CallFacts("s", 1, "normal"), Request(msgs, [shell]), Request(msgs, [shell])
+    )
+    tools = [shell, ours, *resources]
+    acct = Accountant(TokenCounter())
+    rec = acct.account(CallFacts("s", 1, "normal"), Request(msgs, tools), Request(msgs, tools))
+    assert acct.footprint(tools) > 20
+    assert rec.input_tokens == plain.input_tokens
+    assert rec.baseline_tokens == plain.baseline_tokens - acct.footprint(tools)
+    from dataclasses import replace
+
+    counted = replace(rec, real_input_tokens=1000)
+    assert counted.real_baseline_tokens == 1000 - acct.footprint(tools)  # the provider's count, less ours

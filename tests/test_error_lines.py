@@ -28,6 +28,9 @@ ERROR = [
     "Error: Build failed with 1 error:",
     "ERROR: test_q (__main__.QTests.test_q)",
     "ERROR: test_dataset (unittest.loader._FailedTest.test_dataset)",
+    "test_add (test_math.TestMath.test_add) ... FAIL",  # unittest -v
+    "test_q (__main__.QTests.test_q) ... ERROR",
+    "check_137 ... FAILED: expected 3 replicas, found 2 (quorum lost)",  # a check script (wire audit)
     "FAILED (errors=1)",
     "E       AssertionError: Uninferable is not an instance of <class 'astroid.nodes.Func'>",
     "E   ModuleNotFoundError: No module named 'pytz'",
@@ -69,6 +72,9 @@ NOT_ERROR = [
     "def compute_area(width, height):",
     "<returncode>1</returncode>",
     "os.path: the path module",  # dotted name, but lowercase last part
+    "test_add (test_math.TestMath.test_add) ... ok",  # unittest -v, passed
+    '    print("check ... FAILED")',  # code that prints a failure
+    "Checking the replicas ... FAILED is what a bad run prints",  # prose, not a result line
 ]
 
 

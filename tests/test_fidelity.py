@@ -83,3 +83,23 @@ def test_stabilizer_tail_as_its_own_text_part_is_ours() -> None:
     tracker = ChangedLinesTracker()
     tracker.add_call([{"role": "tool", "content": parts}], [{"role": "tool", "content": [*parts, tail]}])
     assert (tracker.changed, tracker.shown) == (0, 6)
+
+
+LONG = "\n".join(["first", "x" * 50 + "MIDDLE" + "y" * 50, "z" * 80 + "END", "last"])
+
+
+def test_a_line_cut_inside_with_the_stub_on_it_is_accepted() -> None:
+    cut = "\n".join(["first", "x" * 20 + stub(KEY, 200, (2, 3)) + "z" * 10 + "END", "last"])
+    assert changed_lines(LONG, cut) == []
+    assert changed_lines(LONG, "\n".join(["first", "x" * 20 + stub(KEY, 100, (2, 2)), "last"])) == []
+    assert changed_lines(LONG, "\n".join(["first", stub(KEY, 100, (2, 3)) + "END", "last"])) == []
+
+
+def test_a_cut_line_that_looks_whole_or_is_not_the_original_is_a_changed_line() -> None:
+    # before: the kept start of a long line sat on its own line, looking like the whole line
+    alone = "\n".join(["first", "x" * 20, stub(KEY, 200, (2, 3)), "last"])
+    assert changed_lines(LONG, alone) == ["x" * 20]
+    wrong = "\n".join(["first", "q" * 20 + stub(KEY, 200, (2, 3)) + "END", "last"])
+    assert changed_lines(LONG, wrong) == [wrong.split("\n")[1]]
+    wrong_end = "\n".join(["first", "x" * 20 + stub(KEY, 200, (2, 3)) + "FIN", "last"])
+    assert changed_lines(LONG, wrong_end) == [wrong_end.split("\n")[1]]

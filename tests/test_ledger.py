@@ -261,3 +261,17 @@ def test_a_version_1_ledger_is_migrated_with_its_rows(tmp_path: Path) -> None:
     ledger = Ledger(path)
     assert [r.call_index for r in ledger.calls("old")] == [1, 2]
     assert all(r.writer == "" for r in ledger.calls("old"))
+
+
+def test_without_lightmem2_is_in_the_providers_units_when_it_counted_the_call() -> None:
+    # our estimate: 10,000 sent, 14,000 without us; the provider counted 12,500 (system prompt and tools
+    # included): without us it would have counted those 12,500 plus the 4,000 we removed
+    counted = rec(index=1, real_input_tokens=12_500, real_cached_tokens=0)
+    assert counted.real_baseline_tokens == 16_500
+    assert rec(index=1).real_baseline_tokens is None  # nothing reported: no provider-unit figure
+    t = summarize("s1", [rec(index=1), counted])
+    assert (t.last_input_tokens, t.last_baseline_tokens, t.context_counted_by) == (12_500, 16_500, "provider")
+    from lightmem_plugin.commands._format import call_dict
+
+    assert call_dict(counted)["realBaselineTokens"] == 16_500
+    assert call_dict(rec(index=1))["realBaselineTokens"] is None

@@ -90,6 +90,7 @@ def call_dict(c: CallRecord) -> dict[str, Any]:
         "realCacheCreation": c.real_cache_creation,
         "realCachedTokens": c.real_cached_tokens,
         "realInputTokens": c.real_input_tokens,
+        "realBaselineTokens": c.real_baseline_tokens,
         "hitRate": round(rate, 4),
         "hitRateSource": "real" if real else "simulated",
         "k": round(c.k, 1),

@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING, Any
 from ..faults import open_sink
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ..commands.base import LineRunner
     from ..pipeline import Session
+    from ..session_state import StateStore, StoredSession
 
 COMMAND_RE = re.compile(r"^\s*/lightmem2(?::lightmem2)?(?=\s|$)")  # plugin commands are namespaced
 
@@ -63,8 +66,46 @@ def call_id(payload: dict[str, Any]) -> str:
 
 
 def reducing_session(payload: dict[str, Any]) -> Session:
-    """A pipeline session for this payload: the user's config, no ledger (the proxy keeps that), and
-    the fault sink, so a pass that fails inside a hook shows in ``doctor`` and ``status``."""
+    """A pipeline session for this payload: the user's config, no ledger (the proxy keeps that), the
+    fault sink, so a pass that fails inside a hook shows in ``doctor`` and ``status``, and the hooks'
+    own persisted session state (:func:`hook_states`)."""
     from ..pipeline import LightMem  # lazy: ~0.4 s that UserPromptSubmit and SessionStart do not need
 
-    return LightMem(faults=open_sink()).session(session_id(payload))
+    return LightMem(faults=open_sink(), states=hook_states()).session(session_id(payload))
+
+
+HOOK_STATE_PREFIX = "hook:"
+
+
+def hook_states() -> StateStore | None:
+    """The session store, with the hooks' decisions kept under ``hook:<session id>``; None when it
+    cannot be opened (the hook then reduces without memory, as before).
+
+    Why persisted: every hook call is its own process, and what an output becomes can depend on what
+    the session's earlier outputs were (a repeat becomes a reference to its first call). Measured on
+    Claude Code 2.1.332 before this: a listing run twice reached the model twice in full, the second
+    never a reference. Why a key of their own: the proxy serves the same session id from memory and
+    writes its own rows; two writers of one session's insert-only maps would overwrite each other's
+    entries, and the hooks' decisions (on the originals) are not the proxy's (on what it forwards).
+    """
+    import sqlite3  # lazy, with the class below: the store pulls in the config the light events skip
+
+    from ..errors import LightMemError
+    from ..session_state import StateStore
+
+    class HookStates(StateStore):
+        def load(self, session_id: str) -> StoredSession:
+            return super().load(HOOK_STATE_PREFIX + session_id)
+
+        def write(
+            self, session_id: str, entries: Mapping[str, list[tuple[str, Any, int]]], blobs: Mapping[str, str]
+        ) -> None:
+            super().write(HOOK_STATE_PREFIX + session_id, entries, blobs)
+
+        def forget(self, session_id: str) -> None:
+            super().forget(HOOK_STATE_PREFIX + session_id)
+
+    try:
+        return HookStates.default()
+    except (OSError, sqlite3.Error, LightMemError):
+        return None

@@ -41,11 +41,19 @@ def supports_updated_tool_output(version: tuple[int, int, int]) -> bool:
     return version >= MIN_UPDATED_OUTPUT
 
 
+def _part(call_id: str, n: int, name: str) -> str:
+    """The id a part of a tool's output is reduced under: the call's own id for the first (stdout, the
+    first block), ``id#name`` for the others, as the proxy names the parts of a tool result. A repeat
+    is a reference to the id its first copy was reduced under, so it must be one the model knows
+    (``toolu_1:stdout`` is not)."""
+    return f"{call_id}#{name}" if n else call_id
+
+
 def _reduce_blocks(blocks: list[Any], reduce: Reducer, key: str) -> list[Any]:
     out: list[Any] = []
     for i, block in enumerate(blocks):
         if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
-            text = reduce(f"{key}#{i}", block["text"])
+            text = reduce(_part(key, i, str(i)), block["text"])
             out.append(block if text == block["text"] else {**block, "text": text})
         else:
             out.append(block)
@@ -66,10 +74,10 @@ def reduce_response(tool: str, response: Any, reduce: Reducer, key: str) -> Any:
     if not fields or not isinstance(response, dict) or response.get("isImage"):
         return response
     changed: dict[str, str] = {}
-    for name in fields:
+    for n, name in enumerate(fields):
         value = response.get(name)
         if isinstance(value, str) and value:
-            text = reduce(f"{key}:{name}", value)
+            text = reduce(_part(key, n, name), value)
             if text != value:
                 changed[name] = text
     return {**response, **changed} if changed else response

@@ -61,6 +61,19 @@ STUB_RE = re.compile(r"\[lightmem2: [^\]\n]*?(?:archived as|lightmem2 recover) (
 
 
 @dataclass(frozen=True)
+class Elided:
+    """A text an earlier stage derived from ``original`` by replacing runs of lines with one marker
+    line each: for every line of the derived text, the first and last original line (0-based) it
+    stands for. The text passes reduce the derived text but archive ``original`` and name its line
+    numbers, so every stub points at the original (before: 8 of 241 truncation stubs on the swe
+    traces pointed at intermediate text holding repeat markers)."""
+
+    original: str
+    first: list[int]
+    last: list[int]
+
+
+@dataclass(frozen=True)
 class PassContext:
     """Settings of the current mode plus the archive callback."""
 
@@ -69,6 +82,8 @@ class PassContext:
     archive: Archiver
     call: ToolCall | None = None  # the tool call that produced the output (its command names the kind)
     prefer_shell: bool = False  # the host offers a shell but no lightmem2_recover tool (recoverHint auto)
+    base: Elided | None = None  # the text being reduced was derived from this original
+    ids_as_sent: bool = True  # the call ids we see are the ones the model sees (see dedup.reference)
 
 
 def stub(

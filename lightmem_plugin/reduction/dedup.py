@@ -31,9 +31,21 @@ def call_key(call_id: str) -> str:
     return _NOT_ALNUM.sub("", base) + sep + part
 
 
-def reference(first_call_id: str, key: str, chars: int, shell: bool = False) -> str:
-    """The byte-stable text that replaces a repeated output."""
-    same = f"[lightmem2: identical to the output of tool call {first_call_id} ({chars:,} chars)"
+def call_base(call_id: str) -> str:
+    """The host's call id of a part id ``CALL#N`` (the id the model knows; a reference names it)."""
+    return call_id.partition("#")[0]
+
+
+def reference(first_call_id: str | None, key: str, chars: int, shell: bool = False) -> str:
+    """The byte-stable text that replaces a repeated output.
+
+    ``first_call_id`` None: the host may respell call ids after we see them (OpenClaw strips all but
+    letters and digits for some providers, just before each request), so no id is named rather than
+    one the model never sees."""
+    if first_call_id is None:
+        same = f"[lightmem2: identical to an earlier tool output in this conversation ({chars:,} chars)"
+    else:
+        same = f"[lightmem2: identical to the output of tool call {first_call_id} ({chars:,} chars)"
     if shell:
         return f"{same}; run: lightmem2 recover {key}]"
     return f"{same}, archived as {key}; recover with lightmem2_recover(key)]"
@@ -50,8 +62,11 @@ class DedupIndex:
     counts: dict[str, int] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # call_key -> the id as last spelled
     spellings: dict[str, str] = field(default_factory=dict)
-    """Append-only log (sequence number -> ``key NUL spelling``) of every change of ``names``, so the
-    session state can persist it insert-only and rebuild ``names`` in order (:meth:`replay`)."""
+    """Append-only log (sequence number -> ``key NUL spelling``) of every change of ``names``, and
+    ``key SOH`` when a key is first seen in a request (:meth:`confirm`), so the session state can
+    persist it insert-only and rebuild ``names`` and ``confirmed`` in order (:meth:`replay`)."""
+    confirmed: set[str] = field(default_factory=set)
+    """Call keys seen in a request the model received, so spelled as the model reads them."""
 
     def seen(self, call_id: str) -> None:
         """Note the spelling of a call id the host used (the reference names the latest one)."""
@@ -60,11 +75,27 @@ class DedupIndex:
             self.names[key] = call_id
             self.spellings[str(len(self.spellings))] = f"{key}\x00{call_id}"
 
+    def confirm(self, call_id: str) -> None:
+        """Note that ``call_id`` was seen in a request (in the spelling the model reads)."""
+        self.seen(call_id)
+        key = call_key(call_id)
+        if key not in self.confirmed:
+            self.confirmed.add(key)
+            self.spellings[str(len(self.spellings))] = f"{key}\x01"
+
+    def named(self, call_id: str) -> bool:
+        """True when ``call_id``'s spelling was seen in a request (see :meth:`confirm`)."""
+        return call_key(call_id) in self.confirmed
+
     def replay(self, spellings: dict[str, str]) -> None:
-        """Adopt a saved spellings log and rebuild ``names`` from it."""
+        """Adopt a saved spellings log and rebuild ``names`` and ``confirmed`` from it."""
         self.spellings = dict(spellings)
         self.names = {}
-        for entry in self.spellings.values():
+        self.confirmed = set()
+        for _, entry in sorted(self.spellings.items(), key=lambda item: int(item[0])):
+            if entry.endswith("\x01") and "\x00" not in entry:
+                self.confirmed.add(entry[:-1])
+                continue
             key, _, spelled = entry.partition("\x00")
             self.names[key] = spelled
 
@@ -73,7 +104,9 @@ class DedupIndex:
 
         The first ``max_repeats`` repeats are replaced; after that the output is common enough that a
         reference no longer helps the agent and the full text is kept. Never the call itself, in
-        whatever spelling of its id.
+        whatever spelling of its id, nor another part of its output. The id returned is the host's
+        call id, a part's ``#N`` dropped: the model knows ``call_1``, not ``call_1#1`` (Codex code mode
+        measured: the repeat of a listing named ``call_1_0#1``).
         """
         if len(text) < MIN_CHARS:
             return None
@@ -81,7 +114,7 @@ class DedupIndex:
         key = call_key(call_id)
         digest = xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"), seed=self.scope)
         first = self.first.setdefault(digest, key)
-        if first == key:
+        if call_base(first) == call_base(key):  # the call itself, or another part of its output
             return None
         slot = f"{digest}:{key}"
         seen = self.repeats.get(slot)
@@ -89,7 +122,7 @@ class DedupIndex:
             seen = self.counts.get(digest, 0) + 1
             self.counts[digest] = seen
             self.repeats[slot] = seen
-        return self.names.get(first, first) if seen <= self.max_repeats else None
+        return call_base(self.names.get(first, first)) if seen <= self.max_repeats else None
 
 
 @dataclass
@@ -113,15 +146,23 @@ class Repeats:
         self.outputs.scope = self.lines.scope = value
 
 
-def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Callable[[str], str]) -> str:
+def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Callable[..., str]) -> str:
     """A repeated output becomes a reference to its first call; runs of lines already shown become
     markers before ``inner`` (the text passes) reduces the rest. Both archive the original."""
     first = repeats.outputs.check(call_id, text)
     if first is not None:
         key = ctx.archive(text.encode("utf-8", "surrogatepass"))
-        return reference(first, key, len(text), shell_hint(ctx))
+        # a host that respells ids (OpenClaw): name the first call only as a request spelled it
+        named = ctx.ids_as_sent or repeats.outputs.named(first)
+        return reference(first if named else None, key, len(text), shell_hint(ctx))
     elided = repeats.lines.reduce(text, ctx.archive, shell_hint(ctx))
-    return inner(text) if elided is None else inner(elided[0]) + "\n" + elided[1]
+    if elided is None:
+        return inner(text)
+    derived, stub_line, base = elided
+    if base is None:
+        return inner(derived) + "\n" + stub_line
+    reduced = inner(derived, base)  # its stubs name the original's key and line numbers
+    return derived + "\n" + stub_line if reduced == derived else reduced
 
 
 PASS = PassSpec("dedup", "repeat", True, "repeated outputs and runs of lines already shown", apply)

@@ -65,7 +65,16 @@ def _dense_with_tags(text: str) -> bool:
             tag_chars += m.end() - m.start()
             names.add(name)
             closing += m.group(1) == "/"
-    return known >= 20 and len(names) >= 5 and closing * 4 >= known and tag_chars * 5 >= len(sample)
+    if not (known >= 20 and len(names) >= 5 and closing * 4 >= known and tag_chars * 5 >= len(sample)):
+        return False
+    # markup from the start of a line, after at most a short preamble: a test run that prints a page
+    # inside an assertion message (``left:  "<html lang=\\"en\\">...``) is a log, and its own lines
+    # are what the agent reads
+    first = next((m for m in _TAG_RE.finditer(sample) if m.group(2).lower() in KNOWN_TAGS), None)
+    if first is None or first.start() > MAX_PREAMBLE:
+        return False
+    line_start = sample.rfind("\n", 0, first.start()) + 1
+    return not sample[line_start : first.start()].strip()
 
 
 def document_span(text: str) -> tuple[int, int] | None:
@@ -199,8 +208,9 @@ WHAT = "chars of HTML"
 def clean_work(work: Work) -> Work | None:
     """The page's readable text as the new work text (line origins are lost), or None.
 
-    Not for a file view: an agent that ``cat``s or reads an HTML file is about to edit its markup."""
-    if work.kind == "file_view":
+    Not for a file view (an agent that ``cat``s or reads an HTML file is about to edit its markup),
+    nor for a test run or a build log that prints a page (the log's own lines are what it acts on)."""
+    if work.kind in ("file_view", "test_run", "build_log"):
         return None
     text = slim("\n".join(work.lines))
     return None if text is None else Work(work.original, text.splitlines(), None, WHAT, work.kind)

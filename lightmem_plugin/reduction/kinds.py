@@ -8,7 +8,8 @@ whole view, not at the ends). Head + tail truncation serves none of these, so ea
 selection (:mod:`.kindsel`) and head + tail stays the fallback for ``other``.
 
 The command is read from the tool call's arguments (``{"command": ...}`` of a shell tool, or a host's
-named tool such as Claude Code's ``Read``/``Grep``/``Glob``); a chain such as ``cd /repo && python
+named tool such as Claude Code's ``Read``/``Grep``/``Glob``, or the ``cmd`` of each
+``tools.exec_command`` in a Codex code-mode script); a chain such as ``cd /repo && python
 -m pytest -x 2>&1 | tail -50`` is classified by its most telling program. Content decides when the
 command says nothing (``python reproduce.py`` printing a traceback) and confirms what the command
 claims (a ``pytest`` run that never started is a traceback or ``other``).
@@ -61,7 +62,33 @@ class ToolCall:
                 if isinstance(value, list) and all(isinstance(v, str) for v in value):
                     return " ".join(value)
             return ""
+        if self.name == CODE_MODE_TOOL:
+            return code_mode_commands(self.arguments)
         return self.arguments if self.name.lower() in ("bash", "shell", "sh", "exec_command") else ""
+
+
+CODE_MODE_TOOL = "exec"
+"""Codex's code mode (its default model): one free-form ``exec`` tool whose input is JavaScript that
+runs the commands, ``const r = await tools.exec_command({cmd: "cat f.py"}); text(r);``."""
+_CODE_MODE_CMD = re.compile(
+    r"""tools\.exec_command\(\s*\{\s*["']?cmd["']?\s*:\s*("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"""
+)
+
+
+def code_mode_commands(script: str) -> str:
+    """The command lines a Codex code-mode script runs, one a line ("" when it runs none we can read)."""
+    found: list[str] = []
+    for match in _CODE_MODE_CMD.finditer(script):
+        literal = match.group(1)
+        if literal.startswith("'"):  # a single-quoted JavaScript string: the same escapes, other quote
+            literal = '"' + literal[1:-1].replace("\\'", "'").replace('"', '\\"') + '"'
+        try:
+            value = json.loads(literal)
+        except ValueError:
+            continue
+        if isinstance(value, str):
+            found.append(value)
+    return "\n".join(found)
 
 
 _TOOL_KINDS: dict[str, Kind] = {
@@ -76,7 +103,8 @@ _TOOL_KINDS: dict[str, Kind] = {
 }
 _TEST_PROGRAMS = re.compile(
     r"(?:^|[\s/])(?:pytest|py\.test|tox|nox|runtests\.py|unittest|nosetests|"
-    r"manage\.py\s+test|go\s+test|cargo\s+test|npm\s+(?:run\s+)?test|yarn\s+test|jest|mocha|phpunit|rspec)\b"
+    r"manage\.py\s+test|go\s+test|cargo\s+test|npm\s+(?:run\s+)?test|yarn\s+test|jest|mocha|phpunit|rspec|"
+    r"mix\s+test|dotnet\s+test|vitest|bun\s+test|deno\s+test)\b"
 )
 _SEARCH = re.compile(r"^(?:grep|egrep|fgrep|rg|ag|ack|git\s+grep)\b")
 _VIEW = re.compile(r"^(?:cat|nl|head|tail|less|more|bat|sed\s+-n|awk\s+'NR)\b")
@@ -101,6 +129,13 @@ _PYTEST_SUMMARY = re.compile(
     r"^=+ .*\b(?:passed|failed|error|errors|skipped|no tests ran)\b.* in [\d.]+s", re.M
 )
 _UNITTEST_RAN = re.compile(r"^Ran \d+ tests? in [\d.]+s$", re.M)
+_OTHER_SUMMARY = re.compile(
+    r"^(?:(?:\d+ doctests?, )?\d+ tests?, \d+ failures?\b"  # ExUnit
+    r"|\d+ examples?, \d+ failures?\b"  # RSpec
+    r"|test result: (?:ok|FAILED)\. \d+ passed"  # cargo test
+    r"|Tests:\s+.*\d+ total$)",  # Jest
+    re.M,
+)
 _UNITTEST_HEAD = re.compile(r"^(?:FAIL|ERROR): \S+ \(", re.M)
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):$", re.M)
 _SEARCH_LINE = re.compile(r"^(?:[^\s:][^:\n]{0,300}:\d+[:-]|\d+[:-])")
@@ -173,6 +208,7 @@ def classify(text: str, call: ToolCall | None = None) -> Kind:
     lines = text.splitlines()
     promised = kind_of_command(call)
     is_test = bool(_PYTEST_HEADER.search(text) or _PYTEST_SUMMARY.search(text) or _UNITTEST_RAN.search(text))
+    is_test = is_test or bool(promised == "test_run" and _OTHER_SUMMARY.search(text))
     is_test = is_test or bool(_UNITTEST_HEAD.search(text) and _TRACEBACK.search(text))
     if promised == "test_run" and is_test:
         return "test_run"

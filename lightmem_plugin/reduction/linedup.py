@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import xxhash
 
-from .base import stub
+from .base import Elided, stub
 
 MIN_LINE_CHARS = 8
 MIN_RUN_CHARS = 120
@@ -79,10 +79,12 @@ class LineIndex:
 
     def reduce(
         self, text: str, archive: Callable[[bytes], str], shell: bool = False
-    ) -> tuple[str, str] | None:
-        """(``text`` with repeated runs replaced by markers, the stub naming the archived original).
+    ) -> tuple[str, str, Elided | None] | None:
+        """(``text`` with repeated runs replaced by markers, the stub naming the archived original, and
+        the line map from the first to the original for the text passes that reduce it further).
 
-        None when there is nothing worth replacing.
+        None when there is nothing worth replacing. The map is None when ``text`` holds line breaks
+        other than ``\\n`` (the registry numbers lines with ``str.splitlines``; then they differ).
         """
         lines = text.split("\n")
         runs = self._runs(lines)
@@ -91,10 +93,20 @@ class LineIndex:
             return None
         key = archive(text.encode("utf-8", "surrogatepass"))
         out: list[str] = []
+        first: list[int] = []
+        last: list[int] = []
         pos = 0
         for a, b in runs:
             out.extend(lines[pos:a])
+            first.extend(range(pos, a))
+            last.extend(range(pos, a))
             out.append(marker(a + 1, b))
+            first.append(a)
+            last.append(b - 1)
             pos = b
         out.extend(lines[pos:])
-        return "\n".join(out), stub(key, len(text), None, "chars (repeated lines elided)", shell)
+        first.extend(range(pos, len(lines)))
+        last.extend(range(pos, len(lines)))
+        numbered = text.splitlines() == (lines[:-1] if text.endswith("\n") else lines)
+        base = Elided(text, first, last) if numbered else None
+        return "\n".join(out), stub(key, len(text), None, "chars (repeated lines elided)", shell), base

@@ -20,11 +20,12 @@ stub naming that key and the 1-based line range of the original (I4), numbered l
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ..errors import PassError
 from . import passes, whitespace
-from .base import PassContext, already_reduced, shell_hint, stub
+from .base import Elided, PassContext, already_reduced, shell_hint, stub
 from .dedup import Repeats
 from .kinds import classify
 from .spec import PassSpec
@@ -64,8 +65,16 @@ def _lossy(work: Work, ctx: PassContext) -> list[Piece] | None:
 def _plan(text: str, ctx: PassContext) -> list[Piece] | None:
     """What the model will see, as text pieces and stubs; None to leave ``text`` as it is."""
     table = ctx.table
-    original = whitespace.split_lines(text)
-    work = Work(original, original, list(range(len(original))), kind=classify(text, ctx.call))
+    base = ctx.base
+    if base is None:
+        original = whitespace.split_lines(text)
+        work = Work(original, original, list(range(len(original))), kind=classify(text, ctx.call))
+    else:  # ``text`` was derived from ``base.original``: reduce it, name the original's lines
+        original = whitespace.split_lines(base.original)
+        lines = whitespace.split_lines(text)
+        n = len(lines)
+        kind = classify(base.original, ctx.call)
+        work = Work(original, lines, base.first[:n], kind=kind, origin_end=base.last[:n])
     for spec in passes.of_stage("clean", table.passes):
         cleaned: Work | None = _run(spec, work)
         if cleaned is not None:
@@ -74,7 +83,7 @@ def _plan(text: str, ctx: PassContext) -> list[Piece] | None:
     pieces: list[Piece] | None = None
     if work.chars() > table.capChars:
         pieces = _lossy(work, ctx)
-    if pieces is None and (work.lines != original or work.origin is None):
+    if pieces is None and base is None and (work.lines != original or work.origin is None):
         pieces = [*work.lines, work.whole(work.what)]
     hard = ctx.reduction.hardCapChars
     if (pieces is None and len(text) > hard) or (pieces is not None and size(pieces, stub_len) > hard):
@@ -101,7 +110,8 @@ def reduce_text(text: str, ctx: PassContext) -> str:
     draft = render(pieces, _DUMMY_KEY, shell)
     if len(draft) > len(text) - MIN_SAVING and len(text) <= ctx.reduction.hardCapChars:
         return text
-    key = ctx.archive(text.encode("utf-8", "surrogatepass"))
+    archived = text if ctx.base is None else ctx.base.original
+    key = ctx.archive(archived.encode("utf-8", "surrogatepass"))
     return render(pieces, key, shell)
 
 
@@ -121,10 +131,10 @@ def reduce_output(
         if already_reduced(t) and len(t) <= ctx.reduction.hardCapChars:
             return t
 
-        def inner(u: str) -> str:
-            return text_reducer(u, ctx)
+        def inner(u: str, base: Elided | None = None) -> str:
+            return text_reducer(u, ctx if base is None else replace(ctx, base=base))
 
-        run: Callable[[str], str] = inner
+        run: Callable[..., str] = inner
         for spec in reversed(passes.of_stage("repeat", ctx.table.passes)):
             run = _wrapped(spec.run, repeats, call_id, ctx, run)
         result = run(t)

@@ -1,7 +1,8 @@
 """Test runs: every failure with its whole traceback, and the summary; the passing noise goes.
 
 Why: what an agent does after a test run depends on which tests failed, where, and why (the frames
-and the ``E`` lines of pytest, the ``FAIL:`` block of unittest), and on the outcome line (``2 failed,
+and the ``E`` lines of pytest, the ``FAIL:`` block of unittest, the numbered blocks of ExUnit and
+RSpec), and on the outcome line (``2 failed,
 40 passed``, ``Ran 12 tests ... FAILED (failures=1)``). The rest, per-test ``PASSED`` lines, progress
 dots, collection and platform headers, states one fact many times. So the failure sections and
 summary lines are kept whole, whatever the budget; the rest gets the head and tail of the budget.
@@ -24,10 +25,13 @@ _PYTEST_SECTION = re.compile(r"^={3,} (FAILURES|ERRORS|short test summary info) 
 _OTHER_SECTION = re.compile(r"^={3,} .* ={3,}$")
 _UNITTEST_RULE = re.compile(r"^(?:={20,}|-{20,})$")
 _UNITTEST_HEAD = re.compile(r"^(?:FAIL|ERROR): ")
+_NUMBERED_FAILURE = re.compile(r"^  \d+\) \S")  # ExUnit and RSpec: "  1) test name (Module)"
+_NUMBERED_END = re.compile(r"^(?:\S|Finished in )")
 _SUMMARY = re.compile(
     r"^(?:=+ .*\b(?:passed|failed|errors?|skipped|xfailed|deselected|no tests ran)\b.*=+"
     r"|Ran \d+ tests? in .*|OK(?: \(.*\))?|FAILED \(.*\)|(?:FAILED|ERROR) \S+.*"
-    r"|test result: .*|Tests?: .*\d+ (?:passed|failed).*|\d+ (?:passed|failed)[,.].*)$"
+    r"|test result: .*|Tests?: .*\d+ (?:passed|failed).*|\d+ (?:passed|failed)[,.].*"
+    r"|(?:\d+ doctests?, )?\d+ (?:tests?|examples?), \d+ failures?.*|Finished in .*)$"
 )
 
 
@@ -36,8 +40,13 @@ def failure_lines(lines: list[str]) -> set[int]:
     keep: set[int] = set()
     inside = False
     unittest_block = False
+    numbered = False
     for i, raw in enumerate(lines):
         line = strip_ansi(raw)
+        if _NUMBERED_FAILURE.match(line):
+            numbered = True
+        elif numbered and _NUMBERED_END.match(line):
+            numbered = False
         if _PYTEST_SECTION.match(line):
             inside = True
         elif _OTHER_SECTION.match(line) and inside:
@@ -58,16 +67,18 @@ def failure_lines(lines: list[str]) -> set[int]:
             and not _UNITTEST_HEAD.match(lines[i + 1])
         ):
             unittest_block = False
-        if inside or unittest_block or _SUMMARY.match(line):
+        if inside or unittest_block or numbered or _SUMMARY.match(line):
             keep.add(i)
     return keep
 
 
 def select(work: Work, ctx: PassContext) -> list[Piece] | None:
-    """Failures and summaries whole, head and tail of the rest; None when there is nothing to drop."""
+    """Failures and summaries whole, head and tail of the rest; the whole run when it is all failures
+    and summary (not None, which would hand it on to the head/tail fallback, cutting a failure)."""
     if work.origin is None:
         return None
-    return head_tail_plus(work, ctx.table.headChars, ctx.table.tailChars, failure_lines(work.lines), WHAT)
+    pieces = head_tail_plus(work, ctx.table.headChars, ctx.table.tailChars, failure_lines(work.lines), WHAT)
+    return list(work.lines) if pieces is None else pieces  # all failures and summary: shown whole
 
 
 PASS = PassSpec(

@@ -31,7 +31,8 @@ def select(work: Work, ctx: PassContext) -> list[Piece] | None:
         return None
     last = max(marks)
     message = set(range(last, min(len(work.lines), last + MESSAGE_LINES)))
-    return head_tail_plus(work, ctx.table.headChars, ctx.table.tailChars, message, WHAT)
+    pieces = head_tail_plus(work, ctx.table.headChars, ctx.table.tailChars, message, WHAT)
+    return list(work.lines) if pieces is None else pieces  # every line is a frame or the message
 
 
 PASS = PassSpec(

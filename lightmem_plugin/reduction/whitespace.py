@@ -54,7 +54,8 @@ def clean_work(work: Work) -> Work:
     """The whitespace pass on a :class:`Work` (line origins composed with the cleaning's)."""
     lines, index = clean(work.lines)
     origin = None if work.origin is None else [work.origin[i] for i in index]
-    return Work(work.original, lines, origin, work.what, work.kind)
+    ends = None if work.origin_end is None else [work.origin_end[i] for i in index]
+    return Work(work.original, lines, origin, work.what, work.kind, ends)
 
 
 PASS = PassSpec(

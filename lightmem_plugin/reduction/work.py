@@ -8,7 +8,7 @@ which original line it came from, so a later pass can still name exact ranges.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .. import error_lines
 from . import truncate
@@ -18,12 +18,19 @@ from .base import STUB_PREFIX, stub
 
 @dataclass(frozen=True)
 class Gap:
-    """An elided region: 0-based inclusive original line range, its size, and what it was."""
+    """An elided region: 0-based inclusive original line range, its size, and what it was.
+
+    ``before`` / ``after``: the kept start of the region's first line and end of its last line, when a
+    line too long to keep whole is cut inside. They share the stub's line (``before[stub]after``), so
+    the model sees that the line goes on, and every line it sees whole is an original line.
+    """
 
     first: int
     last: int
     chars: int
     what: str = "chars"
+    before: str = ""
+    after: str = ""
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,9 @@ class Work:
     origin: list[int] | None
     what: str = "chars"
     kind: str = "other"
+    origin_end: list[int] | None = None
+    """Per line, the last original line it stands for when that is not ``origin`` (a repeat marker
+    stands for a run of original lines); None: each line stands for one."""
     _protected: set[int] | None = field(default=None, repr=False, compare=False)
 
     def protected(self) -> set[int]:
@@ -67,7 +77,8 @@ class Work:
         n = len(self.original)
         if self.origin is None:
             return Gap(0, n - 1, sum(len(x) + 1 for x in self.original), self.what)
-        lo = self.origin[first - 1] + 1 if first > 0 else 0
+        ends = self.origin_end or self.origin
+        lo = ends[first - 1] + 1 if first > 0 else 0
         hi = self.origin[last + 1] - 1 if last + 1 < len(self.lines) else n - 1
         return Gap(lo, hi, sum(len(x) + 1 for x in self.original[lo : hi + 1]), self.what)
 
@@ -84,7 +95,7 @@ def piece_text(piece: Piece, key: str, shell: bool = False) -> str:
     if isinstance(piece, Mark):
         return piece.text()
     lines = (piece.first + 1, piece.last + 1) if piece.last >= piece.first else None
-    return stub(key, piece.chars, lines, piece.what, shell)
+    return piece.before + stub(key, piece.chars, lines, piece.what, shell) + piece.after
 
 
 def render(pieces: list[Piece], key: str, shell: bool = False) -> str:
@@ -134,11 +145,9 @@ def cut(work: Work, head_chars: int, tail_chars: int) -> list[Piece] | None:
     first = plan.head_lines
     last = n - 1 - plan.tail_lines
     pieces: list[Piece] = list(work.lines[:first])
-    if plan.head_part:
-        pieces.append(work.lines[first][: plan.head_part])
-    pieces.append(work.gap(first, last))
-    if plan.tail_part:
-        pieces.append(work.lines[last][-plan.tail_part :])
+    before = work.lines[first][: plan.head_part] if plan.head_part else ""
+    after = work.lines[last][-plan.tail_part :] if plan.tail_part else ""
+    pieces.append(replace(work.gap(first, last), before=before, after=after))
     pieces.extend(work.lines[n - plan.tail_lines :])
     return pieces
 
@@ -146,7 +155,10 @@ def cut(work: Work, head_chars: int, tail_chars: int) -> list[Piece] | None:
 def size(pieces: list[Piece], stub_len: int) -> int:
     """Chars of the rendered pieces, with ``stub_len`` per stub."""
     return sum(
-        len(p) + 1 if isinstance(p, str) else (MARK_COST if isinstance(p, Mark) else stub_len) for p in pieces
+        len(p) + 1
+        if isinstance(p, str)
+        else (MARK_COST if isinstance(p, Mark) else stub_len + len(p.before) + len(p.after))
+        for p in pieces
     )
 
 

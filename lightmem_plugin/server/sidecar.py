@@ -101,6 +101,7 @@ def _field(body: JSON, name: str, kind: type, required: bool = True) -> Any:
 
 
 def _assemble(session: Session, body: JSON) -> JSON:
+    session.respelled_ids = True  # OpenClaw: see Session.respelled_ids
     messages = _field(body, "messages", list)
     tools = _field(body, "tools", list, required=False)
     if body.get("format", "openai") == "openai":
@@ -140,6 +141,7 @@ def _ingest(session: Session, body: JSON) -> JSON:
     output = body.get("output")
     name = _field(body, "toolName", str, required=False)
     call = ToolCall(name, _field(body, "arguments", str, required=False) or "") if name else None
+    session.respelled_ids = True  # OpenClaw: see Session.respelled_ids
     if isinstance(output, str):
         return {"output": session.ingest_tool_result(call_id, output, call)}
     if isinstance(output, list):

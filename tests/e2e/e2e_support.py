@@ -102,11 +102,17 @@ Policy = Callable[[str, dict[str, Any]], Reply]
 class ScriptedUpstream(FakeUpstream):
     """A fake provider whose reply is ``policy(api, body)`` for each model request.
 
-    ``event_filter`` rewrites each streamed SSE event (e.g. to add fields the fake's wire lacks).
+    ``event_filter`` rewrites each streamed SSE event (e.g. to add fields the fake's wire lacks);
+    ``counter`` counts tokens as the provider would (see ``wire_audit.o200k_counter``).
     """
 
-    def __init__(self, policy: Policy, event_filter: Callable[[bytes], bytes] | None = None) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        policy: Policy,
+        event_filter: Callable[[bytes], bytes] | None = None,
+        counter: Callable[[str], int] | None = None,
+    ) -> None:
+        super().__init__(counter)
         self.policy = policy
         self.event_filter = event_filter
         self.model_bodies: list[tuple[str, dict[str, Any]]] = []

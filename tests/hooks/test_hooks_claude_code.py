@@ -109,6 +109,20 @@ def test_the_hook_writes_the_stub_the_proxy_would() -> None:
     assert again == out  # I1: same input, same bytes
 
 
+def test_a_repeated_output_refers_to_the_first_call_across_hook_processes() -> None:
+    """Each PostToolUse is its own process (a fresh plugin here): the second identical Bash output of
+    the session still becomes a reference to the first call, the rest of the session is unchanged."""
+    first = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG), tool_use_id="toolu_1_0")))
+    again = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG), tool_use_id="toolu_6_0")))
+    assert again["stdout"].startswith("[lightmem2: identical to the output of tool call toolu_1_0 (")
+    assert LightMem().registry.recover(stub_keys(again["stdout"])[0]) == LOG
+    # the same call handed over again gets its own bytes back; another session knows no repeat
+    same = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG), tool_use_id="toolu_1_0")))
+    assert same == first
+    other = payload("Bash", bash(LOG), tool_use_id="toolu_9_0", session_id="sess-2")
+    assert updated(claude_code.handle("PostToolUse", other)) == first
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.lists(

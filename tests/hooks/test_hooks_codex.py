@@ -47,3 +47,34 @@ def test_session_start_is_recorded_for_codex(monkeypatch: pytest.MonkeyPatch, tm
 
 def test_unknown_event() -> None:
     assert codex.handle("PreToolUse", payload(OUTPUT)) is None
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "/lightmem2 mode turbo",
+        "/lightmem2 bogus",
+        "/lightmem2 status --bad",
+        "/lightmem2 search",
+        "/lightmem2 x 'y",
+    ],
+)
+def test_a_bad_command_shows_one_prefix(prompt: str) -> None:
+    """Issue 16, item 13: a bad argument typed in the Codex TUI read "lightmem2: lightmem2: ..." (the
+    parser's own prefix under run_line's). Through the hook entry, with the payload Codex sends."""
+    import json
+
+    from lightmem_plugin import hooks
+
+    event = {
+        "session_id": "thread-1",
+        "transcript_path": None,
+        "cwd": "/work",
+        "hook_event_name": "UserPromptSubmit",
+        "model": "gpt-5.5",
+        "prompt": prompt,
+    }
+    out, code = hooks.run("codex", "UserPromptSubmit", json.dumps(event), run_line=run_line)
+    answer = json.loads(out)
+    assert code == 0 and answer["decision"] == "block", out
+    assert answer["reason"].startswith("lightmem2: ") and answer["reason"].count("lightmem2:") == 1, answer

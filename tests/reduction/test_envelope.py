@@ -73,3 +73,18 @@ def test_output_anywhere_in_the_object_is_replaced_in_place() -> None:
 def test_unchanged_body_returns_the_text_itself() -> None:
     assert envelope.apply(HEADER + "ok\n", lambda b: b) == HEADER + "ok\n"
     assert envelope.apply(CODE_MODE, lambda b: b) == CODE_MODE
+
+
+def test_a_repeated_code_mode_result_names_the_call_the_model_knows() -> None:
+    """A code-mode output is a list of parts (the status line, then the result object), reduced as
+    ``call#1``; the repeat must name ``call_1``, the call id in the model's history, not ``call_1#1``."""
+    session = LightMem(Config()).session("s")
+    session.ingest_tool_result("call_1", "Script completed\nWall time 0.4 seconds\nOutput:\n")
+    session.ingest_tool_result("call_1#1", CODE_MODE)
+    again = session.ingest_tool_result("call_2#1", CODE_MODE.replace("86557f", "4087a6"))
+    value = json.loads(again)["output"]
+    assert value.startswith("[lightmem2: identical to the output of tool call call_1 ("), value
+    # the same text in two parts of one call is no repeat: the reference would name the call itself
+    twice = "".join(f"line {i} printed twice\n" for i in range(60))
+    session.ingest_tool_result("call_3", twice)
+    assert "identical to the output" not in session.ingest_tool_result("call_3#1", twice)

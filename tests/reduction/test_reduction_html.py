@@ -117,6 +117,27 @@ def test_a_fragment_dense_with_known_tags_counts_as_a_page() -> None:
     assert "item 7 (/item/7) | 21" in out
 
 
+def test_a_test_run_that_prints_a_page_in_an_assertion_stays_a_log() -> None:
+    """Seen in a recorded Claude Code session (``mix test``): an ExUnit failure whose ``left:`` value is
+    a rendered page was taken for a page and turned into one line of text, its newlines and the
+    failing test's name, file and line gone."""
+    rows = "".join(f'<li><a href=\\"/s/{i}\\">session {i}</a> <span>ok</span></li>' for i in range(40))
+    page = f'<html lang=\\"en\\"><head><title>Spotter</title></head><body><ul>{rows}</ul></body></html>'
+    log = (
+        "Exit code 2\nRunning ExUnit with seed: 685587, max_cases: 32\n\n..........\n\n"
+        "  1) test subagent rows have a badge (SpotterWeb.SessionLiveTest)\n"
+        "     test/spotter_web/live/session_live_test.exs:146\n"
+        "     Assertion with =~ failed\n"
+        '     code:  assert html =~ ">agent</span>"\n'
+        f'     left:  "{page}"\n'
+        "\nFinished in 0.4 seconds\n12 tests, 1 failure\n"
+    )
+    assert document_span(log) is None
+    assert slim(log) is None
+    # the same markup starting a line is a page fragment, as before
+    assert document_span(page.replace('\\"', '"')) is not None
+
+
 @pytest.mark.parametrize(
     "text",
     [

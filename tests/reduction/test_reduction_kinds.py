@@ -162,3 +162,66 @@ def test_search_results_name_every_file() -> None:
 )
 def test_error_lines(line: str, error: bool) -> None:
     assert is_error_line(line) is error
+
+
+EXUNIT = (
+    "Exit code 2\nRunning ExUnit with seed: 638096, max_cases: 32\n\n"
+    + "".join(
+        f"  {i}) test subagent rendering case {i} (SpotterWeb.SessionLiveTest)\n"
+        f"     test/spotter_web/live/session_live_test.exs:{140 + i}\n"
+        '     ** (ArgumentError) expected selector ".subagent-badge" to return a single element, but got none within:\n\n'
+        + "     "
+        + "".join(
+            f'<div class="row"><a href="/s/{j}">session {j}</a><span>ok</span></div>' for j in range(12)
+        )
+        + "\n\n"
+        for i in range(1, 4)
+    )
+    + "\nFinished in 1.5 seconds (0.00s async, 1.5s sync)\n12 tests, 3 failures\n"
+)
+
+
+@pytest.mark.parametrize("mode", ["conservative", "normal", "aggressive"])
+def test_a_test_run_of_another_language_is_a_test_run_not_a_page(mode: str) -> None:
+    """Seen in a recorded Claude Code session: `mix test` failures that print the page they looked at were
+    slimmed as HTML, the whole log joined into one line (the failing tests' names and lines gone)."""
+    call = bash("mix test test/spotter_web/live/session_live_test.exs 2>&1")
+    assert classify(EXUNIT, call) == "test_run"
+    out = reduce_text(EXUNIT, _ctx(mode, call))
+    for line in ("12 tests, 3 failures", "     test/spotter_web/live/session_live_test.exs:142"):
+        assert line in out.split("\n"), out[:600]
+    assert "chars of HTML" not in out
+
+
+# Codex code mode: the model's JavaScript runs the command (``tools.exec_command({cmd: ...})``)
+def codex_script(cmd: str) -> ToolCall:
+    return ToolCall("exec", f"const r = await tools.exec_command({{cmd: {json.dumps(cmd)}}});\ntext(r);\n")
+
+
+@pytest.mark.parametrize(
+    ("script", "command"),
+    [
+        (codex_script("cat settings_module.py").arguments, "cat settings_module.py"),
+        (codex_script('grep -n "a b" x.py').arguments, 'grep -n "a b" x.py'),
+        (
+            "const r = await tools.exec_command({ cmd: 'ls -la src', yield_time_ms: 1000 });\ntext(r);",
+            "ls -la src",
+        ),
+        (
+            'const a = await tools.exec_command({cmd: "git diff"});\n'
+            'const b = await tools.exec_command({cmd: "cat f.py"});\ntext(a); text(b);',
+            "git diff\ncat f.py",
+        ),
+        ("text('no command here');", ""),
+    ],
+)
+def test_a_codex_code_mode_script_names_its_commands(script: str, command: str) -> None:
+    assert ToolCall("exec", script).command == command
+
+
+def test_a_file_view_run_from_a_codex_script_is_kept_whole() -> None:
+    """Before: the script's ``cat`` was not seen, the view read as plain output and was cut in the
+    middle (Codex 0.171, default model), where ``exec_command`` called directly kept it whole."""
+    plain = "".join(f"    value_{i} = compute({i})  # a line of code\n" for i in range(1, 160))
+    assert kind_of_command(codex_script("cat src/a.py")) == "file_view"
+    assert reduce_text(plain, _ctx("normal", codex_script("cat src/a.py"))) == plain

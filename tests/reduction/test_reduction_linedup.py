@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,8 +28,13 @@ def test_repeated_run_becomes_marker_and_original_is_archived() -> None:
     again = "$ sed -n 1,40p file.py\n" + CODE + "\nnew line that was never shown before"
     out = idx.reduce(again, archive_into(store))
     assert out is not None
-    body, stub = out
+    body, stub, base = out
     assert "[lightmem2 repeat: lines 2:41 as shown in an earlier output]" in body
+    # the map from each shown line to the original lines it stands for (the marker: lines 2..41)
+    assert base is not None and base.original == again
+    marker_at = body.split("\n").index("[lightmem2 repeat: lines 2:41 as shown in an earlier output]")
+    assert (base.first[marker_at], base.last[marker_at]) == (1, 40)
+    assert (base.first[marker_at + 1], base.last[marker_at + 1]) == (41, 41)
     assert body.startswith("$ sed -n 1,40p file.py\n")
     assert body.endswith("new line that was never shown before")
     assert store[stub_keys(stub)[0]] == again.encode()
@@ -53,3 +60,40 @@ def test_every_kept_line_is_verbatim_and_markers_cover_only_seen_lines(lines: li
     source = text.split("\n")
     for line in out[0].split("\n"):
         assert line in source or line.startswith("[lightmem2 repeat: lines ")
+
+
+def test_a_truncation_after_repeat_markers_names_the_original() -> None:
+    """The text passes that cut what the repeat markers left archive the original and number its lines:
+    before, their stub named an archive of the intermediate text, markers and all (8 of 241 truncation
+    stubs on the swe traces)."""
+    from lightmem_plugin.config import ReductionConfig
+    from lightmem_plugin.reduction.base import PassContext
+    from lightmem_plugin.reduction.dedup import Repeats, apply
+    from lightmem_plugin.reduction.reduce import reduce_text
+    from lightmem_plugin.registry import content_key
+
+    store: dict[str, bytes] = {}
+    cfg = ReductionConfig()
+    ctx = PassContext(cfg.table("normal"), cfg, archive_into(store))  # type: ignore[arg-type]
+    repeats = Repeats()
+    repeats.lines.add(CODE)
+    fresh = "".join(f"fresh output line {i}: value {(i * 7919) % 997} was computed\n" for i in range(300))
+    text = CODE + "\n" + fresh
+
+    def inner(u: str, base: object = None) -> str:
+        from dataclasses import replace
+
+        return reduce_text(u, ctx if base is None else replace(ctx, base=base))  # type: ignore[arg-type]
+
+    shown = apply(repeats, "call_2", text, ctx, inner)
+    assert "[lightmem2 repeat: lines 1:40 as shown in an earlier output]" in shown
+    keys = set(stub_keys(shown))
+    assert keys == {str(content_key(text.encode()))}, shown[-600:]  # every stub: the original
+    # the truncation's line range is in the original's numbering (the elided fresh lines)
+    ranges = re.findall(r'lines="(\d+):(\d+)"', shown)
+    assert ranges, shown[-400:]
+    original = text.splitlines()
+    for a, b in ranges:
+        assert 41 < int(a) <= int(b) <= len(original)
+    for line in shown.split("\n"):
+        assert line in original or line.startswith("[lightmem2")

@@ -92,3 +92,24 @@ def test_select_never_exceeds_its_budget(
     if any(keep):
         assert _cost(lengths, keep, gap) <= max(budget, gap)
     assert keep == select_by_score(lengths, scores, budget, gap, ends)
+
+
+def test_a_line_too_long_to_keep_whole_shares_its_line_with_the_stub() -> None:
+    """The kept start and end of a cut line sit on the stub's line, so the model sees that the line goes
+    on; before, the start stood alone and read as a whole line (a JSON array or URL cut short)."""
+    from lightmem_plugin.fidelity import changed_lines
+    from lightmem_plugin.reduction.work import Work, cut, render
+
+    lines = [
+        "Links: ["
+        + ",".join(f'{{"title":"result {i}","url":"https://example.com/{i}"}}' for i in range(90))
+        + "]"
+    ]
+    work = Work(lines, lines, [0])
+    pieces = cut(work, 600, 400)
+    assert pieces is not None
+    shown = render(pieces, "0123456789abcdef0123456789abcdef")
+    assert "\n" not in shown  # one line: start, stub, end
+    assert shown.startswith(lines[0][:500]) and shown.endswith(lines[0][-300:])
+    assert "[lightmem2: " in shown and 'lines="1:1"' in shown
+    assert changed_lines(lines[0], shown) == []

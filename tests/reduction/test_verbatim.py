@@ -97,3 +97,13 @@ def test_the_proxy_sends_a_recover_result_whole(tmp_path: Path) -> None:
     )
     assert sent[2]["content"] != LOG + "x\n"  # an ordinary output is reduced
     assert sent[4]["content"] == LOG
+
+
+def test_a_recover_run_from_a_codex_code_mode_script_passes_verbatim() -> None:
+    """Codex's default model runs ``lightmem2 recover`` through its JavaScript ``exec`` tool."""
+    from lightmem_plugin.reduction.kinds import ToolCall
+    from lightmem_plugin.reduction.verbatim import passes_verbatim
+
+    script = 'const r = await tools.exec_command({cmd: "lightmem2 recover ' + "a" * 32 + '"});\ntext(r);\n'
+    assert passes_verbatim(ToolCall("exec", script))
+    assert not passes_verbatim(ToolCall("exec", 'const r = await tools.exec_command({cmd: "ls"});\ntext(r);'))

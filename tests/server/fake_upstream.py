@@ -21,7 +21,7 @@ import asyncio
 import hashlib
 import json
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +44,16 @@ class Received:
 
 
 class PrefixCache:
-    """Chained-hash block cache over the rendered prompt."""
+    """Chained-hash block cache over the rendered prompt.
 
-    def __init__(self) -> None:
+    ``counter`` counts the tokens of a piece of rendered prompt (default: one per 4 characters); with
+    one, the prompt, its cached prefix and the written blocks are counted with it (blocks stay
+    64 characters), as a provider that tokenises with that encoding would report them.
+    """
+
+    def __init__(self, counter: Callable[[str], int] | None = None) -> None:
         self.blocks: set[bytes] = set()
+        self.counter = counter
 
     def observe(self, text: str) -> tuple[int, int, int]:
         """(prompt tokens, cached tokens, newly written tokens) for a prompt, caching its blocks."""
@@ -64,6 +70,11 @@ class PrefixCache:
                 missed = True
                 written += BLOCK_TOKENS
                 self.blocks.add(h)
+        if self.counter is not None:
+            hit_chars, full_chars = hit * CHARS_PER_TOKEN, (hit + written) * CHARS_PER_TOKEN
+            tokens = self.counter(text)
+            counted_hit = self.counter(text[:hit_chars]) if hit else 0
+            return tokens, counted_hit, (self.counter(text[:full_chars]) - counted_hit) if written else 0
         return tokens, hit, written
 
 
@@ -95,11 +106,11 @@ def render(api: str, body: dict[str, Any]) -> str:
 class FakeUpstream:
     """State and ASGI app of the fake provider."""
 
-    def __init__(self) -> None:
+    def __init__(self, counter: Callable[[str], int] | None = None) -> None:
         self.script: deque[Reply] = deque()
         self.received: list[Received] = []
         self.reported: list[dict[str, int]] = []  # per call: prompt, cached, written
-        self.cache = PrefixCache()
+        self.cache = PrefixCache(counter)
         self.streams_started = 0
         self.streams_aborted = 0
         self.streams_completed = 0
@@ -132,7 +143,9 @@ class FakeUpstream:
 
     async def _count_tokens(self, request: Request) -> Response:
         body = await self._read(request)
-        return JSONResponse({"input_tokens": -(-len(render("anthropic", body)) // CHARS_PER_TOKEN)})
+        text = render("anthropic", body)
+        counted = self.cache.counter(text) if self.cache.counter else -(-len(text) // CHARS_PER_TOKEN)
+        return JSONResponse({"input_tokens": counted})
 
     async def _models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})

@@ -127,3 +127,26 @@ def test_call_key(a: str, b: str, same: bool) -> None:
     from lightmem_plugin.reduction.dedup import call_key
 
     assert (call_key(a) == call_key(b)) is same
+
+
+def test_a_repeat_within_a_turn_names_no_id_the_model_never_reads(client: httpx.Client) -> None:
+    """Seen in the wire e2e (OpenClaw 2026.9.6, an openai-completions provider): the same command twice
+    in one turn, and the second output read "identical to the output of tool call call_1_0" while every
+    request the model received spelled that call call10 (OpenClaw respells ids just before each
+    request, after the middleware). Until a request shows the spelling, a repeat names no id."""
+    first = _tool_result(client, "call_1_0", ROWS)
+    again = _tool_result(client, "call_2_0", ROWS)
+    assert again != first and "call_1_0" not in again, again
+    assert again.startswith("[lightmem2: identical to an earlier tool output in this conversation ("), again
+    # the key still recovers the output whole
+    key = re.search(r"archived as ([0-9a-f]{32})", again)
+    assert key is not None
+    shown = client.post("/sidecar/recover", json={"key": key.group(1)})
+    assert shown.status_code == 200 and shown.json()["text"] == ROWS
+    # once a request spelled it, a later repeat names it as the model reads it
+    history = [{"role": "user", "content": "count"}, _call("call10", "seq ..."), _result("call10", first)]
+    history += [_call("call20", "seq ..."), _result("call20", again), _said("Same.")]
+    _assemble(client, [*history, {"role": "user", "content": "once more"}])
+    third = _tool_result(client, "call_3_0", ROWS)
+    ref = SELF_REF.search(third)
+    assert ref is not None and ref.group(1) == "call10", third

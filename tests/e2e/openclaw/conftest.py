@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,11 +63,12 @@ def lightmem2_exe() -> Path:
 def make_env(
     host: Host, lightmem2_exe: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Any]:
-    """``make_env(name, plugin=True)``: a fresh OpenClaw env, lightmem2 installed by our installer."""
+    """``make_env(name, plugin=True, counter=None)``: a fresh OpenClaw env, lightmem2 installed by our
+    installer; ``counter`` counts the fake provider's tokens (default: one per 4 characters)."""
     servers: list[ServerThread] = []
 
-    def make(name: str, plugin: bool = True) -> OpenClawEnv:
-        fake = FakeUpstream()
+    def make(name: str, plugin: bool = True, counter: Callable[[str], int] | None = None) -> OpenClawEnv:
+        fake = FakeUpstream(counter)
         server = ServerThread(fake.app).__enter__()
         servers.append(server)
         root = tmp_path / name
