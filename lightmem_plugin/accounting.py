@@ -138,14 +138,15 @@ def _is_own(name: str) -> bool:
 
 def own_tools(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The tool definitions a host sends only because lightmem2 is installed: our recover and search
-    tools (as a plugin's, an MCP server's or inside Codex's ``mcp__lightmem2`` namespace) and, when
-    ours is the only MCP server, the generic MCP resource tools the host adds for having one."""
+    tools (as a plugin's, an MCP server's or inside Codex's ``mcp__lightmem2`` namespace) and, when no
+    other MCP server's tools are in the list, the generic MCP resource tools the host adds for having
+    one (Codex with gpt-5.5 lists no MCP tool at all, only ``tool_search`` and these three; should the
+    user have another server behind ``tool_search``, the saving shown is on the low side)."""
     from .stabilizer import tool_name  # lazy: the stabilizer pulls in the placeholder machinery
 
     names = [tool_name(dict(t)) for t in tools]
     ours = [t for t, n in zip(tools, names, strict=True) if _is_own(n)]
-    other_mcp = any(n.startswith("mcp__") and not _is_own(n) for n in names)
-    if ours and not other_mcp:
+    if not any(n.startswith("mcp__") and not _is_own(n) for n in names):
         ours += [t for t, n in zip(tools, names, strict=True) if n in MCP_RESOURCE_TOOLS]
     return ours
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from ..hooks import HOSTS, exit_with
+from ..hooks import exit_with
+from ..hosts import WITH_HOOKS
 from .base import Command, LineRunner, Outcome
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """``HOST``, ``EVENT``."""
-    parser.add_argument("host", choices=HOSTS)
+    parser.add_argument("host", choices=WITH_HOOKS)
     parser.add_argument("event")
 
 

@@ -8,27 +8,23 @@ the user's.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 
-from ..install import claude_code, codex, openclaw
+from ..errors import UsageError
+from ..hosts import NAMES, get
 from .base import Command, Outcome
-
-HOSTS = ("openclaw", "claude-code", "codex")
 
 
 def run(host: str, uninstall: bool, project: str | None) -> str:
     """The text ``lightmem2 install HOST`` prints."""
-    runners: dict[str, Callable[..., str]] = {
-        "openclaw": openclaw.run,
-        "claude-code": claude_code.run,
-        "codex": codex.run,
-    }
-    return runners[host](uninstall=uninstall, project=project)
+    found = get(host)
+    if found is None:
+        raise UsageError(f'unknown host "{host}"; expected one of {", ".join(NAMES)}')
+    return found.install(uninstall=uninstall, project=project)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """``HOST``, ``--uninstall``, ``--project DIR``."""
-    parser.add_argument("host", choices=HOSTS)
+    parser.add_argument("host", choices=NAMES)
     parser.add_argument("--uninstall", action="store_true")
     parser.add_argument("--project", metavar="DIR")
 

@@ -24,23 +24,21 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any, NoReturn
+from typing import IO, TYPE_CHECKING, NoReturn
 
 from ..faults import on_surface, open_sink, report
-from . import claude_code, codex
+from ..hosts import get
 
 if TYPE_CHECKING:
     from ..commands.base import LineRunner
+    from ..hosts.base import Handler
 
-__all__ = ["EVENTS", "HOSTS", "budget_s", "exit_with", "main", "run", "run_stream"]
+__all__ = ["EVENTS", "budget_s", "exit_with", "main", "run", "run_stream"]
 
-HOSTS = ("claude-code", "codex")
 EVENTS = ("PostToolUse", "UserPromptSubmit", "SessionStart")
 DEFAULT_BUDGET_S = {"SessionStart": 8.0, "PostToolUse": 5.0, "UserPromptSubmit": 5.0}
 BUDGET_ENV = "LIGHTMEM2_HOOK_BUDGET_S"
 LOG_MAX_BYTES = 256 * 1024
-
-Handler = Callable[[str, dict[str, Any], "LineRunner | None"], "dict[str, Any] | None"]
 
 
 def budget_s(event: str) -> float:
@@ -54,7 +52,9 @@ def budget_s(event: str) -> float:
 
 
 def _handler(host: str) -> Handler | None:
-    return {"claude-code": claude_code.handle, "codex": codex.handle}.get(host)
+    """The host's hook handler, from the registry."""
+    found = get(host)
+    return None if found is None else found.handle
 
 
 def _log(host: str, event: str, what: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lightmem_plugin.commands import _hosts, doctor
+from lightmem_plugin.commands import doctor
 from lightmem_plugin.commands._hosts import HOSTS, Probe, check_host, http_get, parse_version, run_command
 from lightmem_plugin.errors import TokenizerError
 from lightmem_plugin.ledger import CallRecord, Ledger
@@ -356,7 +356,9 @@ def test_run_command_is_time_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyP
     script = tmp_path / "slow"
     script.write_text("#!/bin/sh\necho started\nsleep 30\n")
     script.chmod(0o755)
-    monkeypatch.setattr(_hosts, "SUBPROCESS_TIMEOUT_S", 0.5)
+    from lightmem_plugin.hosts import base
+
+    monkeypatch.setattr(base, "SUBPROCESS_TIMEOUT_S", 0.5)
     assert run_command([str(script)]) == (124, "timed out after 0.5 s")
     assert run_command([str(tmp_path / "missing")])[0] == 127
     fast = tmp_path / "claude"
