@@ -8,8 +8,10 @@ Claude Code's, and run once trusted through ``/hooks`` or ``--dangerously-bypass
   ``updatedMCPToolOutput`` is rejected), so Codex outputs are reduced on the wire by ``lightmem2
   serve``, the header kept byte-exact (:mod:`lightmem_plugin.reduction.envelope`).
 - ``UserPromptSubmit``: ``/lightmem2 ...`` is answered with ``decision: block``; the turn ends with
-  no model call. (``codex exec`` 0.169 prints only "hook: UserPromptSubmit Blocked"; the text shows
-  in the interactive TUI.)
+  no model call. (``codex exec`` 0.169 prints only "hook: UserPromptSubmit Blocked". The interactive
+  TUI takes ``/lightmem2`` for one of its own commands and rejects it before any hook runs; typed with
+  a leading space, `` /lightmem2 status``, it is a prompt, the hook answers, and the TUI shows the text
+  under "Blocked by hook": checked on 0.171.0.)
 - ``SessionStart``: as for Claude Code (transcript path, proxy running); ``UserPromptSubmit`` also
   starts the proxy again if it died.
 """

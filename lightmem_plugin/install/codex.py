@@ -189,7 +189,9 @@ def add(project: str | None) -> str:
     notes = (
         f"Codex now uses model provider {PROVIDER!r} -> {facts['proxy']} (lightmem2 serve; the SessionStart "
         "hook starts it, or run `lightmem2 serve`). Trust the hooks once: `/hooks` in the Codex TUI, or "
-        "`codex exec --dangerously-bypass-hook-trust`. Check with `lightmem2 doctor`; undo with "
+        "`codex exec --dangerously-bypass-hook-trust`. In the TUI, type lightmem2's commands with a leading "
+        "space (` /lightmem2 status`): Codex takes `/lightmem2` for one of its own commands otherwise. "
+        "Check with `lightmem2 doctor`; undo with "
         f"`lightmem2 install codex --uninstall{flag}`."
     )
     if project:

@@ -51,6 +51,12 @@ def reference(first_call_id: str | None, key: str, chars: int, shell: bool = Fal
     return f"{same}, archived as {key}; recover with lightmem2_recover(key)]"
 
 
+def _log_order(key: str) -> tuple[int, str]:
+    """Sort key of a spellings log entry: ``SEQ-HASH`` (or a plain ``SEQ`` of an older store)."""
+    seq, _, rest = key.partition("-")
+    return (int(seq) if seq.isdigit() else 0, rest)
+
+
 @dataclass
 class DedupIndex:
     """Remembers the first tool call that produced each output (by xxh3-128 of its text)."""
@@ -73,7 +79,14 @@ class DedupIndex:
         key = call_key(call_id)
         if self.names.get(key) != call_id:
             self.names[key] = call_id
-            self.spellings[str(len(self.spellings))] = f"{key}\x00{call_id}"
+            self._log(f"{key}\x00{call_id}")
+
+    def _log(self, entry: str) -> None:
+        """Append ``entry`` to :attr:`spellings` under ``SEQ-HASH``: two processes that append to one
+        session's log at once (Claude Code runs a hook process per parallel tool call) write two keys,
+        not one key twice (the second would replace the first in the store)."""
+        digest = xxhash.xxh3_64_hexdigest(entry.encode("utf-8", "surrogatepass"))
+        self.spellings[f"{len(self.spellings)}-{digest}"] = entry
 
     def confirm(self, call_id: str) -> None:
         """Note that ``call_id`` was seen in a request (in the spelling the model reads)."""
@@ -81,7 +94,7 @@ class DedupIndex:
         key = call_key(call_id)
         if key not in self.confirmed:
             self.confirmed.add(key)
-            self.spellings[str(len(self.spellings))] = f"{key}\x01"
+            self._log(f"{key}\x01")
 
     def named(self, call_id: str) -> bool:
         """True when ``call_id``'s spelling was seen in a request (see :meth:`confirm`)."""
@@ -92,7 +105,7 @@ class DedupIndex:
         self.spellings = dict(spellings)
         self.names = {}
         self.confirmed = set()
-        for _, entry in sorted(self.spellings.items(), key=lambda item: int(item[0])):
+        for _, entry in sorted(self.spellings.items(), key=lambda item: _log_order(item[0])):
             if entry.endswith("\x01") and "\x00" not in entry:
                 self.confirmed.add(entry[:-1])
                 continue

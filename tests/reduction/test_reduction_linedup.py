@@ -97,3 +97,22 @@ def test_a_truncation_after_repeat_markers_names_the_original() -> None:
         assert 41 < int(a) <= int(b) <= len(original)
     for line in shown.split("\n"):
         assert line in original or line.startswith("[lightmem2")
+
+
+def test_two_processes_appending_spellings_at_once_keep_both() -> None:
+    """Claude Code runs a PostToolUse hook process per parallel tool call; both load the session's state,
+    both append one spelling: before, both wrote log key "0" and the store kept only one of them."""
+    from lightmem_plugin.reduction.dedup import DedupIndex
+
+    a, b = DedupIndex(), DedupIndex()
+    a.seen("toolu_A")
+    b.seen("toolu_B")
+    stored = {**a.spellings, **b.spellings}  # what an insert-or-replace store holds after both
+    assert len(stored) == 2
+    merged = DedupIndex()
+    merged.replay(stored)
+    assert set(merged.names.values()) == {"toolu_A", "toolu_B"}
+    # a store written before (plain sequence keys) still replays in order
+    old = DedupIndex()
+    old.replay({"0": "call1\x00call_1", "1": "call1\x00call1", "2": "call1\x01"})
+    assert old.names == {"call1": "call1"} and old.confirmed == {"call1"}
