@@ -41,6 +41,7 @@ test: lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/continuous.py
+	$(BIN)/python benchmarks/bench_server.py
 
 schema: $(STAMP)
 	$(BIN)/python -c "from lightmem_plugin.config import schema_text; open('config.schema.json','w').write(schema_text())"

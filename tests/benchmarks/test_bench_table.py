@@ -32,9 +32,12 @@ from readme_table import (  # noqa: E402
     C_START,
     END,
     FIRST_ROWS,
+    S_END,
+    S_START,
     START,
     render,
     render_continuous,
+    render_server,
 )
 
 from lightmem_plugin.traces import load_trace  # noqa: E402
@@ -231,3 +234,39 @@ def test_table_cells_are_the_measured_figures(measured: dict[str, Any]) -> None:
         assert (table["sessions"], table["calls"]) == (len(files), calls_in(files))
     plain = tables[("claude-code", "plain")]["rows"]
     assert plain["oracle"]["to oracle"] == "1.00" and plain["vanilla"]["to oracle"] == "0.00"
+
+
+def test_readme_server_table_matches_its_results_file() -> None:
+    """The proxy-load figures in the README are the ones ``benchmarks/bench_server.py`` wrote."""
+    result = json.loads((ROOT / "benchmarks" / "results" / "server.json").read_text(encoding="utf-8"))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = S_START + readme.split(S_START, 1)[1].split(S_END, 1)[0] + S_END
+    assert block == render_server(result), "README proxy-load table is stale: run benchmarks/bench_server.py"
+    assert set(result["targets"]) == {"added_p50_ms", "throughput_ratio", "p99_ratio", "rss_growth"}
+    assert len(result["soak"]["rss_mb"]) == result["soak"]["calls"] // 1000 + 1
+
+
+def test_render_server_marks_a_missed_target() -> None:
+    result = {
+        "single": {"calls": 300, "direct_p50_ms": 1.0, "proxy_p50_ms": 9.0, "added_p50_ms": 8.0},
+        "load": {
+            "calls": 3000,
+            "clients": 100,
+            "direct_rps": 300.0,
+            "proxy_rps": 200.0,
+            "throughput_ratio": 0.667,
+            "direct_p99_ms": 100.0,
+            "proxy_p99_ms": 150.0,
+            "p99_ratio": 1.5,
+        },
+        "soak": {"calls": 2000, "rss_mb": [80.0, 80.0, 81.0], "rss_growth": 0.0125},
+        "errors": 0,
+        "cpus": 2,
+    }
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_server import verdicts
+
+    result["targets"] = verdicts(result)
+    text = render_server(result)
+    assert "| +8.00 ms (1.00 direct, 9.00 proxied, 300 calls) | <= 5.0 | **missed** |" in text
+    assert text.count("| met |") == 3
