@@ -227,9 +227,11 @@ class Proxy:
         if kind.startswith("text/event-stream"):
             rewriter = wire.get(api).stream(values)
             rewriter.on_error = session.fail.report
+            recorded: list[bool] = []
 
             def done() -> None:
-                if rewriter.usage:
+                if rewriter.usage and not recorded:
+                    recorded.append(True)
                     record_usage(self.usage, session, api, rewriter.usage)
 
             return _streaming(self._relay(resp, rewriter, done), resp.status_code, back)
@@ -269,6 +271,9 @@ class Proxy:
                     yield tail
             done()
         finally:
+            # a host that hangs up once it has the final event (measured: Codex 0.169 with gpt-5.5, now
+            # and then) still had the call billed: the usage the stream carried is recorded anyway
+            done()
             with anyio.CancelScope(shield=True):
                 await resp.aclose()
 

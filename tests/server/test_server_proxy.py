@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from client_view import body_view, stream_view
+from fake_upstream import FakeUpstream
 from fake_wire import Reply
 from server_harness import ServerThread, free_port, stack
 
@@ -347,3 +348,45 @@ def test_headers_named_in_connection_are_not_forwarded() -> None:
         httpx.post(s.url("chat"), json=payload("chat", False), headers=headers, timeout=10)
         sent = s.fake.received[-1].headers
         assert "x-hop-secret" not in sent and sent.get("x-end") == "e"
+
+
+def test_a_host_that_hangs_up_after_the_usage_event_still_gets_its_call_recorded(tmp_path: Any) -> None:
+    """Seen in the Codex 0.169 wire e2e (gpt-5.5), now and then: one ledger row of eleven had no provider
+    usage. The host closes the stream once it has the final event, so the relay never reached its end,
+    where the usage was recorded; the provider had billed the call all the same."""
+    from lightmem_plugin.ledger import Ledger
+    from lightmem_plugin.server.app import create_app as make_app
+
+    fake = FakeUpstream()
+    with ServerThread(fake.app) as up:
+        cfg = Config()
+        cfg.server.upstreams.openai = up.url + "/v1"
+        ledger = Ledger(tmp_path / "ledger.sqlite3")
+        plugin = LightMem(cfg, ledger=ledger)
+        with ServerThread(make_app(plugin)) as px:
+            # many small deltas after the text, so the usage event is not in the last network read
+            fake.queue(Reply(text="word " * 200, chunk=3, delay_s=0.002))
+            body = {
+                "model": "m",
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": "hello there"}],
+            }
+            headers = {"authorization": "Bearer sk-x", "x-lightmem2-session": "hangup"}
+            seen = b""
+            url = px.url + "/v1/chat/completions"
+            with (
+                httpx.Client(timeout=10, trust_env=False) as client,
+                client.stream("POST", url, json=body, headers=headers) as r,
+            ):
+                for chunk in r.iter_raw():
+                    seen += chunk
+                    if b'"usage"' in seen and b'"prompt_tokens"' in seen:
+                        break  # the host has what it needs and hangs up before [DONE]
+            assert b"[DONE]" not in seen
+            deadline = time.monotonic() + 5
+            rows = ledger.calls("hangup")
+            while (not rows or rows[-1].real_input_tokens is None) and time.monotonic() < deadline:
+                time.sleep(0.05)
+                rows = ledger.calls("hangup")
+    assert rows and rows[-1].real_input_tokens == fake.reported[-1]["prompt"], rows
