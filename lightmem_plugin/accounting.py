@@ -166,21 +166,18 @@ class Accountant:
         """True when the last call sent exactly what the call before it sent (a host's retry)."""
 
     def footprint(self, tools: Sequence[Mapping[str, Any]]) -> int:
-        """Tokens of :func:`own_tools` in ``tools`` (memoised on the list's content: it rarely changes).
+        """Tokens of :func:`own_tools` in ``tools`` (memoised on their text: it rarely changes).
 
         Why: "without lightmem2" is the request the host would send without lightmem2 installed, and
         that one lacks our tools. Measured on Codex 0.171.0 with gpt-5.5: ~380 tokens a call, counted
-        as if the host sent them anyway, overstated the saving by 12% at the last call."""
-        if not tools:
+        as if the host sent them anyway, overstated the saving by 12% at the last call. Only our few
+        tools are rendered on each call, never the host's whole list (Claude Code's is ~80 KB)."""
+        ours = own_tools(tools) if tools else []
+        if not ours:
             return 0
-        text = json.dumps(list(tools), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        digest = xxhash.xxh3_64_hexdigest(text.encode("utf-8", "surrogatepass"))
-        if self._footprint[0] != digest:
-            ours = own_tools(tools)
-            shown = (
-                json.dumps(ours, sort_keys=True, ensure_ascii=False, separators=(",", ":")) if ours else ""
-            )
-            self._footprint = (digest, len(self._encode(shown)) if shown else 0)
+        shown = json.dumps(ours, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        if self._footprint[0] != shown:
+            self._footprint = (shown, len(self._encode(shown)))
         return self._footprint[1]
 
     def account(self, facts: CallFacts, original: Request, sent: Request) -> CallRecord:

@@ -53,7 +53,9 @@ def test_a_host_added_to_the_registry_is_what_hook_dispatch_finds(monkeypatch: p
         "lightmem_plugin.hooks.codex",
     )
     monkeypatch.setattr(hosts, "HOSTS", (*hosts.HOSTS, extra))
-    text, code = hooks.run("other", "UserPromptSubmit", '{"prompt": "hello"}')
-    assert (text, code) == ("", 0)
+    # a command prompt reaches the handler, which blocks it (an unknown host would print nothing)
+    text, code = hooks.run("other", "UserPromptSubmit", '{"prompt": "/lightmem2 status"}')
+    assert code == 0 and '"decision": "block"' in text, text
+    assert hooks.run("nosuch", "UserPromptSubmit", '{"prompt": "/lightmem2 status"}') == ("", 0)
     assert hooks._handler("other") is importlib.import_module("lightmem_plugin.hooks.codex").handle
     assert hooks._handler("openclaw") is None and hooks._handler("nosuch") is None

@@ -19,6 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
 
 import wire_audit
 
+from lightmem_plugin.reduction.dedup import reference
+
 KEY = "0123456789abcdef0123456789abcdef"
 ORIGINAL = "".join(f"row {i}: compiled module ok\n" for i in range(1, 41))
 STUB = f"[lightmem2: 1,000 chars archived as {KEY}; recover with lightmem2_recover(key)]"
@@ -59,15 +61,13 @@ def test_a_run_reduced_with_recoverable_stubs_passes() -> None:
 
 
 def test_an_output_replaced_by_a_reference_to_itself_is_a_fault() -> None:
-    selfref = (
-        f"[lightmem2: identical to the output of tool call c1 (1,000 chars), archived as {KEY}; recover]"
-    )
+    selfref = reference("c1", KEY, 1000)
     found = faults([chat(("c1", selfref))], [chat(("c1", ORIGINAL))])
     assert any("refers to its own call" in f for f in found), found
 
 
 def test_a_repeat_of_an_earlier_call_passes_and_of_an_unknown_call_fails() -> None:
-    repeat = f"[lightmem2: identical to the output of tool call c1 (1,000 chars), archived as {KEY}; recover]"
+    repeat = reference("c1", KEY, 1000)
     without = [chat(("c1", ORIGINAL), ("c2", ORIGINAL))]
     assert faults([chat(("c1", ORIGINAL), ("c2", repeat))], without) == []
     ghost = repeat.replace("call c1", "call c9")
@@ -233,7 +233,7 @@ def test_a_line_marker_passes_beside_a_keyed_stub_and_fails_alone() -> None:
 
 
 def test_a_repeat_that_names_no_call_must_repeat_an_earlier_output() -> None:
-    unnamed = f"[lightmem2: identical to an earlier tool output in this conversation (1,000 chars), archived as {KEY}; recover]"
+    unnamed = reference(None, KEY, 1000)
     without = [chat(("c1", ORIGINAL), ("c2", ORIGINAL))]
     assert faults([chat(("c1", ORIGINAL), ("c2", unnamed))], without) == []
     assert faults([chat(("c1", REDUCED), ("c2", unnamed))], without) == []  # the first copy reduced: same key

@@ -58,9 +58,11 @@ def _dense_with_tags(text: str) -> bool:
     closing = 0
     names: set[str] = set()
     tag_chars = 0
+    first: re.Match[str] | None = None
     for m in _TAG_RE.finditer(sample):
         name = m.group(2).lower()
         if name in KNOWN_TAGS:
+            first = first or m
             known += 1
             tag_chars += m.end() - m.start()
             names.add(name)
@@ -70,7 +72,6 @@ def _dense_with_tags(text: str) -> bool:
     # markup from the start of a line, after at most a short preamble: a test run that prints a page
     # inside an assertion message (``left:  "<html lang=\\"en\\">...``) is a log, and its own lines
     # are what the agent reads
-    first = next((m for m in _TAG_RE.finditer(sample) if m.group(2).lower() in KNOWN_TAGS), None)
     if first is None or first.start() > MAX_PREAMBLE:
         return False
     line_start = sample.rfind("\n", 0, first.start()) + 1

@@ -311,6 +311,15 @@ class ProxyKill:
         self.pids.update(p for p in pids if p)
         return pids
 
+    def observe(
+        self, is_up: Callable[[], bool], env: dict[str, str], cwd: Path
+    ) -> tuple[dict[str, int], tuple[int | None, int | None], bool, str]:
+        """After the session: the pids the kill found, (serve.pid, serve.child.pid) now, whether the
+        proxy answers, and what ``lightmem2 doctor`` says."""
+        killed, pids, up = self.killed(), self.running(), is_up()
+        doctor = run_bounded([sys.executable, "-m", "lightmem_plugin.cli", "doctor"], env, cwd, 90)
+        return killed, pids, up, doctor.stdout
+
     def stop_all(self, is_up: Callable[[], bool]) -> list[int]:
         """Stop ``serve.pid``; the pids seen (and their children) still running after it, and whether
         the port still answers, are reported, then TERMed and KILLed."""

@@ -31,9 +31,15 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+
+from fake_upstream import strip_marks
 
 TOLERANCE = 0.02
 REPEAT_OF = re.compile(r"\[lightmem2: identical to the output of tool call (\S+) \(")
@@ -216,14 +222,6 @@ def tool_outputs(api: str, body: dict[str, Any]) -> list[ToolOutput]:
     return OUTPUTS[api](body)
 
 
-def _strip_marks(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _strip_marks(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_strip_marks(v) for v in value]
-    return value
-
-
 def _one_text(message: Any) -> Any:
     """An Anthropic message whose content is one text block, with that text as its content: the API
     reads both alike, and Claude Code (2.1.332) sends the message that holds a cache breakpoint as a
@@ -241,7 +239,7 @@ def history(api: str, body: dict[str, Any]) -> list[Any]:
     items = body.get("input") if api == "responses" else body.get("messages")
     if not isinstance(items, list):
         return []
-    plain = list(_strip_marks(items))
+    plain = list(strip_marks(items))
     return [_one_text(m) for m in plain] if api == "anthropic" else plain
 
 

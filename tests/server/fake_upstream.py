@@ -78,11 +78,12 @@ class PrefixCache:
         return tokens, hit, written
 
 
-def _strip_marks(value: Any) -> Any:
+def strip_marks(value: Any) -> Any:
+    """``value`` without ``cache_control`` marks (they do not change the tokens a provider counts)."""
     if isinstance(value, dict):
-        return {k: _strip_marks(v) for k, v in value.items() if k != "cache_control"}
+        return {k: strip_marks(v) for k, v in value.items() if k != "cache_control"}
     if isinstance(value, list):
-        return [_strip_marks(v) for v in value]
+        return [strip_marks(v) for v in value]
     return value
 
 
@@ -99,7 +100,7 @@ def render(api: str, body: dict[str, Any]) -> str:
         items = body.get("input")
         pieces.extend([items] if isinstance(items, str) else items or [])
     return "".join(
-        json.dumps(_strip_marks(p), sort_keys=True, ensure_ascii=False, separators=(",", ":")) for p in pieces
+        json.dumps(strip_marks(p), sort_keys=True, ensure_ascii=False, separators=(",", ":")) for p in pieces
     )
 
 

@@ -419,12 +419,9 @@ def test_claude_code_survives_the_proxy_killed_mid_session(
         print(installer.run(uninstall=False, project=None))
         try:
             result = _claude(claude, "List the rows, restart, list again, then finish.", env, work)
-            killed = kill.killed()
-            supervisor, child = kill.running()
-            up_after = serve_ctl.is_running(cfg)
-            doctor_after = run_bounded(
-                [sys.executable, "-m", "lightmem_plugin.cli", "doctor"], env, work, 90
-            ).stdout
+            killed, (supervisor, child), up_after, doctor_after = kill.observe(
+                lambda: serve_ctl.is_running(cfg), env, work
+            )
         finally:
             leaked = kill.stop_all(lambda: serve_ctl.is_running(cfg))
     assert result["result"] == "Done.", result

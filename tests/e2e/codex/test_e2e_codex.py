@@ -21,7 +21,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +102,14 @@ def codex(request: pytest.FixtureRequest) -> Path:
     return npm_cli(PACKAGE, str(request.param), "codex", "codex")
 
 
+def fake_provider(url: str) -> str:
+    """config.toml lines that make the fake at ``url`` Codex's model provider (the run without lightmem2)."""
+    return (
+        'model_provider = "fake"\n\n[model_providers.fake]\nname = "fake"\n'
+        f'base_url = "{url}/v1"\nwire_api = "responses"\nenv_key = "OPENAI_API_KEY"\n'
+    )
+
+
 def _codex_home(home: Path, model_lines: str) -> Path:
     folder = home / ".codex"
     folder.mkdir(parents=True, exist_ok=True)
@@ -130,8 +137,7 @@ def test_codex_end_to_end(codex: Path, tmp_path: Path, host_home: Path, isolated
     with ServerThread(vanilla.app) as up:
         folder = _codex_home(
             vhome,
-            f'model = "fake-model"\nmodel_provider = "fake"\n\n[model_providers.fake]\nname = "fake"\n'
-            f'base_url = "{up.url}/v1"\nwire_api = "responses"\nenv_key = "OPENAI_API_KEY"\n',
+            'model = "fake-model"\n' + fake_provider(up.url),
         )
         env = {
             **base_env(vhome, tmp_path / "vanilla-lm"),
@@ -304,8 +310,7 @@ def test_tool_success_and_exit_code_reach_the_model_unchanged(
     with ServerThread(vanilla.app) as up:
         folder = _codex_home(
             vhome,
-            model_line + f'model_provider = "fake"\n\n[model_providers.fake]\nname = "fake"\n'
-            f'base_url = "{up.url}/v1"\nwire_api = "responses"\nenv_key = "OPENAI_API_KEY"\n',
+            model_line + fake_provider(up.url),
         )
         _run(codex, vhome, tmp_path / "vanilla-lm", model_line, {"CODEX_HOME": str(folder)})
 
@@ -416,12 +421,9 @@ def test_codex_survives_the_proxy_killed_mid_session(
                 assert between.stdout.strip() == KILLED.format(what="both", code=1), between.stderr
                 cmd = [str(codex), "exec", "resume", "--last", *flags, PROMPTS[1]]
                 runs.append(run_bounded(cmd, env, work, CODEX_TIMEOUT_S))
-            killed = kill.killed()
-            supervisor, child = kill.running()
-            up_after = serve_ctl.is_running(cfg)
-            doctor_after = run_bounded(
-                [sys.executable, "-m", "lightmem_plugin.cli", "doctor"], env, work, 90
-            ).stdout
+            killed, (supervisor, child), up_after, doctor_after = kill.observe(
+                lambda: serve_ctl.is_running(cfg), env, work
+            )
         finally:
             leaked = kill.stop_all(lambda: serve_ctl.is_running(cfg))
     for n, run in enumerate(runs):

@@ -61,6 +61,7 @@ from test_e2e_codex import (
     _codex_home,
     _exec,
     _tool_names,
+    fake_provider,
     namespaced,
 )
 from wire_audit import FAILING, FINAL, LISTING, PROMPT, REPEAT_OF, STEPS, Step
@@ -185,8 +186,7 @@ def test_codex_wire_with_and_without_lightmem2(
     with ServerThread(vanilla.app) as up:
         folder = _codex_home(
             vhome,
-            model_line + f'model_provider = "fake"\n\n[model_providers.fake]\nname = "fake"\n'
-            f'base_url = "{up.url}/v1"\nwire_api = "responses"\nenv_key = "OPENAI_API_KEY"\n',
+            model_line + fake_provider(up.url),
         )
         _run(exe, vhome, tmp_path / "vanilla-lm", {"CODEX_HOME": str(folder)})
 
