@@ -37,6 +37,9 @@ STATE_FILE = "sessions.sqlite3"
 STATE_VERSION = 1
 """Bumped when the meaning of a stored value changes; a session saved under another version starts over."""
 
+WRITER_PREFIXES = ("hook:",)
+"""Writers that keep their sessions under ``<prefix>:<id>`` (see :class:`StateStore`)."""
+
 APPEND_ONLY = ("memo", "images", "dedup_first", "dedup_repeats", "dedup_spellings", "lines")
 _CREATE = (
     "CREATE TABLE IF NOT EXISTS entries (session_id TEXT NOT NULL, ns TEXT NOT NULL, key TEXT NOT NULL, "
@@ -66,19 +69,24 @@ class StoredSession:
 class StateStore:
     """The persisted state of every session of one data dir, shared by all our processes (WAL)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, prefix: str = "") -> None:
+        """``prefix`` keeps one writer's sessions apart from another's in the same file (the hooks
+        store theirs under ``hook:<session id>``: the proxy may serve the same id, with decisions of
+        its own); it is part of the stored id, never of what the model sees."""
         self.path = path
+        self.prefix = prefix
         self._db = open_private_db(path, _CREATE, STATE_VERSION)
         self._lock = threading.Lock()
 
     @classmethod
-    def default(cls) -> StateStore:
+    def default(cls, prefix: str = "") -> StateStore:
         """The store in the lightmem2 data dir (``$LIGHTMEM2_HOME`` or the platform default)."""
-        return cls(data_dir() / STATE_FILE)
+        return cls(data_dir() / STATE_FILE, prefix)
 
     def load(self, session_id: str) -> StoredSession:
         """Everything saved for ``session_id`` (empty when nothing was)."""
         out = StoredSession()
+        session_id = self.prefix + session_id
         with self._lock:
             rows = self._db.execute(
                 "SELECT ns, key, value FROM entries WHERE session_id = ? ORDER BY seq", (session_id,)
@@ -97,6 +105,7 @@ class StateStore:
         self, session_id: str, entries: Mapping[str, list[tuple[str, Any, int]]], blobs: Mapping[str, str]
     ) -> None:
         """New map entries ``(key, value, seq)`` per namespace and changed blobs, in one transaction."""
+        session_id = self.prefix + session_id
         rows = [
             (session_id, ns, key, _dump(value), seq)
             for ns, items in entries.items()
@@ -119,15 +128,19 @@ class StateStore:
 
     def forget(self, session_id: str) -> None:
         """Drop everything saved for a session (a damaged state, or the user asked)."""
+        session_id = self.prefix + session_id
         with self._lock:
             self._db.execute("DELETE FROM entries WHERE session_id = ?", (session_id,))
             self._db.execute("DELETE FROM blobs WHERE session_id = ?", (session_id,))
 
     def sessions(self) -> list[str]:
-        """Ids of the sessions with saved state, sorted."""
+        """Ids of this writer's sessions with saved state (without the prefix), sorted."""
         with self._lock:
             rows = self._db.execute("SELECT DISTINCT session_id FROM blobs ORDER BY session_id").fetchall()
-        return [str(r[0]) for r in rows]
+        ids = [str(r[0]) for r in rows]
+        if self.prefix:
+            return [i[len(self.prefix) :] for i in ids if i.startswith(self.prefix)]
+        return [i for i in ids if not i.startswith(WRITER_PREFIXES)]
 
     def close(self) -> None:
         """Close the connection (the store is unusable afterwards)."""

@@ -174,3 +174,16 @@ def test_idle_sessions_leave_memory_and_come_back_with_the_same_bytes(
         got.append(json.dumps(session.before_model_call(call.prompt), sort_keys=True))
     assert len(objects) > 1  # it really left memory and came back
     assert got == uninterrupted[0]
+
+
+def test_a_prefixed_writer_keeps_its_sessions_apart(tmp_path: Path) -> None:
+    """The hooks and the proxy may serve the same session id; each reads back only what it wrote."""
+    path = tmp_path / "sessions.sqlite3"
+    proxy, hooks = StateStore(path), StateStore(path, "hook:")
+    proxy.write("s1", {"memo": [("a", "proxy", 0)]}, {"core": '{"calls":3}'})
+    hooks.write("s1", {"memo": [("a", "hook", 0)]}, {"core": '{"calls":7}'})
+    assert proxy.load("s1").maps["memo"] == {"a": "proxy"}
+    assert hooks.load("s1").maps["memo"] == {"a": "hook"}
+    assert proxy.sessions() == ["s1"] and hooks.sessions() == ["s1"]
+    hooks.forget("s1")
+    assert hooks.load("s1").empty and not proxy.load("s1").empty

@@ -14,11 +14,9 @@ from typing import TYPE_CHECKING, Any
 from ..faults import open_sink
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from ..commands.base import LineRunner
     from ..pipeline import Session
-    from ..session_state import StateStore, StoredSession
+    from ..session_state import StateStore
 
 COMMAND_RE = re.compile(r"^\s*/lightmem2(?::lightmem2)?(?=\s|$)")  # plugin commands are namespaced
 
@@ -74,7 +72,7 @@ def reducing_session(payload: dict[str, Any]) -> Session:
     return LightMem(faults=open_sink(), states=hook_states()).session(session_id(payload))
 
 
-HOOK_STATE_PREFIX = "hook:"
+HOOK_STATE_PREFIX = "hook:"  # one of session_state.WRITER_PREFIXES
 
 
 def hook_states() -> StateStore | None:
@@ -88,24 +86,12 @@ def hook_states() -> StateStore | None:
     writes its own rows; two writers of one session's insert-only maps would overwrite each other's
     entries, and the hooks' decisions (on the originals) are not the proxy's (on what it forwards).
     """
-    import sqlite3  # lazy, with the class below: the store pulls in the config the light events skip
+    import sqlite3  # lazy: the store pulls in the config the light events skip
 
     from ..errors import LightMemError
     from ..session_state import StateStore
 
-    class HookStates(StateStore):
-        def load(self, session_id: str) -> StoredSession:
-            return super().load(HOOK_STATE_PREFIX + session_id)
-
-        def write(
-            self, session_id: str, entries: Mapping[str, list[tuple[str, Any, int]]], blobs: Mapping[str, str]
-        ) -> None:
-            super().write(HOOK_STATE_PREFIX + session_id, entries, blobs)
-
-        def forget(self, session_id: str) -> None:
-            super().forget(HOOK_STATE_PREFIX + session_id)
-
     try:
-        return HookStates.default()
+        return StateStore.default(HOOK_STATE_PREFIX)
     except (OSError, sqlite3.Error, LightMemError):
         return None
