@@ -37,6 +37,7 @@ from typing import Any
 
 from ..config import EstimatorConfig, EvictionConfig
 from ..error_lines import error_lines
+from ..memo import PerObject
 from ..model import Message, Request, TextPart, ToolCallPart, ToolResultPart
 from ..tokens import TokenCounter
 from .collapse import Collapse, archive_document, fingerprint, summary
@@ -172,10 +173,11 @@ class Evictor:
         self.tasks = TaskRegistry()
         self.goals = TaskRegistry()  # one chunk per user goal (ids g1, g2, ...), message indices
         self.state = EvictionState()
-        self._applied: dict[int, tuple[Message, Message]] = {}
+        self._applied: PerObject[Message, Message] = PerObject(self._stub_message)
+        self._applied_for: tuple[int, ...] = ()  # the eviction decisions _applied was made for
         self._verified: dict[int, tuple[Message, Message]] = {}
         self._collapsed: dict[int, Message] = {}
-        self._sizes: dict[int, tuple[Message, int]] = {}
+        self._sizes: PerObject[Message, int] = PerObject(self._size_of)
         self.last_evicted_tokens = 0
         self.remaining_hint: Callable[[int], tuple[float, float]] | None = None
         # (first, last) message ranges of the last applied request that became one message each
@@ -194,29 +196,25 @@ class Evictor:
         """``req`` with evicted tool outputs and arguments replaced by their stubs (same messages)."""
         if not (self.state.stubs or self.state.args):
             return req
-        out: list[Message] = []
-        changed = False
-        done: dict[int, tuple[Message, Message]] = {}
+        made_for = (*self.state.version, len(self.state.stubs))
+        if made_for != self._applied_for:  # new decisions: every message is looked at again
+            self._applied.forget()
+            self._applied_for = made_for
+        out = self._applied.map(req.messages)  # a stubbed message is the same object call after call
+        if all(a is b for a, b in zip(out, req.messages, strict=True)):
+            return req
+        return Request(out, req.tools, req.extra, req.hints)
+
+    def _stub_message(self, msg: Message) -> Message:
+        """``msg`` with its evicted outputs and arguments as their stubs (``msg`` itself if none)."""
         stubs, args = self.state.stubs, self.state.args
-        for msg in req.messages:
-            hit = self._applied.get(id(msg))
-            if hit is not None and hit[0] is msg:
-                new = hit[1]  # the same stubbed object as last call: later caches see no change
-            elif any(
-                (isinstance(p, ToolResultPart) and p.tool_call_id in stubs)
-                or (isinstance(p, ToolCallPart) and p.id in args)
-                for p in msg.parts
-            ):
-                parts = [self._stubbed(p) for p in msg.parts]
-                new = Message(msg.role, parts, dict(msg.extra), dict(msg.hints))
-            else:
-                new = msg
-            if new is not msg:
-                done[id(msg)] = (msg, new)
-                changed = True
-            out.append(new)
-        self._applied = done
-        return Request(out, req.tools, req.extra, req.hints) if changed else req
+        if not any(
+            (isinstance(p, ToolResultPart) and p.tool_call_id in stubs)
+            or (isinstance(p, ToolCallPart) and p.id in args)
+            for p in msg.parts
+        ):
+            return msg
+        return Message(msg.role, [self._stubbed(p) for p in msg.parts], dict(msg.extra), dict(msg.hints))
 
     def _stubbed(self, part: Any) -> Any:
         if isinstance(part, ToolResultPart):
@@ -382,26 +380,21 @@ class Evictor:
             and chunk.turns == (t.goal, max(t.goal, t.last))
         }
 
+    def _size_of(self, msg: Message) -> int:
+        """Tokens of one message's texts, tool outputs and call arguments."""
+        n = 0
+        for p in msg.parts:
+            if isinstance(p, ToolResultPart):
+                n += self.counter.count(p.text())
+            elif isinstance(p, TextPart):
+                n += self.counter.count(p.text)
+            elif isinstance(p, ToolCallPart):
+                n += self.counter.count(p.arguments)
+        return n
+
     def _sizes_of(self, req: Request) -> list[int]:
         """Tokens of each message as it is sent now (before collapses), memoised per message object."""
-        sizes: list[int] = []
-        memo: dict[int, tuple[Message, int]] = {}
-        for msg in req.messages:
-            hit = self._sizes.get(id(msg))
-            if hit is not None and hit[0] is msg:
-                n = hit[1]
-            else:
-                n = 0
-                for p in msg.parts:
-                    if isinstance(p, ToolResultPart):
-                        n += self.counter.count(p.text())
-                    elif isinstance(p, TextPart):
-                        n += self.counter.count(p.text)
-                    elif isinstance(p, ToolCallPart):
-                        n += self.counter.count(p.arguments)
-            memo[id(msg)] = (msg, n)
-            sizes.append(n)
-        self._sizes = memo
+        sizes = self._sizes.map(req.messages)
         for c in self.state.collapses:  # what a collapsed task weighs now
             if c.last < len(sizes):
                 sizes[c.first] = self.counter.count(c.text)
