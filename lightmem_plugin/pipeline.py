@@ -35,7 +35,8 @@ from .accounting import CallFacts
 from .chat_adapter import ChatAdapter
 from .config import Config, ConfigHolder, data_dir
 from .errors import LightMemError
-from .eviction.evictor import Evictor, chat_view
+from .eviction.entries import entries
+from .eviction.evictor import Evictor
 from .eviction.goals import is_goal
 from .eviction.record_render import render as render_record
 from .eviction.record_store import LEVELS, RecordStore
@@ -392,7 +393,7 @@ class Session:
         if store is None or self.calls - self._record_call < self.cfg.eviction.batchTurns:
             return req
         self._record_call = self.calls
-        view, _ids, _owners = chat_view(original)
+        view = entries(original).turns
         record = extract(view, self.evictor.tasks, source=self.evictor.estimator)
         renders: dict[str, str] = {level: render_record(record, level) for level in LEVELS}
         if renders != self.last_record_renders:

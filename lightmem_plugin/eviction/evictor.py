@@ -41,6 +41,7 @@ from ..memo import PerObject
 from ..model import Message, Request, TextPart, ToolCallPart, ToolResultPart
 from ..tokens import TokenCounter
 from .collapse import Collapse, archive_document, fingerprint, summary
+from .entries import entries, turn_text
 from .goals import GoalTask, goal_tasks, goal_text
 from .heuristic import HeuristicEstimator
 from .horizon import remaining_in_session, remaining_in_task
@@ -55,34 +56,9 @@ MIN_SAVING_TOKENS = 60
 MESSAGES_PER_CALL = 2
 
 
-def chat_view(req: Request) -> tuple[list[dict[str, Any]], list[str | None], list[int]]:
-    """The request as simple chat-form dicts for the estimator, the tool call id of each entry, and
-    the index of the message each entry came from (one message may give several entries)."""
-    view: list[dict[str, Any]] = []
-    ids: list[str | None] = []
-    owners: list[int] = []
-    for n, msg in enumerate(req.messages):
-        calls = [p for p in msg.parts if isinstance(p, ToolCallPart)]
-        results = [p for p in msg.parts if isinstance(p, ToolResultPart)]
-        text = msg.text()
-        if msg.role != "tool" and (text or calls or not results):
-            entry: dict[str, Any] = {
-                "role": msg.role if msg.role != "developer" else "system",
-                "content": text,
-            }
-            if calls:
-                entry["tool_calls"] = [
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                    for c in calls
-                ]
-            view.append(entry)
-            ids.append(None)
-            owners.append(n)
-        for r in results:
-            view.append({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.text()})
-            ids.append(r.tool_call_id)
-            owners.append(n)
-    return view, ids, owners
+def _view(req: Request) -> tuple[list[Message], list[str | None], list[int]]:
+    turns = entries(req)
+    return turns.turns, turns.ids, turns.owners
 
 
 @dataclass
@@ -324,7 +300,7 @@ class Evictor:
         if call_index - self.state.last_batch_call < self.config.batchTurns:
             return False
         self.state.last_batch_call = call_index
-        view, ids, owners = chat_view(original)
+        view, ids, owners = _view(original)
         self.estimator.sync(view)
         updates = self.proposer.estimate(view, self.tasks)
         self.tasks.apply(updates, max_turn=len(view) - 1)
@@ -415,7 +391,7 @@ class Evictor:
 
     def _items(
         self,
-        view: list[dict[str, Any]],
+        view: list[Message],
         ids: list[str | None],
         owners: list[int],
         original: Request,
@@ -496,7 +472,7 @@ class Evictor:
                 later_whole.setdefault(p, e.seq)
         return out[::-1]
 
-    def _candidates(self, view: list[dict[str, Any]], ids: list[str | None]) -> dict[str, str]:
+    def _candidates(self, view: list[Message], ids: list[str | None]) -> dict[str, str]:
         """Tool call id -> why it is no longer needed, for outputs old enough to page out."""
         horizon = len(view) - self.config.keepRecentTurns * MESSAGES_PER_CALL
         reasons: dict[str, str] = {}
@@ -563,7 +539,7 @@ class Evictor:
     def _evict(
         self,
         chosen: list[_Item],
-        view: list[dict[str, Any]],
+        view: list[Message],
         ids: list[str | None],
         owners: list[int],
         original: Request,
@@ -602,7 +578,7 @@ class Evictor:
     def _evict_parts(
         self,
         chosen: list[_Item],
-        view: list[dict[str, Any]],
+        view: list[Message],
         ids: list[str | None],
         original: Request,
         sent: Request,
@@ -623,7 +599,7 @@ class Evictor:
             else:
                 cid = it.ident
                 lines.append(f"=== lightmem2: output of tool call {cid} ===")
-                text = str(view[index[cid]].get("content") or "")
+                text = turn_text(view[index[cid]])
             start = len(lines) + 1
             lines.extend(text.split("\n"))
             ranges[it.ident] = (start, len(lines))
