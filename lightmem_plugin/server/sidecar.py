@@ -69,7 +69,8 @@ from typing import Any
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse as StarletteJSONResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from .._version import __version__
@@ -81,6 +82,7 @@ from .chat_commands import CommandRunner
 from .guard import SidecarGuard
 from .proxy import Proxy, TooLarge, read_body
 from .secret import CHALLENGE_HEADER, proof
+from .sse import json_bytes
 from .usage import record_usage
 
 JSON = dict[str, Any]
@@ -157,6 +159,18 @@ def _ingest(session: Session, body: JSON) -> JSON:
             parts.append(part)
         return {"output": parts}
     raise BadRequest(f"output: got {json.dumps(output)[:60]}, expected a string or a list of text parts")
+
+
+class JSONResponse(StarletteJSONResponse):
+    """A JSON answer that stays valid UTF-8 when a string holds a lone surrogate (sent as ``\\ud800``).
+
+    Why: OpenClaw (JavaScript) strings may hold lone surrogates, and JSON escapes them; Python decodes
+    them to str and Starlette's UTF-8 encoding then failed, so the plugin got a 500 for its own text
+    (measured on ``/sidecar/ingest``). Escaped again, the plugin reads back the very string it sent.
+    """
+
+    def render(self, content: Any) -> bytes:
+        return json_bytes(content)
 
 
 def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: CommandRunner) -> list[Route]:
