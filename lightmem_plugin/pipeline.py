@@ -150,6 +150,8 @@ class LightMem:
                 stores = None
         ledger, states = (stores.ledger, stores.states) if stores else (None, None)
         plugin = cls(ledger=ledger, states=states, faults=open_sink())
+        if stores is not None:  # a shared database keeps the artifacts too
+            plugin.registry = stores.registry_like(plugin.registry)
         plugin.attach_search_index()
         plugin.records = RecordStore(data_dir() / "records", plugin.registry.redactor)
         return plugin

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from lightmem_plugin.config import Config
-from lightmem_plugin.errors import StaleState, StoreError, StoreUnavailable
+from lightmem_plugin.errors import ArtifactCorrupt, ArtifactNotFound, StaleState, StoreError, StoreUnavailable
 from lightmem_plugin.ledger import CallRecord, Ledger
+from lightmem_plugin.registry import Registry, content_key
+from lightmem_plugin.sealing import OVERHEAD, Sealer
 from lightmem_plugin.session_state import StateStore
 from lightmem_plugin.store import CallLedger, SessionStates, Stores, open_stores
 
@@ -122,11 +124,19 @@ def test_the_lock_serialises_one_session_and_leaves_others_free(stores: Stores) 
 
 
 @pytest.mark.postgres
-def test_migrations_run_once_and_a_newer_schema_is_refused(pg_url: str) -> None:
+def test_migrations_run_once_in_order_and_a_newer_schema_is_refused(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import psycopg
 
-    from lightmem_plugin.store.postgres import SCHEMA_VERSION, PgBackend
+    from lightmem_plugin.store import postgres
+    from lightmem_plugin.store.postgres import MIGRATIONS, SCHEMA_VERSION, PgBackend
 
+    # a database an older lightmem2 made (migration 1 only) is brought forward on open
+    monkeypatch.setattr(postgres, "MIGRATIONS", MIGRATIONS[:1])
+    monkeypatch.setattr(postgres, "SCHEMA_VERSION", 1)
+    PgBackend(pg_url, 2).close()
+    monkeypatch.undo()
     backends: list[PgBackend] = []
     threads = [threading.Thread(target=lambda: backends.append(PgBackend(pg_url, 2))) for _ in range(4)]
     for t in threads:
@@ -137,10 +147,11 @@ def test_migrations_run_once_and_a_newer_schema_is_refused(pg_url: str) -> None:
     for b in backends:
         b.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        rows = conn.execute("SELECT version, name FROM lm_schema_migrations").fetchall()
-        assert [r[0] for r in rows] == [SCHEMA_VERSION] == [1]
+        rows = conn.execute("SELECT version FROM lm_schema_migrations ORDER BY version").fetchall()
+        assert [r[0] for r in rows] == [v for v, _name, _sql in MIGRATIONS] == [1, 2]
+        assert conn.execute("SELECT COUNT(*) FROM lm_artifacts").fetchone() == (0,)
         conn.execute("INSERT INTO lm_schema_migrations (version, name) VALUES (99, 'from the future')")
-    with pytest.raises(StoreUnavailable, match=r"schema version 99, newer than this lightmem2 knows \(1\)"):
+    with pytest.raises(StoreUnavailable, match=r"schema version 99, newer than this lightmem2 knows \(2\)"):
         PgBackend(pg_url)
 
 
@@ -188,3 +199,74 @@ def test_the_lock_holds_across_pools_and_a_dead_holder_releases_it(pg_url: str) 
     finally:
         a.close()
         b.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Registry]:
+    files = Registry(tmp_path / "artifacts", max_bytes=1 << 20, sealer=Sealer(bytes(range(32))))
+    if request.param == "embedded":
+        yield files
+        return
+    opened = open_stores(Config.model_validate({"store": {"url": request.getfixturevalue("pg_url")}}))
+    try:
+        yield opened.registry_like(files)
+    finally:
+        opened.close()
+
+
+def test_artifacts_are_content_addressed_byte_exact_and_stored_once(registry: Registry) -> None:
+    told: list[str] = []
+    registry.on_put = lambda key, data: told.append(key)
+    data = b"line 1\n\x00\xff\xfe not utf-8\r\nAKIAIOSFODNN7EXAMPLE\n"
+    key = registry.put(data)
+    assert key == content_key(data) and registry.put(data) == key and told == [key]
+    assert registry.get(key) == data == registry.peek(key) and registry.exists(key)
+    assert registry.keys() == {key} and registry.count() == 1
+    assert registry.size_bytes() == len(data) + OVERHEAD  # sealed at rest
+    assert registry.recover(key, "2:2") == "\x00\udcff\udcfe not utf-8\r\n"
+    with pytest.raises(ArtifactNotFound, match=r"no artifact 0+"):
+        registry.get("0" * 32)
+
+
+def test_gc_drops_the_least_recently_used_and_never_a_live_key(registry: Registry) -> None:
+    registry.max_bytes = 3 * (1000 + OVERHEAD)
+    keys = [registry.put(bytes([65 + i]) * 1000) for i in range(5)]
+    registry.get(keys[0])  # recent again
+    assert registry.gc(live_keys=[keys[1]]) == [keys[2], keys[3]]
+    assert registry.keys() == {keys[0], keys[1], keys[4]}
+
+
+@pytest.mark.postgres
+def test_a_damaged_artifact_row_is_refused(pg_url: str, tmp_path: Path) -> None:
+    import psycopg
+
+    opened = open_stores(Config.model_validate({"store": {"url": pg_url}}))
+    try:
+        registry = opened.registry_like(Registry(tmp_path / "a", sealer=Sealer(bytes(32))))
+        key = registry.put(b"original")
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            (stored,) = conn.execute("SELECT data FROM lm_artifacts").fetchone() or (b"",)
+            assert b"original" not in bytes(stored)  # sealed in the database too
+            conn.execute("UPDATE lm_artifacts SET data = %s", (b"x" + bytes(stored)[1:],))
+        with pytest.raises(ArtifactCorrupt):
+            registry.get(key)
+    finally:
+        opened.close()
+
+
+@pytest.mark.postgres
+def test_doctor_checks_the_database(pg_url: str) -> None:
+    from pg_cluster import free_port
+
+    from lightmem_plugin.commands.doctor import check_database
+
+    ok = check_database(Config.model_validate({"store": {"url": pg_url, "poolSize": 50}}))
+    assert ok.status == "pass", ok
+    assert "reachable, schema version 2, 0 sessions with state" in ok.detail
+    assert "pool 50 connections per process, server max_connections 300 (room for 6 processes)" in ok.detail
+    big = check_database(Config.model_validate({"store": {"url": pg_url, "poolSize": 400}}))
+    assert big.status == "fail" and big.fix.startswith("lower store.poolSize below 300")
+    url = f"postgresql://u:pw@127.0.0.1:{free_port()}/x"
+    down = check_database(Config.model_validate({"store": {"url": url, "connectTimeoutS": 2}}))
+    assert down.status == "fail" and "cannot connect to the session store postgresql://u:***@" in down.detail
+    assert "pw" not in down.detail and down.fix.startswith("check store.url")

@@ -3,8 +3,9 @@
 ``store.url`` unset (the default): files and SQLite in the data dir, as always
 (:class:`~lightmem_plugin.session_state.StateStore`, :class:`~lightmem_plugin.ledger.Ledger`).
 ``store.url = "postgresql://user@host/db"``: every ``lightmem2 serve`` process on that database serves
-the same sessions as one would (:mod:`.postgres`; needs ``pip install 'lightmem2[team]'``). The
-interface both implement is in :mod:`.base`.
+the same sessions as one would (:mod:`.postgres`, artifacts in :mod:`.pg_artifacts`; needs
+``pip install 'lightmem2[team]'``). The interface both implement is in :mod:`.base`; the artifact
+registry's is :class:`~lightmem_plugin.registry.Registry` itself (the database one subclasses it).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .base import CallLedger, SessionStates
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..registry import Registry
 
 __all__ = ["CallLedger", "SessionStates", "Stores", "open_stores", "session_lock"]
 
@@ -33,6 +35,16 @@ class Stores:
     kind: str = "embedded"
     """``embedded`` or ``postgresql``."""
     schema_version: int | None = None
+
+    def registry_like(self, registry: Registry) -> Registry:
+        """The artifact registry of these stores with ``registry``'s settings (size cap, redaction,
+        sealer, index hook): ``registry`` itself when embedded, rows of the database otherwise."""
+        backend = getattr(self.states, "backend", None)
+        if backend is None:
+            return registry
+        from .pg_artifacts import PgRegistry
+
+        return PgRegistry(backend, registry)
 
     def close(self) -> None:
         """Close the ledger, the state store and the pool behind them."""

@@ -58,6 +58,16 @@ CREATE TABLE lm_calls (seq bigserial PRIMARY KEY, session_id text NOT NULL,
 CREATE INDEX lm_calls_by_session ON lm_calls (session_id, call_index);
 """,
     ),
+    (
+        2,
+        "artifact registry",
+        """
+CREATE TABLE lm_artifacts (key text PRIMARY KEY, data bytea NOT NULL, size bigint NOT NULL,
+    last_used bigint NOT NULL);
+CREATE INDEX lm_artifacts_lru ON lm_artifacts (last_used, key);
+CREATE SEQUENCE lm_artifacts_clock;
+""",
+    ),
 )
 """(version, what it adds, SQL), in order. Never edit an applied one: append the next version."""
 SCHEMA_VERSION = MIGRATIONS[-1][0]

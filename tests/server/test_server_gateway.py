@@ -11,6 +11,7 @@ in the store moved on) and reload it, or its call count and eviction state fall 
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import os
@@ -26,6 +27,11 @@ import pytest
 from fake_upstream import FakeUpstream
 from server_harness import ServerThread, free_port
 
+from lightmem_plugin.config import Config
+from lightmem_plugin.reduction.base import STUB_RE
+from lightmem_plugin.registry import Registry, content_key
+from lightmem_plugin.sealing import KEY_ENV, Sealer
+from lightmem_plugin.store import open_stores
 from lightmem_plugin.traces import load_trace
 
 pytestmark = pytest.mark.postgres
@@ -34,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
 KILL_AFTER = 24
 KILLED = 1
+ARCHIVE_KEY = base64.b64encode(bytes(range(32))).decode()
+"""The fleet's archive key: every process must open what another one sealed."""
 
 
 class Serve:
@@ -43,7 +51,7 @@ class Serve:
         home.mkdir()
         (home / "config.json").write_text(json.dumps(config))
         self.port = free_port()
-        env = {**os.environ, "LIGHTMEM2_HOME": str(home), "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "LIGHTMEM2_HOME": str(home), "PYTHONPATH": str(ROOT), KEY_ENV: ARCHIVE_KEY}
         code = "import sys\nfrom lightmem_plugin.server import serve\nserve(port=int(sys.argv[1]))\n"
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code, str(self.port)], env=env, stderr=subprocess.PIPE
@@ -134,3 +142,16 @@ def test_three_processes_on_one_postgres_send_what_one_process_sends(tmp_path: P
         rows = conn.execute("SELECT call_index, writer FROM lm_calls ORDER BY call_index").fetchall()
     assert [r[0] for r in rows] == list(range(1, n + 1))
     assert len({r[1] for r in rows}) >= 3  # rows of (at least) three processes' sessions
+    # no artifact lost: every key a request names is in the database, byte-exact, whoever archived it
+    named = [set(STUB_RE.findall(json.loads(raw).__repr__())) for raw in fleet]
+    keys = set().union(*named)
+    by_killed = set().union(*(k for i, k in enumerate(named) if served_by[i] == KILLED))
+    assert keys and by_killed  # stubs in the requests, some of them made by the killed process
+    stores = open_stores(Config.model_validate({"store": {"url": pg_url}}))
+    try:
+        sealer = Sealer(base64.b64decode(ARCHIVE_KEY))
+        registry = stores.registry_like(Registry(tmp_path / "unused", sealer=sealer))
+        assert all(content_key(registry.get(k)) == k for k in keys)
+    finally:
+        stores.close()
+    assert not any((tmp_path / "fleet").glob("home*/artifacts/??/*"))  # none left on one machine only
