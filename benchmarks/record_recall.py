@@ -27,6 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lightmem_plugin.eviction.entries import of_chat  # noqa: E402
 from lightmem_plugin.eviction.session_record import extract  # noqa: E402
 
 _DIFF = re.compile(r"^diff --git a/(\S+) b/(\S+)", re.M)
@@ -102,7 +103,7 @@ def regex_truth(messages: list[dict[str, Any]]) -> set[str]:
 
 def record_written(messages: list[dict[str, Any]]) -> set[str]:
     """Files the session record says were created or modified."""
-    record = extract(messages)
+    record = extract(of_chat(messages))
     return {_canon(f.path) for f in record.files if any(a in ("create", "modify") for _, a in f.history)}
 
 
@@ -169,7 +170,7 @@ def measure_tasks(paths: list[Path]) -> dict[str, Any]:
         with gzip.open(path) as fh:
             doc = json.loads(fh.read())
         messages, starts = doc["messages"], [t["first_message"] for t in doc["tasks"]]
-        record = extract(messages)
+        record = extract(of_chat(messages))
         for n, finished in enumerate(record.finished):
             own = messages[starts[n] : starts[n + 1]]
             found = {_canon(f) for f in (*finished.facts.modified, *finished.facts.created)}

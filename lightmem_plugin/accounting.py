@@ -20,7 +20,7 @@ import xxhash
 
 from . import wire
 from .cachesim import make_cache
-from .chat_tokens import MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, chat_tokens, head_chunk
+from .chat_tokens import MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, Chunker, chat_tokens, head_chunk
 from .codecs import openai_chat
 from .ledger import CallRecord, k_cost
 from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
@@ -86,29 +86,6 @@ def message_tokens(msg: Message, encode: Callable[[str], Sequence[int]]) -> arra
     return array("i", chat_tokens(chat, encode))
 
 
-class _Chunker:
-    """Token chunks of neutral messages, memoised by message object (unchanged messages are reused)."""
-
-    def __init__(self, counter: TokenCounter) -> None:
-        self._counter = counter
-        self._memo: dict[int, tuple[Message, array[int]]] = {}
-
-    def chunks(self, req: Request) -> tuple[list[array[int]], list[str]]:
-        done: dict[int, tuple[Message, array[int]]] = {}
-        chunks: list[array[int]] = []
-        texts: list[str] = []
-        for msg in req.messages:
-            hit = self._memo.get(id(msg))
-            text = render(msg)
-            if hit is None or hit[0] is not msg:
-                hit = (msg, message_tokens(msg, self._counter.encode))
-            done[id(msg)] = hit
-            chunks.append(hit[1])
-            texts.append(text)
-        self._memo = done
-        return chunks, texts
-
-
 def _first_break(prev: Sequence[str], cur: Sequence[str]) -> tuple[int, int] | None:
     """(message index, char offset) of the first difference in what the previous call had cached.
 
@@ -155,8 +132,8 @@ class Accountant:
     """Simulated cache accounting of one session (64-token prefix blocks, the common denominator)."""
 
     def __init__(self, counter: TokenCounter, provider: str = "deepseek") -> None:
-        self._ours = _Chunker(counter)
-        self._base = _Chunker(counter)
+        self._ours = self._chunker(counter)
+        self._base = self._chunker(counter)
         self._cache_ours = make_cache(provider)
         self._cache_base = make_cache(provider)
         self._prev: list[str] = []
@@ -164,6 +141,11 @@ class Accountant:
         self._footprint: tuple[str, int] = ("", 0)
         self.repeated = False
         """True when the last call sent exactly what the call before it sent (a host's retry)."""
+
+    @staticmethod
+    def _chunker(counter: TokenCounter) -> Chunker[Message, str]:
+        """Neutral messages counted as the replay counts them; keyed by their canonical text."""
+        return Chunker(lambda m: message_tokens(m, counter.encode), render, head=0)
 
     def footprint(self, tools: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of :func:`own_tools` in ``tools`` (memoised on their text: it rarely changes).
@@ -183,9 +165,9 @@ class Accountant:
     def account(self, facts: CallFacts, original: Request, sent: Request) -> CallRecord:
         """The ledger row of one call (real usage still unknown). The baseline leaves out our own
         tools (:meth:`footprint`): the host alone would not send them."""
-        chunks, texts = self._ours.chunks(sent)
+        chunks, texts = self._ours.pieces(sent.messages)
         ours = self._cache_ours.observe([_HEAD, *chunks], keys=["<head>", *texts])
-        base_chunks, base_texts = self._base.chunks(original)
+        base_chunks, base_texts = self._base.pieces(original.messages)
         base = self._cache_base.observe([_HEAD, *base_chunks], keys=["<head>", *base_texts])
         baseline = max(0, base.input_tokens - self.footprint(sent.tools))
         brk = _first_break(self._prev, texts) if self._prev else None

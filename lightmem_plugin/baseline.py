@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import xxhash
 
+from .memo import PerObject
 from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolResultPart
 from .reduction.base import stub_keys
 
@@ -42,7 +43,7 @@ class Baseline:
     def __init__(self, read: Callable[[str], bytes]) -> None:
         self._read = read  # the registry's peek: verified bytes, no LRU touch
         self._texts: OrderedDict[str, str | None] = OrderedDict()
-        self._messages: dict[int, tuple[Message, Message]] = {}
+        self._messages: PerObject[Message, Message] = PerObject(self._message)
 
     def original_text(self, text: str) -> str | None:
         """The archived original ``text`` stands for, or None when it is not one output's stub form."""
@@ -85,14 +86,7 @@ class Baseline:
 
     def expand(self, req: Request) -> Request:
         """``req`` with every stubbed tool result replaced by its original (``req`` itself if none)."""
-        done: dict[int, tuple[Message, Message]] = {}
-        messages = []
-        for msg in req.messages:
-            hit = self._messages.get(id(msg))
-            out = hit[1] if hit is not None and hit[0] is msg else self._message(msg)
-            done[id(msg)] = (msg, out)
-            messages.append(out)
-        self._messages = done
+        messages = self._messages.map(req.messages)
         if all(a is b for a, b in zip(messages, req.messages, strict=True)):
             return req
         return Request(messages, list(req.tools), dict(req.extra), dict(req.hints))

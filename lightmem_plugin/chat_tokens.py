@@ -11,12 +11,16 @@ with real token ids, and they are the same for every message of a role, so cachi
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import xxhash
 
+from .memo import PerObject
+
 Encode = Callable[[str], Sequence[int]]
+M = TypeVar("M")
+H = TypeVar("H", bound=Hashable)
 
 MESSAGE_OVERHEAD_TOKENS = 28
 """Tokens each chat message adds beyond its text (role markers, tool-call wrapper, tokenizer gap).
@@ -79,12 +83,44 @@ def chat_tokens(
     return ids
 
 
-class ChatChunker:
-    """Prompt chunks for one session, memoised per message object.
+def chat_key(message: Mapping[str, Any]) -> int:
+    """A content hash of one chat message: equal keys mean equal messages to the cache models."""
+    raw = json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
+    return int(xxhash.xxh3_64_intdigest(raw.encode("utf-8", "surrogatepass")))
 
-    Trace prompts share their message dicts between calls, so an unchanged message yields the very
-    same chunk object, and the cache models reuse its block hashes without comparing tokens.
+
+class Chunker(Generic[M, H]):
+    """Prompt chunks and content keys for one session, one per message, memoised per message object.
+
+    The one chunker of the project: the ledger behind ``status``/``report`` counts neutral messages
+    with it and the replay behind ``make bench`` counts chat dicts with it, both through
+    :func:`chat_tokens`, so the two give the same figures for the same session. An unchanged message
+    (the same object as last call, :class:`~.memo.PerObject`) yields the very same chunk object, and
+    the cache models reuse its block hashes without comparing tokens.
     """
+
+    def __init__(
+        self,
+        tokens_of: Callable[[M], Sequence[int]],
+        key_of: Callable[[M], H],
+        head: int = REQUEST_OVERHEAD_TOKENS,
+    ) -> None:
+        self._memo: PerObject[M, tuple[Sequence[int], H]] = PerObject(lambda m: (tokens_of(m), key_of(m)))
+        self._head = head_chunk(head) if head > 0 else None
+
+    def pieces(self, prompt: Sequence[M]) -> tuple[list[Sequence[int]], list[H]]:
+        """One chunk and one content key per message (no head)."""
+        done = self._memo.map(prompt)
+        return [c for c, _ in done], [k for _, k in done]
+
+    def chunks(self, prompt: Sequence[M]) -> list[Sequence[int]]:
+        """The head chunk (when ``head > 0``) followed by one chunk per message."""
+        body = self.pieces(prompt)[0]
+        return [self._head, *body] if self._head is not None else body
+
+
+class ChatChunker(Chunker[Mapping[str, Any], int]):
+    """The :class:`Chunker` of chat-form messages (recorded traces, the Python API's messages)."""
 
     def __init__(
         self,
@@ -92,19 +128,4 @@ class ChatChunker:
         overhead: int = MESSAGE_OVERHEAD_TOKENS,
         head: int = REQUEST_OVERHEAD_TOKENS,
     ) -> None:
-        self._encode = encode
-        self._overhead = overhead
-        self._head = head_chunk(head) if head > 0 else None
-        self._memo: dict[int, tuple[Mapping[str, Any], list[int]]] = {}
-
-    def chunk(self, message: Mapping[str, Any]) -> list[int]:
-        """The chunk of one message (the same list object for the same message object)."""
-        hit = self._memo.get(id(message))
-        if hit is None:
-            hit = self._memo[id(message)] = (message, chat_tokens(message, self._encode, self._overhead))
-        return hit[1]
-
-    def chunks(self, prompt: Sequence[Mapping[str, Any]]) -> list[list[int]]:
-        """The head chunk (when ``head > 0``) followed by one chunk per message."""
-        body = [self.chunk(m) for m in prompt]
-        return [self._head, *body] if self._head is not None else body
+        super().__init__(lambda m: chat_tokens(m, encode, overhead), chat_key, head)

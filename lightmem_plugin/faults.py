@@ -20,12 +20,14 @@ import contextvars
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from .errors import PassError
 from .paths import data_dir
 from .sqlite_store import open_private_db
 
@@ -185,3 +187,44 @@ def safecall(
             on_error(step, err)
         report(sink, step, err, session_id)
         return fallback
+
+
+@dataclass
+class PassFailure:
+    """The last failure of a pass, for ``doctor``."""
+
+    name: str
+    error: str
+
+
+class FailOpen:
+    """A session's view of the fail-open guard: per-step counters for its ledger rows, and the sink.
+
+    Every failure is counted here (the ledger row of the call says which steps failed) and written to
+    the plugin's :class:`~.faults.FaultSink` at once, with the surface it ran on, for status and doctor.
+    """
+
+    def __init__(self, sink: FaultSink | None = None, session_id: str | None = None) -> None:
+        self.errors: Counter[str] = Counter()
+        self.last: PassFailure | None = None
+        self.sink = sink
+        self.session_id = session_id
+
+    def run(self, name: str, fn: Callable[[], T], fallback: T) -> T:
+        """``fn()``, or ``fallback`` if it raised (the error is counted under ``name`` and reported)."""
+        try:
+            return fn()
+        except Exception as err:  # fail-open by design: the host must never break because of us
+            self.report(name, err)
+            return fallback
+
+    def _count(self, name: str, err: BaseException) -> None:
+        self.errors[name] += 1
+        self.last = PassFailure(name, describe(err))
+
+    def report(self, name: str, err: BaseException) -> None:
+        """Count and report a failure that the caller handled; a pass failure names its pass as the
+        step (``reduction/html``) in the sink, while the ledger row counts it under ``name``."""
+        self._count(name, err)
+        step = f"{name}/{err.pass_name}" if isinstance(err, PassError) and err.pass_name else name
+        report(self.sink, step, err, self.session_id)

@@ -4,6 +4,10 @@
     before_model_call    stabilise the head, apply the memoised reductions, (aggressive) evict in batches
     after_model_call     restore placeholders in what the model wrote, record real cache usage
 
+A session is four parts, each a module of its own: the chat adapter (:mod:`.chat_adapter`), the
+transformer chain (:attr:`Session.STEPS`: reduce, evict, record, stabilise), the decisions it took
+(:mod:`.session_snapshot`, persisted by :mod:`.session_state`) and the recorder (:mod:`.recorder`).
+
 Why fail-open (I5): we sit between an agent and its model. Any exception inside a pass returns the
 original payload, is counted per pass and shown by ``status``/``doctor``; the host never breaks.
 Why memoise by (tool call id, content hash): the reduced form of an output must never change later in
@@ -19,27 +23,29 @@ import sqlite3
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
 import xxhash
 
-from .accounting import Accountant, CallFacts, detect_api, real_usage, with_real_usage
-from .baseline import Baseline
-from .codecs import openai_chat
+from . import session_snapshot
+from .accounting import CallFacts
+from .chat_adapter import ChatAdapter
 from .config import Config, ConfigHolder, data_dir
-from .errors import LightMemError, PassError
-from .eviction.evictor import EvictionState, Evictor, chat_view
+from .errors import LightMemError
+from .eviction.entries import entries
+from .eviction.evictor import Evictor
 from .eviction.goals import is_goal
-from .eviction.lifecycle import TaskRegistry
 from .eviction.record_render import render as render_record
 from .eviction.record_store import LEVELS, RecordStore
 from .eviction.session_record import extract
-from .faults import FaultSink, describe, open_sink, report
+from .faults import FailOpen, FaultSink, open_sink, report
 from .ledger import CallRecord
+from .memo import PerObject
 from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
+from .recorder import Recorder
 from .redaction import Redactor
 from .reduction import passes
 from .reduction.base import PassContext, prefers_shell
@@ -50,7 +56,7 @@ from .reduction.verbatim import passes_verbatim
 from .registry import Registry
 from .sealing import Sealer
 from .search_index import SearchIndex, index_hook
-from .session_state import STATE_VERSION, Journal, StoredSession
+from .session_state import Journal
 from .stabilizer import Stabilizer, tool_name
 from .store import CallLedger, SessionStates, Stores, open_stores
 from .tokens import TokenCounter
@@ -58,47 +64,6 @@ from .tokens import TokenCounter
 T = TypeVar("T")
 MAX_SESSIONS = 64
 """Sessions kept in memory per process (least recently used dropped; reloaded from the state store)."""
-
-
-@dataclass
-class PassFailure:
-    """The last failure of a pass, for ``doctor``."""
-
-    name: str
-    error: str
-
-
-class FailOpen:
-    """A session's view of the fail-open guard: per-step counters for its ledger rows, and the sink.
-
-    Every failure is counted here (the ledger row of the call says which steps failed) and written to
-    the plugin's :class:`~.faults.FaultSink` at once, with the surface it ran on, for status and doctor.
-    """
-
-    def __init__(self, sink: FaultSink | None = None, session_id: str | None = None) -> None:
-        self.errors: Counter[str] = Counter()
-        self.last: PassFailure | None = None
-        self.sink = sink
-        self.session_id = session_id
-
-    def run(self, name: str, fn: Callable[[], T], fallback: T) -> T:
-        """``fn()``, or ``fallback`` if it raised (the error is counted under ``name`` and reported)."""
-        try:
-            return fn()
-        except Exception as err:  # fail-open by design: the host must never break because of us
-            self.report(name, err)
-            return fallback
-
-    def _count(self, name: str, err: BaseException) -> None:
-        self.errors[name] += 1
-        self.last = PassFailure(name, describe(err))
-
-    def report(self, name: str, err: BaseException) -> None:
-        """Count and report a failure that the caller handled; a pass failure names its pass as the
-        step (``reduction/html``) in the sink, while the ledger row counts it under ``name``."""
-        self._count(name, err)
-        step = f"{name}/{err.pass_name}" if isinstance(err, PassError) and err.pass_name else name
-        report(self.sink, step, err, self.session_id)
 
 
 class LightMem:
@@ -226,64 +191,61 @@ def _digest(text: str) -> str:
     return str(xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass")))
 
 
-def _with_usage(rec: CallRecord, usage: Mapping[str, Any], api: str | None) -> CallRecord:
-    """``rec`` with the provider's ``usage`` (read as ``api``; guessed from its keys when not given)."""
-    kind = api or detect_api(usage)
-    return with_real_usage(rec, kind, real_usage(kind, usage))
-
-
-def _extended(req: Request, messages: list[Message]) -> Request:
-    """``req`` with ``messages`` appended (a host's own call inside a turn it assembled once)."""
-    return Request([*req.messages, *messages], list(req.tools), dict(req.extra), dict(req.hints))
-
-
 class Session:
-    """Per-session state: reduction memo, dedup index, stabilizer, counters."""
+    """One conversation: a chat adapter, the transformer chain and the decisions it took, a recorder.
+
+    - :class:`~.chat_adapter.ChatAdapter` decodes chat-form messages into the neutral model and
+      encodes them back, incrementally (hosts only append);
+    - the transformer chain (:data:`STEPS`: reduce, evict, record, stabilise) maps the request the
+      host sent to the one the model sees; each step is fail-open on its own;
+    - the decisions the chain took over time (:mod:`~.session_snapshot`) persist in the session store
+      after every call, so a restarted process sends the same bytes;
+    - :class:`~.recorder.Recorder` writes one ledger row per model call.
+    """
 
     def __init__(self, plugin: LightMem, session_id: str) -> None:
         self.plugin = plugin
         self.id = session_id
         self.last_used = time.monotonic()  # for idle expiry (LightMem.session); never in model text
         self.fail = FailOpen(plugin.faults, session_id)
+        self.cfg: Config = plugin.config  # read once per call: the holder stats the config file
+        self._in_call = False
+        # -- decisions (persisted, session_snapshot) --
         self.memo: dict[str, str | None] = {}  # (call id, content) -> what the model sees; None: unchanged
         self.image_memo: dict[str, tuple[str, str] | None] = {}
         self.repeats = Repeats(DedupIndex(plugin.config.reduction.dedupMaxRepeats))
-        self.cfg: Config = plugin.config  # read once per call: the holder stats the config file
-        self._in_call = False
         self.stabilizer = Stabilizer(plugin.config.stabilizer)
         self.evictor = Evictor(
             plugin.config.eviction, plugin.registry.put, plugin.counter, plugin.config.estimator
         )
-        self._evicted_now = False
-        self._last_record: dict[str, str] = {}
-        self._record_call = 0  # the call the session record was last snapshotted at
         # a restarted sidecar or proxy continues the session's call numbering instead of overwriting rows
         self.calls = self._recorded_calls(plugin.ledger, session_id)
+        self.last_record_renders: dict[str, str] = {}  # the session record last stored, per level
+        # -- per process --
+        self.chat = ChatAdapter()
+        self.recorder = Recorder(plugin.ledger, plugin.counter, plugin.registry.peek, self.fail)
+        self._evicted_now = False
+        self._record_call = 0  # the call the session record was last snapshotted at
         self.passes_override: dict[str, TextReducer] = {}  # tests: replace the text passes
-        # incremental state: the previous call's chat input, decoded and processed messages, encodings
-        self._chat_in: list[dict[str, Any]] = []
-        self._decoded: list[Message] = []
-        self._processed: dict[int, tuple[Message, Message]] = {}
+        self._processed: PerObject[Message, Message] = PerObject(self._process_message)
         self._tool_calls: dict[str, ToolCall] = {}
         self.prefer_shell = False  # stubs name the shell command (see reduction.base.prefers_shell)
         self.respelled_ids = False
         """The host may respell call ids after we see them (OpenClaw, for some providers: letters and
         digits only, just before each request): a repeat then names no call id (dedup.reference)."""
-        self._encoded: dict[int, tuple[Message, dict[str, Any]]] = {}
-        self._accountant = Accountant(plugin.counter) if plugin.ledger is not None else None
-        self._baseline = Baseline(plugin.registry.peek)
-        # a whole turn assembled once (OpenClaw): its first call's row waits for the turn's messages
-        self._pending: tuple[CallFacts, Request, Request] | None = None
-        self._answered = False  # after_model_call ran since the last row (a retry follows no answer)
         # ledger rows of this session object: another process serving the same session writes its own
         # (never shown to the model, so a random id costs no determinism)
         self.writer = os.urandom(6).hex()
-        self.last_record: CallRecord | None = None
         self.journal: Journal | None = None
         self._saved_batch_check: tuple[int, ...] | None = None  # eviction state version on disk
         if plugin.states is not None:
             store = plugin.states
             self.fail.run("state", lambda: self._load_state(store), None)
+
+    @property
+    def last_record(self) -> CallRecord | None:
+        """The ledger row of the last call (with the provider's usage once it came)."""
+        return self.recorder.last
 
     # -- persisted state ---------------------------------------------------------------------------
     def _load_state(self, store: SessionStates) -> None:
@@ -291,79 +253,28 @@ class Session:
         loaded = store.load(self.id)
         try:
             if not loaded.empty:
-                self._adopt(loaded)
+                session_snapshot.restore(self, loaded, self.plugin.config.stabilizer)
+                self._saved_batch_check = self.evictor.state.version
         except Exception:
             store.forget(self.id)  # a damaged or outdated state: start the session over, cleanly
             self.journal = Journal(store, self.id)
             raise
         self.journal = Journal(store, self.id, loaded)
 
-    def _adopt(self, loaded: StoredSession) -> None:
-        """Set every decision from ``loaded``; raises (changing nothing) when any part is malformed."""
-        core, maps = loaded.blobs.get("core") or {}, loaded.maps
-        if core.get("version") != STATE_VERSION:
-            raise ValueError(f"session state version {core.get('version')!r}, expected {STATE_VERSION}")
-        cfg = self.plugin.config
-        stabilizer = Stabilizer.from_state(cfg.stabilizer, loaded.blobs["stabilizer"])
-        state = EvictionState.from_dict(loaded.blobs.get("eviction") or {})
-        tasks = TaskRegistry.from_dict(loaded.blobs["tasks"]) if "tasks" in loaded.blobs else TaskRegistry()
-        goals = TaskRegistry.from_dict(loaded.blobs["goals"]) if "goals" in loaded.blobs else TaskRegistry()
-        images = {k: (str(v[0]), str(v[1])) if v else None for k, v in maps["images"].items()}
-        repeats = {str(k): int(v) for k, v in maps["dedup_repeats"].items()}
-        counts: dict[str, int] = {}
-        for slot, n in repeats.items():
-            digest = slot.split(":", 1)[0]
-            counts[digest] = max(counts.get(digest, 0), n)
-        # nothing above raised: adopt it all at once
-        self.memo = {str(k): (None if v is None else str(v)) for k, v in maps["memo"].items()}
-        self.image_memo = images
-        self.repeats.outputs.first = {str(k): str(v) for k, v in maps["dedup_first"].items()}
-        self.repeats.outputs.repeats, self.repeats.outputs.counts = repeats, counts
-        self.repeats.outputs.replay({str(k): str(v) for k, v in maps["dedup_spellings"].items()})
-        self.repeats.lines.seen = dict.fromkeys(int(k) for k in maps["lines"])
-        self.stabilizer = stabilizer
-        self.evictor.state, self.evictor.tasks, self.evictor.goals = state, tasks, goals
-        self._saved_batch_check = state.version
-        self.calls = max(self.calls, int(core.get("calls", 0)))
-        self.repeats.scope = int(core.get("scope", 0))
-        self._last_record = {str(k): str(v) for k, v in (core.get("record") or {}).items()}
-
     def _save(self) -> None:
         """Write what this call decided (new entries and changed documents only); fail-open."""
         journal = self.journal
         if journal is None:
             return
-        ev = self.evictor
-        blobs: dict[str, Any] = {
-            "core": {
-                "version": STATE_VERSION,
-                "calls": self.calls,
-                "record": self._last_record,
-                "scope": self.repeats.scope,
-            },
-            "stabilizer": self.stabilizer.state_dict(),
-        }
-        if ev.state.version != self._saved_batch_check:  # only eviction decisions change these
-            blobs["eviction"] = ev.state.to_dict()
-            if ev.tasks.chunks or ev.tasks.rejected:
-                blobs["tasks"] = ev.tasks.to_dict()
-            if ev.goals.chunks or ev.goals.rejected:
-                blobs["goals"] = ev.goals.to_dict()
-        maps: dict[str, Mapping[Any, Any]] = {
-            "memo": self.memo,
-            "images": self.image_memo,
-            "dedup_first": self.repeats.outputs.first,
-            "dedup_repeats": self.repeats.outputs.repeats,
-            "dedup_spellings": self.repeats.outputs.spellings,
-            "lines": self.repeats.lines.seen,
-        }
+        version = self.evictor.state.version
+        maps, blobs = session_snapshot.snapshot(self, with_eviction=version != self._saved_batch_check)
 
         def save() -> bool:
             journal.save(maps, blobs)
             return True
 
         if self.fail.run("state", save, False):  # a failed write is retried with the next call
-            self._saved_batch_check = ev.state.version
+            self._saved_batch_check = version
 
     @staticmethod
     def _recorded_calls(ledger: CallLedger | None, session_id: str) -> int:
@@ -455,24 +366,35 @@ class Session:
             return part
         return ToolResultPart(part.tool_call_id, content, part.is_error, dict(part.extra))
 
-    # -- hook points -------------------------------------------------------------------------------
-    def process(self, req: Request, whole_turn: bool = False) -> Request:
-        """The transformed request (neutral model); the original on any failure. Writes a ledger row
-        (with ``whole_turn``, when :meth:`record_turn` brings the calls the host made inside the turn)."""
-        self._flush_pending()
-        self.calls += 1
-        self.cfg = self.plugin.config
-        errors_before = Counter(self.fail.errors)
-        self._in_call = True
-        try:
-            out = self.fail.run("pipeline", lambda: self._process(req), req)
-        finally:
-            self._in_call = False
-        self._record(req, out, self.fail.errors - errors_before, defer=whole_turn)
-        self._save()
-        return out
+    def _process_message(self, msg: Message) -> Message:
+        for p in msg.parts:
+            if isinstance(p, ToolCallPart):  # the call a later tool result answers: names its kind
+                self._tool_calls[p.id] = ToolCall(p.name, p.arguments)
+        parts = [self._reduce_result(p) if isinstance(p, ToolResultPart) else p for p in msg.parts]
+        if all(a is b for a, b in zip(parts, msg.parts, strict=True)):
+            return msg
+        return Message(msg.role, parts, dict(msg.extra), dict(msg.hints))
 
-    def _evict(self, original: Request, reduced: Request) -> Request:
+    # -- the transformer chain -----------------------------------------------------------------------
+    def _reduce_step(self, original: Request, req: Request) -> Request:
+        """Every tool output as it was reduced on arrival (memoised); repeats scoped to the task."""
+        if req.tools:
+            self.prefer_shell = prefers_shell([tool_name(t) for t in req.tools])
+        messages = self._processed.map(self._scoped(req.messages))
+        return Request(messages, list(req.tools), dict(req.extra), dict(req.hints))
+
+    def _scoped(self, messages: list[Message]) -> Iterator[Message]:
+        """``messages``, setting the repeat scope to the task each one belongs to before it is reduced
+        (with finished tasks leaving: a repeat never points into a task that may leave)."""
+        scoped = self.cfg.mode_table().eviction and self.cfg.eviction.finishedTasks
+        goals = 0
+        for msg in messages:
+            if scoped and is_goal(msg):
+                goals += 1
+                self.repeats.scope = goals - 1
+            yield msg
+
+    def _evict_step(self, original: Request, reduced: Request) -> Request:
         """Re-apply past evictions; in a mode with eviction, run a batch when one is due and pays."""
         self._evicted_now = False
         if self.cfg.mode_table().eviction:
@@ -483,80 +405,56 @@ class Session:
             self._evicted_now = self.evictor.maybe_evict(self.calls, original, reduced, shell)
         return self.evictor.apply(reduced)
 
-    def _snapshot_record(self, original: Request) -> None:
+    def _record_step(self, original: Request, req: Request) -> Request:
         """Persist the session record (every batch of calls, when it changed) for ``lightmem2 resume``."""
         store = self.plugin.records
-        assert store is not None
-        view, _ids, _owners = chat_view(original)
+        if store is None or self.calls - self._record_call < self.cfg.eviction.batchTurns:
+            return req
+        self._record_call = self.calls
+        view = entries(original).turns
         record = extract(view, self.evictor.tasks, source=self.evictor.estimator)
         renders: dict[str, str] = {level: render_record(record, level) for level in LEVELS}
-        if renders != self._last_record:
+        if renders != self.last_record_renders:
             store.append(self.id, len(view) - 1, renders)
-            self._last_record = renders
+            self.last_record_renders = renders
+        return req
 
-    def _process_message(self, msg: Message) -> Message:
-        for p in msg.parts:
-            if isinstance(p, ToolCallPart):  # the call a later tool result answers: names its kind
-                self._tool_calls[p.id] = ToolCall(p.name, p.arguments)
-        parts = [self._reduce_result(p) if isinstance(p, ToolResultPart) else p for p in msg.parts]
-        if all(a is b for a, b in zip(parts, msg.parts, strict=True)):
-            return msg
-        return Message(msg.role, parts, dict(msg.extra), dict(msg.hints))
+    def _stabilize_step(self, original: Request, req: Request) -> Request:
+        """The head made byte-stable (session values to placeholders), the per-call tail last."""
+        return self.stabilizer.apply(req)
 
-    def _process(self, req: Request) -> Request:
-        if req.tools:
-            self.prefer_shell = prefers_shell([tool_name(t) for t in req.tools])
-        done: dict[int, tuple[Message, Message]] = {}
-        messages: list[Message] = []
-        scoped = self.cfg.mode_table().eviction and self.cfg.eviction.finishedTasks
-        goals = 0
-        for msg in req.messages:
-            if scoped and is_goal(msg):
-                goals += 1
-                self.repeats.scope = goals - 1  # repeats never point into a task that may leave
-            hit = self._processed.get(id(msg))
-            out_msg = hit[1] if hit is not None and hit[0] is msg else self._process_message(msg)
-            done[id(msg)] = (msg, out_msg)
-            messages.append(out_msg)
-        self._processed = done
-        out = Request(messages, list(req.tools), dict(req.extra), dict(req.hints))
-        out = self.fail.run("eviction", lambda: self._evict(req, out), out)
-        if self.plugin.records is not None and self.calls - self._record_call >= self.cfg.eviction.batchTurns:
-            self._record_call = self.calls
-            self.fail.run("record", lambda: self._snapshot_record(req), None)
-        return self.fail.run("stabilizer", lambda: self.stabilizer.apply(out), out)
+    STEPS: tuple[tuple[str, Callable[[Session, Request, Request], Request]], ...] = (
+        ("reduction", _reduce_step),
+        ("eviction", _evict_step),
+        ("record", _record_step),
+        ("stabilizer", _stabilize_step),
+    )
+    """The transformer chain, in order: each step gets the host's request and the previous step's
+    result, and a step that fails hands its input on unchanged (counted under its name)."""
 
-    def _decode_chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Request:
-        """Decode, reusing the messages the previous call already decoded (hosts only append)."""
-        prev = self._chat_in
-        n = 0
-        limit = min(len(prev), len(messages))
-        while n < limit and (messages[n] is prev[n] or messages[n] == prev[n]):
-            n += 1
-        fresh = [openai_chat.chat_to_message(m, f"messages[{i}]") for i, m in enumerate(messages[n:], n)]
-        top = openai_chat.decode_request(
-            {"messages": [], "tools": tools} if tools is not None else {"messages": []}
-        )
-        self._chat_in, self._decoded = list(messages), self._decoded[:n] + fresh
-        return Request(list(self._decoded), top.tools, top.extra, top.hints)
+    def _transform(self, req: Request) -> Request:
+        out = req
+        for name, step in self.STEPS:
+            current = out
+            out = self.fail.run(name, lambda: step(self, req, current), current)  # noqa: B023
+        return out
 
-    def _encode_chat(self, req: Request) -> dict[str, Any]:
-        """Encode, reusing the dicts of messages that are the same objects as last call."""
-        done: dict[int, tuple[Message, dict[str, Any]]] = {}
-        out: list[dict[str, Any]] = []
-        for i, msg in enumerate(req.messages):
-            hit = self._encoded.get(id(msg))
-            enc = (
-                hit[1]
-                if hit is not None and hit[0] is msg
-                else openai_chat.message_to_chat(msg, f"messages[{i}]")
-            )
-            done[id(msg)] = (msg, enc)
-            out.append(enc)
-        self._encoded = done
-        payload = openai_chat.encode_request(Request([], req.tools, req.extra, req.hints))
-        payload["messages"] = out
-        return payload
+    # -- hook points -------------------------------------------------------------------------------
+    def process(self, req: Request, whole_turn: bool = False) -> Request:
+        """The transformed request (neutral model); the original on any failure. Writes a ledger row
+        (with ``whole_turn``, when :meth:`record_turn` brings the calls the host made inside the turn)."""
+        self.recorder.flush()
+        self.calls += 1
+        self.cfg = self.plugin.config
+        errors_before = Counter(self.fail.errors)
+        self._in_call = True
+        try:
+            out = self.fail.run("pipeline", lambda: self._transform(req), req)
+        finally:
+            self._in_call = False
+        self.calls = self.recorder.call(self._facts(self.fail.errors - errors_before), req, out, whole_turn)
+        self._save()
+        return out
 
     def before_model_call(
         self,
@@ -571,13 +469,12 @@ class Session:
         itself (OpenClaw); report them with :meth:`record_turn` so the ledger has a row per model call.
         """
         try:
-            req = self._decode_chat(messages, tools)
+            req = self.chat.decode(messages, tools)
         except Exception as err:  # fail-open (I5): the caller's messages go out as they were
-            self._chat_in, self._decoded = [], []
             self.fail.report("codec", err)
             return messages
         out = self.process(req, whole_turn)
-        encoded = self.fail.run("codec", lambda: self._encode_chat(out), {"messages": messages})
+        encoded = self.fail.run("codec", lambda: self.chat.encode(out), {"messages": messages})
         result: list[dict[str, Any]] = encoded["messages"]
         return result
 
@@ -595,46 +492,10 @@ class Session:
             writer=self.writer,
         )
 
-    def _record(self, original: Request, sent: Request, errors: Counter[str], defer: bool = False) -> None:
-        """One ledger row per call (when the plugin keeps a ledger); never lets accounting break a call."""
-        if self.plugin.ledger is None or self._accountant is None:
-            return
-        facts = self._facts(errors)
-        if defer:
-            self._pending = (facts, original, sent)
-            return
-        self._write(facts, original, sent)
-
-    def _write(
-        self, facts: CallFacts, original: Request, sent: Request, usage: Any = None, api: str = ""
-    ) -> None:
-        ledger, accountant = self.plugin.ledger, self._accountant
-        if ledger is None or accountant is None:
-            return
-
-        def write() -> None:
-            rec = accountant.account(facts, self._baseline.expand(original), sent)
-            prev = self.last_record
-            retried = not self._answered and not usage and accountant.repeated
-            self._answered = False
-            if retried and prev is not None and not prev.has_real_usage:
-                # the same request again after one that got no answer: the host retried it (its client
-                # timed out, the connection dropped); one model call, so it keeps the first one's row
-                rec = replace(rec, call_index=prev.call_index)
-                self.calls = prev.call_index
-            if usage:
-                rec = _with_usage(rec, usage, api)
-            self.last_record = rec
-            ledger.record_call(rec)
-
-        self.fail.run("ledger", write, None)
-
-    def _flush_pending(self) -> None:
-        """A whole turn's first call whose turn never came (the host failed or stopped): its row alone."""
-        if self._pending is not None:
-            facts, original, sent = self._pending
-            self._pending = None
-            self._write(facts, original, sent)
+    def _next_call_facts(self) -> CallFacts:
+        """A later model call of a turn the host ran itself: numbered next, no eviction of its own."""
+        self.calls += 1
+        return replace(self._facts(Counter()), eviction=False, evicted_tokens=0, eviction_what="")
 
     def record_turn(
         self, turn: list[dict[str, Any]], calls: list[tuple[int, dict[str, Any]]], api: str | None = None
@@ -648,26 +509,16 @@ class Session:
         were reduced as they arrived; the without-lightmem2 side counts their originals. Returns the
         number of rows written (0 without a pending turn, or when ``turn`` does not decode).
         """
-        pending, self._pending = self._pending, None
-        if pending is None or not calls:
-            if pending is not None:
-                self._write(*pending)
-            return 0
-        facts, original, sent = pending
-        try:
-            decoded = [openai_chat.chat_to_message(m, f"turn[{i}]") for i, m in enumerate(turn)]
-        except Exception as err:  # fail-open (I5): the turn's first call keeps its row
-            self.fail.report("codec", err)
-            self._write(facts, original, sent)
-            return 0
-        for k, (position, usage) in enumerate(sorted(calls, key=lambda c: c[0])):
-            head = decoded[: max(0, min(position, len(decoded)))]
-            if k:
-                self.calls += 1
-                facts = replace(self._facts(Counter()), eviction=False, evicted_tokens=0, eviction_what="")
-            self._write(facts, _extended(original, head), _extended(sent, head), usage, api or "")
-        self._save()
-        return len(calls)
+        decoded: list[Message] | None = None
+        if self.recorder.pending and calls:
+            try:
+                decoded = ChatAdapter.decode_turn(turn)
+            except Exception as err:  # fail-open (I5): the turn's first call keeps its row
+                self.fail.report("codec", err)
+        rows = self.recorder.turn(decoded, calls, self._next_call_facts, api or "")
+        if rows:
+            self._save()
+        return rows
 
     def after_model_call(
         self, response: Any, usage: dict[str, Any] | None = None, api: str | None = None
@@ -676,15 +527,7 @@ class Session:
 
         ``api`` is ``anthropic``, ``chat`` or ``responses``; guessed from the usage keys when omitted.
         """
-        self._answered = True
-        rec, ledger = self.last_record, self.plugin.ledger
-        if rec is not None and ledger is not None and usage:
-
-            def write() -> None:
-                self.last_record = _with_usage(rec, usage, api)
-                ledger.record_call(self.last_record)
-
-            self.fail.run("ledger", write, None)
+        self.recorder.usage(usage, api)
         return self.fail.run("restore", lambda: self._restore(response), response)
 
     def _restore(self, value: Any) -> Any:

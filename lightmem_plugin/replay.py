@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol
 import xxhash
 
 from .cachesim import default_breakpoints, k_cost, make_cache
-from .chat_tokens import REQUEST_OVERHEAD_TOKENS, ChatChunker
+from .chat_tokens import REQUEST_OVERHEAD_TOKENS, ChatChunker, head_chunk
 from .config import Config, Mode
 from .errors import LightMemError
 from .fidelity import ChangedLinesTracker
@@ -168,17 +168,6 @@ def split_tail(prompt: list[ChatMessage]) -> tuple[list[ChatMessage], str | None
     return [*prompt[:-1], {**prompt[-1], "content": content[:cut]}], content[cut:]
 
 
-def _keyed(memo: dict[int, tuple[ChatMessage, int]], message: ChatMessage) -> int:
-    """Content hash of a message, memoised by object (transformed prompts share unchanged dicts)."""
-    hit = memo.get(id(message))
-    if hit is not None and hit[0] is message:
-        return hit[1]
-    raw = json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
-    key = int(xxhash.xxh3_64_intdigest(raw.encode("utf-8", "surrogatepass")))
-    memo[id(message)] = (message, key)
-    return key
-
-
 def replay_trace(
     trace: Trace,
     policy: SessionPolicy,
@@ -190,14 +179,15 @@ def replay_trace(
     """Replay one trace through ``policy``; optionally write each transformed prompt to ``dump``."""
     provider = provider or trace.provider
     counter = counter or TokenCounter()
-    chunker = ChatChunker(counter.encode, head=_head_tokens(trace, counter))
+    chunker = ChatChunker(counter.encode, head=0)
+    head_tokens = _head_tokens(trace, counter)
+    head_block = head_chunk(head_tokens) if head_tokens > 0 else None
     cache = make_cache(provider)
     tracker = RetentionTracker(policy.lookup)
     fidelity = ChangedLinesTracker()
     res = SessionResult(trace.id, trace.kind, provider)
     sink = dump.open("w", encoding="utf-8") if dump else None
     used = 0
-    keymemo: dict[int, tuple[ChatMessage, int]] = {}
     try:
         for i, call in enumerate(trace.calls):
             prompt = volatile_head(call.prompt, i, used) if head == "volatile" else call.prompt
@@ -205,9 +195,11 @@ def replay_trace(
             out = policy.transform(i, prompt)
             res.overhead_ms.append((time.perf_counter() - t0) * 1000)
             body, tail = split_tail(out) if provider == "anthropic" else (out, None)
-            chunks = chunker.chunks(body)
-            keys: list[Any] = [("head", len(chunks[0]))] if len(chunks) > len(body) else []
-            keys += [_keyed(keymemo, m) for m in body]
+            chunks, body_keys = chunker.pieces(body)
+            keys: list[Any] = []
+            if head_block is not None:
+                chunks, keys = [head_block, *chunks], [("head", len(head_block))]
+            keys += body_keys
             marks = default_breakpoints(chunks) if provider == "anthropic" else None
             if tail is not None:  # the per-call tail is its own block after the breakpoint
                 chunks = [*chunks, list(counter.encode(tail))]

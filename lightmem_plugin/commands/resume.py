@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..config import data_dir
 from ..errors import UsageError
+from ..eviction.entries import of_chat
 from ..eviction.heuristic import HeuristicEstimator
 from ..eviction.lifecycle import TaskRegistry
 from ..eviction.record_render import render
@@ -28,7 +29,7 @@ def from_trace(path: str, level: str, at_turn: int | None) -> str:
     trace = load_trace(Path(path))
     if not trace.calls:
         raise UsageError(f"{path} has no model calls to build a record from")
-    messages = [*trace.calls[-1].prompt, trace.calls[-1].output]
+    messages = of_chat([*trace.calls[-1].prompt, trace.calls[-1].output])
     estimator, tasks = HeuristicEstimator(), TaskRegistry()
     tasks.apply(estimator.estimate(messages, tasks), max_turn=len(messages) - 1)
     record = extract(messages, tasks, source=estimator)

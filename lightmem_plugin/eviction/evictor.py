@@ -37,9 +37,11 @@ from typing import Any
 
 from ..config import EstimatorConfig, EvictionConfig
 from ..error_lines import error_lines
+from ..memo import PerObject
 from ..model import Message, Request, TextPart, ToolCallPart, ToolResultPart
 from ..tokens import TokenCounter
 from .collapse import Collapse, archive_document, fingerprint, summary
+from .entries import entries, turn_text
 from .goals import GoalTask, goal_tasks, goal_text
 from .heuristic import HeuristicEstimator
 from .horizon import remaining_in_session, remaining_in_task
@@ -54,34 +56,9 @@ MIN_SAVING_TOKENS = 60
 MESSAGES_PER_CALL = 2
 
 
-def chat_view(req: Request) -> tuple[list[dict[str, Any]], list[str | None], list[int]]:
-    """The request as simple chat-form dicts for the estimator, the tool call id of each entry, and
-    the index of the message each entry came from (one message may give several entries)."""
-    view: list[dict[str, Any]] = []
-    ids: list[str | None] = []
-    owners: list[int] = []
-    for n, msg in enumerate(req.messages):
-        calls = [p for p in msg.parts if isinstance(p, ToolCallPart)]
-        results = [p for p in msg.parts if isinstance(p, ToolResultPart)]
-        text = msg.text()
-        if msg.role != "tool" and (text or calls or not results):
-            entry: dict[str, Any] = {
-                "role": msg.role if msg.role != "developer" else "system",
-                "content": text,
-            }
-            if calls:
-                entry["tool_calls"] = [
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                    for c in calls
-                ]
-            view.append(entry)
-            ids.append(None)
-            owners.append(n)
-        for r in results:
-            view.append({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.text()})
-            ids.append(r.tool_call_id)
-            owners.append(n)
-    return view, ids, owners
+def _view(req: Request) -> tuple[list[Message], list[str | None], list[int]]:
+    turns = entries(req)
+    return turns.turns, turns.ids, turns.owners
 
 
 @dataclass
@@ -172,10 +149,11 @@ class Evictor:
         self.tasks = TaskRegistry()
         self.goals = TaskRegistry()  # one chunk per user goal (ids g1, g2, ...), message indices
         self.state = EvictionState()
-        self._applied: dict[int, tuple[Message, Message]] = {}
+        self._applied: PerObject[Message, Message] = PerObject(self._stub_message)
+        self._applied_for: tuple[int, ...] = ()  # the eviction decisions _applied was made for
         self._verified: dict[int, tuple[Message, Message]] = {}
         self._collapsed: dict[int, Message] = {}
-        self._sizes: dict[int, tuple[Message, int]] = {}
+        self._sizes: PerObject[Message, int] = PerObject(self._size_of)
         self.last_evicted_tokens = 0
         self.remaining_hint: Callable[[int], tuple[float, float]] | None = None
         # (first, last) message ranges of the last applied request that became one message each
@@ -194,29 +172,25 @@ class Evictor:
         """``req`` with evicted tool outputs and arguments replaced by their stubs (same messages)."""
         if not (self.state.stubs or self.state.args):
             return req
-        out: list[Message] = []
-        changed = False
-        done: dict[int, tuple[Message, Message]] = {}
+        made_for = (*self.state.version, len(self.state.stubs))
+        if made_for != self._applied_for:  # new decisions: every message is looked at again
+            self._applied.forget()
+            self._applied_for = made_for
+        out = self._applied.map(req.messages)  # a stubbed message is the same object call after call
+        if all(a is b for a, b in zip(out, req.messages, strict=True)):
+            return req
+        return Request(out, req.tools, req.extra, req.hints)
+
+    def _stub_message(self, msg: Message) -> Message:
+        """``msg`` with its evicted outputs and arguments as their stubs (``msg`` itself if none)."""
         stubs, args = self.state.stubs, self.state.args
-        for msg in req.messages:
-            hit = self._applied.get(id(msg))
-            if hit is not None and hit[0] is msg:
-                new = hit[1]  # the same stubbed object as last call: later caches see no change
-            elif any(
-                (isinstance(p, ToolResultPart) and p.tool_call_id in stubs)
-                or (isinstance(p, ToolCallPart) and p.id in args)
-                for p in msg.parts
-            ):
-                parts = [self._stubbed(p) for p in msg.parts]
-                new = Message(msg.role, parts, dict(msg.extra), dict(msg.hints))
-            else:
-                new = msg
-            if new is not msg:
-                done[id(msg)] = (msg, new)
-                changed = True
-            out.append(new)
-        self._applied = done
-        return Request(out, req.tools, req.extra, req.hints) if changed else req
+        if not any(
+            (isinstance(p, ToolResultPart) and p.tool_call_id in stubs)
+            or (isinstance(p, ToolCallPart) and p.id in args)
+            for p in msg.parts
+        ):
+            return msg
+        return Message(msg.role, [self._stubbed(p) for p in msg.parts], dict(msg.extra), dict(msg.hints))
 
     def _stubbed(self, part: Any) -> Any:
         if isinstance(part, ToolResultPart):
@@ -326,7 +300,7 @@ class Evictor:
         if call_index - self.state.last_batch_call < self.config.batchTurns:
             return False
         self.state.last_batch_call = call_index
-        view, ids, owners = chat_view(original)
+        view, ids, owners = _view(original)
         self.estimator.sync(view)
         updates = self.proposer.estimate(view, self.tasks)
         self.tasks.apply(updates, max_turn=len(view) - 1)
@@ -382,26 +356,21 @@ class Evictor:
             and chunk.turns == (t.goal, max(t.goal, t.last))
         }
 
+    def _size_of(self, msg: Message) -> int:
+        """Tokens of one message's texts, tool outputs and call arguments."""
+        n = 0
+        for p in msg.parts:
+            if isinstance(p, ToolResultPart):
+                n += self.counter.count(p.text())
+            elif isinstance(p, TextPart):
+                n += self.counter.count(p.text)
+            elif isinstance(p, ToolCallPart):
+                n += self.counter.count(p.arguments)
+        return n
+
     def _sizes_of(self, req: Request) -> list[int]:
         """Tokens of each message as it is sent now (before collapses), memoised per message object."""
-        sizes: list[int] = []
-        memo: dict[int, tuple[Message, int]] = {}
-        for msg in req.messages:
-            hit = self._sizes.get(id(msg))
-            if hit is not None and hit[0] is msg:
-                n = hit[1]
-            else:
-                n = 0
-                for p in msg.parts:
-                    if isinstance(p, ToolResultPart):
-                        n += self.counter.count(p.text())
-                    elif isinstance(p, TextPart):
-                        n += self.counter.count(p.text)
-                    elif isinstance(p, ToolCallPart):
-                        n += self.counter.count(p.arguments)
-            memo[id(msg)] = (msg, n)
-            sizes.append(n)
-        self._sizes = memo
+        sizes = self._sizes.map(req.messages)
         for c in self.state.collapses:  # what a collapsed task weighs now
             if c.last < len(sizes):
                 sizes[c.first] = self.counter.count(c.text)
@@ -422,7 +391,7 @@ class Evictor:
 
     def _items(
         self,
-        view: list[dict[str, Any]],
+        view: list[Message],
         ids: list[str | None],
         owners: list[int],
         original: Request,
@@ -503,7 +472,7 @@ class Evictor:
                 later_whole.setdefault(p, e.seq)
         return out[::-1]
 
-    def _candidates(self, view: list[dict[str, Any]], ids: list[str | None]) -> dict[str, str]:
+    def _candidates(self, view: list[Message], ids: list[str | None]) -> dict[str, str]:
         """Tool call id -> why it is no longer needed, for outputs old enough to page out."""
         horizon = len(view) - self.config.keepRecentTurns * MESSAGES_PER_CALL
         reasons: dict[str, str] = {}
@@ -570,7 +539,7 @@ class Evictor:
     def _evict(
         self,
         chosen: list[_Item],
-        view: list[dict[str, Any]],
+        view: list[Message],
         ids: list[str | None],
         owners: list[int],
         original: Request,
@@ -609,7 +578,7 @@ class Evictor:
     def _evict_parts(
         self,
         chosen: list[_Item],
-        view: list[dict[str, Any]],
+        view: list[Message],
         ids: list[str | None],
         original: Request,
         sent: Request,
@@ -630,7 +599,7 @@ class Evictor:
             else:
                 cid = it.ident
                 lines.append(f"=== lightmem2: output of tool call {cid} ===")
-                text = str(view[index[cid]].get("content") or "")
+                text = turn_text(view[index[cid]])
             start = len(lines) + 1
             lines.extend(text.split("\n"))
             ranges[it.ident] = (start, len(lines))

@@ -19,10 +19,10 @@ from __future__ import annotations
 import bisect
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..model import Message
 from .lifecycle import Lifecycle, TaskChunk, TaskRegistry, TaskUpdate
 from .liveness import Liveness, Probes
 from .signals import EventLog, ToolEvent
@@ -79,7 +79,7 @@ class HeuristicEstimator:
         self._users: list[int] = []
         self._gen = self.log.generation
 
-    def estimate(self, messages: Sequence[Mapping[str, Any]], registry: TaskRegistry) -> list[TaskUpdate]:
+    def estimate(self, messages: Sequence[Message], registry: TaskRegistry) -> list[TaskUpdate]:
         """The updates that bring ``registry`` in line with what the messages show."""
         self.sync(messages)
         floor = registry.covered_until(exclude_prefix=self.id_prefix)
@@ -92,7 +92,7 @@ class HeuristicEstimator:
                 updates.append(update)
         return updates
 
-    def sync(self, messages: Sequence[Mapping[str, Any]]) -> None:
+    def sync(self, messages: Sequence[Message]) -> None:
         """Read new messages and events (starting over if the log had to re-parse)."""
         self.log.update(messages)
         if self.log.generation != self._gen:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -21,9 +21,10 @@ from pydantic import ValidationError
 
 from ..config import EstimatorConfig
 from ..errors import EstimatorError
+from ..model import Message
+from .entries import tool_calls, turn_text
 from .heuristic import HeuristicEstimator
 from .lifecycle import TaskRegistry, TaskUpdate, TaskUpdateBatch
-from .signals import text_of
 
 _log = logging.getLogger(__name__)
 _CLIP = 300
@@ -52,21 +53,20 @@ def _clip(text: str, limit: int = _CLIP) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def render_turns(messages: Sequence[Mapping[str, Any]], start: int, limit: int) -> str:
+def render_turns(messages: Sequence[Message], start: int, limit: int) -> str:
     """A compact, deterministic rendering of messages ``start..`` (at most ``limit`` of them)."""
     first = max(start, len(messages) - limit)
     lines = [f"({first - start} earlier messages omitted)"] if first > start else []
     for index in range(first, len(messages)):
         msg = messages[index]
-        role = str(msg.get("role", ""))
-        text = text_of(msg.get("content"))
+        role = msg.role
+        text = turn_text(msg)
         if role == "tool":
             lines.append(f"[{index}] tool ({len(text)} chars): {_clip(text, 200)}")
             continue
         parts = [_clip(text)] if text.strip() else []
-        for call in msg.get("tool_calls") or ():
-            fn = call.get("function") or {}
-            parts.append(f"call {fn.get('name')}: {_clip(str(fn.get('arguments') or ''))}")
+        for call in tool_calls(msg):
+            parts.append(f"call {call.name}: {_clip(call.arguments)}")
         lines.append(f"[{index}] {role}: " + " | ".join(parts))
     return "\n".join(lines)
 
@@ -139,7 +139,7 @@ class LLMEstimator:
         """Close the HTTP connection pool."""
         self._client.close()
 
-    def estimate(self, messages: Sequence[Mapping[str, Any]], registry: TaskRegistry) -> list[TaskUpdate]:
+    def estimate(self, messages: Sequence[Message], registry: TaskRegistry) -> list[TaskUpdate]:
         """Updates from the model, or from the heuristic if the model call fails in any way."""
         try:
             updates = self.ask(messages, registry)
@@ -155,7 +155,7 @@ class LLMEstimator:
         self._seen = len(messages)
         return updates
 
-    def request_body(self, messages: Sequence[Mapping[str, Any]], registry: TaskRegistry) -> dict[str, Any]:
+    def request_body(self, messages: Sequence[Message], registry: TaskRegistry) -> dict[str, Any]:
         """The chat-completions request for the turns since the last successful run."""
         start = min(self._seen, len(messages))
         user = (
@@ -171,7 +171,7 @@ class LLMEstimator:
             "response_format": {"type": "json_object"},
         }
 
-    def ask(self, messages: Sequence[Mapping[str, Any]], registry: TaskRegistry) -> list[TaskUpdate]:
+    def ask(self, messages: Sequence[Message], registry: TaskRegistry) -> list[TaskUpdate]:
         """One validated answer from the endpoint; raises :class:`EstimatorFailure`."""
         base, model = self._config.proxyBaseUrl, self._config.model
         if not base or not model:

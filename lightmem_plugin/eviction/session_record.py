@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
+from ..model import Message
 from .decisions import Decision, extract_decisions
+from .entries import tool_calls
 from .goals import goal_words
 from .heuristic import HeuristicEstimator
 from .lifecycle import Lifecycle, TaskRegistry
@@ -209,18 +211,18 @@ def _errors(source: HeuristicEstimator) -> tuple[ErrorEntry, ...]:
     return tuple(out)
 
 
-def _answers(messages: Sequence[Mapping[str, Any]], said: Sequence[Said], n: int) -> bool:
+def _answers(messages: Sequence[Message], said: Sequence[Said], n: int) -> bool:
     """Whether user text ``said[n]`` answers a question the agent ended its turn with (it then
     continues that task; see :func:`.goals.goal_tasks`)."""
     prev = said[n - 1] if n else None
     if prev is None or prev.role != "assistant" or not prev.text.rstrip().endswith("?"):
         return False
     between = messages[prev.index : said[n].index]
-    return not between[0].get("tool_calls") and all(m.get("role") in ("assistant", "user") for m in between)
+    return not tool_calls(between[0]) and all(m.role in ("assistant", "user") for m in between)
 
 
 def extract(
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Message],
     registry: TaskRegistry | None = None,
     *,
     source: HeuristicEstimator | None = None,

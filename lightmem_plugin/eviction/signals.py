@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import xxhash
 
+from ..model import Message, ToolCallPart
 from .effects import Effects, FileTracker, Kind, add_path
+from .entries import answered_call, tool_calls, turn_text
 
 _RC = re.compile(r"^\s*<returncode>(-?\d+)</returncode>")
 _EXIT = re.compile(r"(?:exit code|exit_code|exit status|exited with code|returncode)[\"':=\s]*(-?\d+)", re.I)
@@ -32,17 +34,6 @@ _APPLY_PATCH = re.compile(r"^\*\*\* (?P<op>Add|Update|Delete) File: (?P<path>.+)
 _CD = re.compile(r"^cd \S+ && ")
 _SHELL_TOOLS = ("bash", "shell", "exec_command", "execute_bash", "run_command", "terminal", "local_shell")
 _PATH_KEYS = ("path", "file_path", "filePath", "filename", "file", "notebook_path")
-
-
-def text_of(content: Any) -> str:
-    """Plain text of a message ``content`` (a string, or a list of text parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text"
-        )
-    return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,27 +76,23 @@ class Said:
     text: str
 
 
-def _fingerprint(msg: Mapping[str, Any]) -> int:
+def _fingerprint(msg: Message) -> int:
     h = xxhash.xxh3_64()
-    h.update(str(msg.get("role", "")).encode())
-    h.update(text_of(msg.get("content")).encode("utf-8", "surrogatepass"))
-    for call in msg.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        h.update(f"{call.get('id')}|{fn.get('name')}|{fn.get('arguments')}".encode("utf-8", "surrogatepass"))
-    h.update(str(msg.get("tool_call_id", "")).encode())
+    h.update(msg.role.encode())
+    h.update(turn_text(msg).encode("utf-8", "surrogatepass"))
+    for call in tool_calls(msg):
+        h.update(f"{call.id}|{call.name}|{call.arguments}".encode("utf-8", "surrogatepass"))
+    h.update(answered_call(msg).encode("utf-8", "surrogatepass"))
     return h.intdigest()
 
 
-def _arguments(call: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    fn = call.get("function") or {}
-    raw = fn.get("arguments")
-    args: Any = raw
-    if isinstance(raw, str):
-        try:
-            args = json.loads(raw)
-        except ValueError:
-            args = {"command": raw}
-    return str(fn.get("name") or "tool"), args if isinstance(args, dict) else {}
+def _arguments(call: ToolCallPart) -> tuple[str, dict[str, Any]]:
+    args: Any
+    try:
+        args = json.loads(call.arguments)
+    except ValueError:
+        args = {"command": call.arguments}
+    return call.name or "tool", args if isinstance(args, dict) else {}
 
 
 def _effects(tracker: FileTracker, tool: str, args: dict[str, Any]) -> tuple[str, Effects]:
@@ -204,7 +191,7 @@ class EventLog:
         """How many messages have been read."""
         return len(self._prints)
 
-    def update(self, messages: Sequence[Mapping[str, Any]]) -> None:
+    def update(self, messages: Sequence[Message]) -> None:
         """Read the messages not seen yet; start over if an earlier one changed."""
         seen = len(self._prints)
         if seen > len(messages) or any(_fingerprint(messages[i]) != self._prints[i] for i in range(seen)):
@@ -241,26 +228,25 @@ class EventLog:
         self.tracker.texts = {fix((k,))[0]: v for k, v in self.tracker.texts.items()}
         self.generation += 1
 
-    def _read(self, index: int, msg: Mapping[str, Any]) -> None:
+    def _read(self, index: int, msg: Message) -> None:
         workdir = self.tracker.workdir
         self._read_message(index, msg)
         if workdir is None and self.tracker.workdir is not None:
             self._rebase(self.tracker.workdir)
 
-    def _read_message(self, index: int, msg: Mapping[str, Any]) -> None:
+    def _read_message(self, index: int, msg: Message) -> None:
         self._prints.append(_fingerprint(msg))
-        role = str(msg.get("role", ""))
-        text = text_of(msg.get("content"))
+        role = msg.role
+        text = turn_text(msg)
         if role in ("user", "assistant") and text.strip():
             self.said.append(Said(index, role, text))
         if role == "assistant":
-            for call in msg.get("tool_calls") or ():
+            for call in tool_calls(msg):
                 tool, args = _arguments(call)
                 command, fx = _effects(self.tracker, tool, args)
-                size = len(str((call.get("function") or {}).get("arguments") or ""))
-                self._pending[str(call.get("id", ""))] = (index, tool, command, fx, size)
+                self._pending[call.id] = (index, tool, command, fx, len(call.arguments))
         elif role == "tool":
-            pending = self._pending.pop(str(msg.get("tool_call_id", "")), None)
+            pending = self._pending.pop(answered_call(msg), None)
             if pending is not None:
                 self._event(pending, index, text)
 

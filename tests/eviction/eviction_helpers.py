@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lightmem_plugin.eviction.entries import of_chat
 from lightmem_plugin.model import Message, TextPart, ToolCallPart, ToolResultPart
 
 DATA = Path(__file__).parent / "data"
@@ -28,6 +29,11 @@ class Session:
             {"role": "system", "content": "You are a helpful coding agent."},
             {"role": "user", "content": goal},
         ]
+
+    @property
+    def turns(self) -> list[Message]:
+        """The messages as the eviction package reads them (neutral, one turn each)."""
+        return of_chat(self.messages)
 
     def call(self, command: str, output: str = "", rc: int = 0, text: str = "", tool: str = "bash") -> int:
         """An assistant turn with one tool call and its result; returns the assistant message index."""

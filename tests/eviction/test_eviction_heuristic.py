@@ -8,15 +8,17 @@ from typing import Any
 import pytest
 from eviction_helpers import ASTROID, DJANGO, load_trace, retry_session
 
+from lightmem_plugin.eviction.entries import of_chat, turn_text
 from lightmem_plugin.eviction.heuristic import HeuristicEstimator
 from lightmem_plugin.eviction.lifecycle import TaskRegistry, TaskUpdate
+from lightmem_plugin.model import Message
 
 
-def run_batches(messages: list[dict[str, Any]], every: int = 3, **kw: Any) -> tuple[TaskRegistry, list[Any]]:
+def run_batches(messages: list[Message], every: int = 3, **kw: Any) -> tuple[TaskRegistry, list[Any]]:
     """Estimate and apply every ``every`` assistant turns, like the pipeline does."""
     est, reg = HeuristicEstimator(**kw), TaskRegistry()
     history = []
-    turns = [i + 1 for i, m in enumerate(messages) if m["role"] == "tool"]
+    turns = [i + 1 for i, m in enumerate(messages) if m.role == "tool"]
     for n in [*turns[::every], len(messages)]:
         result = reg.apply(est.estimate(messages[:n], reg), max_turn=n - 1)
         assert result.rejected == (), [r.reason for r in result.rejected]
@@ -29,7 +31,7 @@ def test_hand_written_session_lifecycle() -> None:
     est, reg = HeuristicEstimator(), TaskRegistry()
     states = {}
     for n in range(3, len(s.messages) + 1):
-        reg.apply(est.estimate(s.messages[:n], reg), max_turn=n - 1)
+        reg.apply(est.estimate(s.turns[:n], reg), max_turn=n - 1)
         states[n] = {c.id: c.lifecycle for c in reg.chunks}
     # h1 (the first goal's work) closes when the second goal arrives, then becomes evictable a batch later
     assert states[at["goal2"]] == {"h1": "active"}
@@ -54,7 +56,11 @@ def test_phase_change_closes_a_chunk() -> None:
             "role": "assistant",
             "content": "",
             "tool_calls": [
-                {"id": "x", "function": {"name": "bash", "arguments": '{"command": "cat setup.py"}'}}
+                {
+                    "id": "x",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"command": "cat setup.py"}'},
+                }
             ],
         },
         {
@@ -64,7 +70,7 @@ def test_phase_change_closes_a_chunk() -> None:
         },
     ]
     est = HeuristicEstimator()
-    updates = est.estimate(messages, TaskRegistry())
+    updates = est.estimate(of_chat(messages), TaskRegistry())
     assert [(u.task_id, u.turns) for u in updates] == [
         ("h1", (at["ls"], extra - 1)),
         ("h2", (extra, extra + 1)),
@@ -77,7 +83,7 @@ def dump(updates: list[TaskUpdate]) -> list[dict[str, Any]]:
 
 
 def test_deterministic_across_instances() -> None:
-    messages = load_trace(ASTROID)["messages"]
+    messages = of_chat(load_trace(ASTROID)["messages"])
     runs = []
     for _ in range(2):
         est, reg, out = HeuristicEstimator(), TaskRegistry(), []
@@ -90,7 +96,7 @@ def test_deterministic_across_instances() -> None:
 
 
 def test_incremental_and_cold_agree_on_chunks() -> None:
-    messages = load_trace(ASTROID)["messages"]
+    messages = of_chat(load_trace(ASTROID)["messages"])
     reg, _ = run_batches(messages)
     cold = TaskRegistry()
     cold.apply(HeuristicEstimator().estimate(messages, cold), max_turn=len(messages) - 1)
@@ -101,7 +107,7 @@ def test_incremental_and_cold_agree_on_chunks() -> None:
 
 @pytest.mark.parametrize("path", [ASTROID, DJANGO], ids=["astroid", "django"])
 def test_real_traces_progress_without_rejections(path: Any) -> None:
-    messages = load_trace(path)["messages"]
+    messages = of_chat(load_trace(path)["messages"])
     reg, history = run_batches(messages)
     chunks = reg.chunks
     assert len(chunks) >= 5
@@ -120,12 +126,12 @@ def test_real_traces_progress_without_rejections(path: Any) -> None:
 
 
 def test_probe_policy_orders_evictable_share() -> None:
-    messages = load_trace(ASTROID)["messages"]
+    messages = of_chat(load_trace(ASTROID)["messages"])
 
     def evictable_chars(probes: str) -> int:
         reg, _ = run_batches(messages, probes=probes)
         return sum(
-            len(messages[i].get("content") or "")
+            len(turn_text(messages[i]))
             for c in reg.chunks
             if c.lifecycle == "evictable"
             for i in range(c.turns[0], c.turns[1] + 1)
@@ -136,7 +142,7 @@ def test_probe_policy_orders_evictable_share() -> None:
 
 
 def test_leaves_ranges_covered_by_another_estimator_alone() -> None:
-    messages = load_trace(ASTROID)["messages"][:100]
+    messages = of_chat(load_trace(ASTROID)["messages"][:100])
     reg = TaskRegistry()
     foreign = TaskUpdate(task_id="t1", lifecycle="active", objective="llm chunk", turns=(2, 30))
     assert reg.apply([foreign]).rejected == ()
@@ -146,7 +152,7 @@ def test_leaves_ranges_covered_by_another_estimator_alone() -> None:
 
 
 def test_steady_state_speed_on_a_200_message_session() -> None:
-    messages = load_trace(DJANGO)["messages"]
+    messages = of_chat(load_trace(DJANGO)["messages"])
     assert len(messages) >= 200
     best: dict[int, float] = {}
     for _ in range(3):

@@ -114,7 +114,7 @@ def test_scripted_reply_is_validated_and_applied(server: tuple[str, Script]) -> 
     script.replies.append(completion(GOOD))
     s, _ = retry_session()
     est, reg = estimator(base), TaskRegistry()
-    updates = est.estimate(s.messages, reg)
+    updates = est.estimate(s.turns, reg)
     assert [(u.task_id, u.lifecycle, u.turns) for u in updates] == [
         ("t1", "completed", (2, 15)),
         ("t2", "active", (17, 22)),
@@ -137,8 +137,8 @@ def test_second_call_sends_only_new_turns_and_current_chunks(server: tuple[str, 
     script.replies += [completion(GOOD), completion('{"taskUpdates": []}')]
     s, at = retry_session()
     est, reg = estimator(base), TaskRegistry()
-    reg.apply(est.estimate(s.messages[: at["goal2"]], reg))
-    assert est.estimate(s.messages, reg) == []
+    reg.apply(est.estimate(s.turns[: at["goal2"]], reg))
+    assert est.estimate(s.turns, reg) == []
     second = script.requests[1]["body"]["messages"][1]["content"]
     assert f"Messages {at['goal2']}..{len(s.messages) - 1}" in second and '"taskId": "t1"' in second
     assert f"[{at['ls']}] assistant" not in second
@@ -163,9 +163,9 @@ def test_failures_fall_back_to_the_heuristic(
     script.replies += replies
     s, _ = retry_session()
     est = estimator(base, retries=1)
-    updates = est.estimate(s.messages, TaskRegistry())
+    updates = est.estimate(s.turns, TaskRegistry())
     assert est.fallbacks == {reason: 1} and est.successes == 0
-    assert updates == HeuristicEstimator().estimate(s.messages, TaskRegistry())
+    assert updates == HeuristicEstimator().estimate(s.turns, TaskRegistry())
     assert len(script.requests) == (2 if reason == "http_5xx" else 1), "4xx and bad replies are not retried"
 
 
@@ -174,7 +174,7 @@ def test_500s_then_success_is_retried(server: tuple[str, Script]) -> None:
     script.replies += [Reply(500, b"{}"), Reply(503, b"{}"), completion(GOOD)]
     s, _ = retry_session()
     est = estimator(base, retries=2)
-    updates = est.estimate(s.messages, TaskRegistry())
+    updates = est.estimate(s.turns, TaskRegistry())
     assert [u.task_id for u in updates] == ["t1", "t2"] and not est.fallbacks and len(script.requests) == 3
 
 
@@ -184,19 +184,19 @@ def test_slow_reply_times_out(server: tuple[str, Script]) -> None:
     s, _ = retry_session()
     est = estimator(base, timeout=0.2)
     started = time.perf_counter()
-    est.estimate(s.messages, TaskRegistry())
+    est.estimate(s.turns, TaskRegistry())
     assert est.fallbacks == {"timeout": 1} and time.perf_counter() - started < 1.0
 
 
 def test_unreachable_and_unconfigured_endpoints() -> None:
     s, _ = retry_session()
     est = estimator("http://127.0.0.1:9/v1", retries=1, timeout=0.5)
-    assert est.estimate(s.messages, TaskRegistry()) and est.fallbacks == {"transport": 1}
+    assert est.estimate(s.turns, TaskRegistry()) and est.fallbacks == {"transport": 1}
     bare = LLMEstimator(EstimatorConfig(kind="llm"))
-    bare.estimate(s.messages, TaskRegistry())
+    bare.estimate(s.turns, TaskRegistry())
     assert bare.fallbacks == {"not_configured": 1}
     broken = estimator("http://[::bad-url/v1")
-    assert broken.estimate(s.messages, TaskRegistry()) and sum(broken.fallbacks.values()) == 1
+    assert broken.estimate(s.turns, TaskRegistry()) and sum(broken.fallbacks.values()) == 1
 
 
 def test_api_key_never_logged(server: tuple[str, Script], caplog: pytest.LogCaptureFixture) -> None:
@@ -205,14 +205,14 @@ def test_api_key_never_logged(server: tuple[str, Script], caplog: pytest.LogCapt
     s, _ = retry_session()
     est = estimator(base)
     with caplog.at_level(logging.DEBUG):
-        est.estimate(s.messages, TaskRegistry())
-        est.estimate(s.messages, TaskRegistry())
+        est.estimate(s.turns, TaskRegistry())
+        est.estimate(s.turns, TaskRegistry())
     assert est.fallbacks == {"http_401": 1, "malformed_json": 1}
     assert SECRET not in caplog.text and SECRET not in repr(est) and "fell back" in caplog.text
 
 
 def test_rendering_is_compact_and_deterministic() -> None:
     s, _ = retry_session()
-    text = render_turns(s.messages, 0, 6)
+    text = render_turns(s.turns, 0, 6)
     assert text.startswith(f"({len(s.messages) - 6} earlier messages omitted)")
-    assert text == render_turns(s.messages, 0, 6) and max(len(line) for line in text.splitlines()) < 420
+    assert text == render_turns(s.turns, 0, 6) and max(len(line) for line in text.splitlines()) < 420

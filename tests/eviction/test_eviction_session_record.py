@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin.eviction.decisions import extract_decisions
+from lightmem_plugin.eviction.entries import of_chat
 from lightmem_plugin.eviction.heuristic import HeuristicEstimator
 from lightmem_plugin.eviction.lifecycle import TaskRegistry
 from lightmem_plugin.eviction.record_render import BUDGETS, render
@@ -95,8 +96,8 @@ def record_of_retry_session() -> tuple[SessionRecord, dict[str, int]]:
     s, at = retry_session()
     est, reg = HeuristicEstimator(), TaskRegistry()
     for n in range(3, len(s.messages) + 1):
-        reg.apply(est.estimate(s.messages[:n], reg), max_turn=n - 1)
-    return extract(s.messages, reg, source=est), at
+        reg.apply(est.estimate(s.turns[:n], reg), max_turn=n - 1)
+    return extract(s.turns, reg, source=est), at
 
 
 def test_record_of_a_hand_written_session() -> None:
@@ -156,7 +157,7 @@ def test_render_levels_fit_budgets_and_put_the_important_first() -> None:
 
 
 def test_record_of_a_real_trace() -> None:
-    messages = load_trace(ASTROID)["messages"]
+    messages = of_chat(load_trace(ASTROID)["messages"])
     record = extract(messages)
     assert "astroid/nodes/as_string.py" in record.files_in("modified")
     assert "reproduce_issue.py" in record.files_in("created")
@@ -176,7 +177,7 @@ def test_a_write_then_fix_session() -> None:
     s = Session("Make the build pass.")
     s.call("cd /repo && python -m pytest -q", "1 failed", rc=1)
     s.call("cd /repo && python -m pytest -q", "1 passed")
-    record = extract(s.messages)
+    record = extract(s.turns)
     assert record.open_errors == () and record.errors[0].how == "fixed"
 
 

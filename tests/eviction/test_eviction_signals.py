@@ -7,8 +7,10 @@ import json
 import pytest
 from eviction_helpers import ASTROID, Session, load_trace, retry_session
 
+from lightmem_plugin.eviction.entries import answered_call, of_chat, turn_text
 from lightmem_plugin.eviction.liveness import Liveness
-from lightmem_plugin.eviction.signals import EventLog, text_of
+from lightmem_plugin.eviction.signals import EventLog
+from lightmem_plugin.model import Message, TextPart, ToolResultPart
 
 
 @pytest.mark.parametrize(
@@ -50,13 +52,17 @@ def test_outcomes(output: str, command: str, rc: int | None, failed: bool, error
             "role": "assistant",
             "content": "",
             "tool_calls": [
-                {"id": "c1", "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+                }
             ],
         }
     )
     s.messages.append({"role": "tool", "tool_call_id": "c1", "content": output})
     log = EventLog()
-    log.update(s.messages)
+    log.update(s.turns)
     (event,) = log.events
     assert (event.returncode, event.failed) == (rc, failed)
     if error:
@@ -100,7 +106,7 @@ def test_tools_other_than_bash(
     s = Session("goal")
     s.call(json.dumps(args), "done", tool=tool)
     log = EventLog()
-    log.update(s.messages)
+    log.update(s.turns)
     (event,) = log.events
     assert (event.reads, event.writes, event.whole) == (reads, writes, whole)
 
@@ -112,19 +118,25 @@ def test_content_parts_and_pending_calls() -> None:
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [{"id": "c9", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}],
+            "tool_calls": [
+                {
+                    "id": "c9",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+                }
+            ],
         }
     )
     log = EventLog()
-    log.update(s.messages)
-    assert text_of(s.messages[-2]["content"]) == "part one" and log.events == []
+    log.update(s.turns)
+    assert turn_text(s.turns[-2]) == "part one" and log.events == []
     s.messages.append({"role": "tool", "tool_call_id": "c9", "content": "a.py"})
-    log.update(s.messages)
+    log.update(s.turns)
     assert [e.call_index for e in log.events] == [3] and log.n_messages == 5
 
 
 def test_incremental_equals_from_scratch_and_changes_reparse() -> None:
-    messages = load_trace(ASTROID)["messages"]
+    messages = of_chat(load_trace(ASTROID)["messages"])
     step = EventLog()
     for n in range(1, len(messages) + 1, 7):
         step.update(messages[:n])
@@ -133,14 +145,15 @@ def test_incremental_equals_from_scratch_and_changes_reparse() -> None:
     fresh.update(messages)
     assert step.events == fresh.events and step.said == fresh.said
     generation = step.generation
-    edited = [dict(m) for m in messages]
-    edited[5] = {**edited[5], "content": "<returncode>0</returncode>\n<output>\nchanged\n</output>"}
+    edited = list(messages)
+    changed = "<returncode>0</returncode>\n<output>\nchanged\n</output>"
+    edited[5] = Message("tool", [ToolResultPart(answered_call(messages[5]), [TextPart(changed)])])
     step.update(edited)
     assert step.generation > generation and step.outputs[1].endswith("changed\n</output>")
 
 
 def test_workdir_found_late_rebases_earlier_paths() -> None:
-    messages = load_trace(ASTROID)["messages"]
+    messages = of_chat(load_trace(ASTROID)["messages"])
     log = EventLog()
     log.update(messages[:10])  # absolute /testbed/... paths, no cd yet
     assert "/testbed/astroid/nodes/as_string.py" in log.events[2].reads
@@ -152,7 +165,7 @@ def test_workdir_found_late_rebases_earlier_paths() -> None:
 def test_liveness_signals_on_a_hand_written_session() -> None:
     s, at = retry_session()
     log = EventLog()
-    log.update(s.messages)
+    log.update(s.turns)
     live = Liveness()
     for e in log.events:
         live.add(e, log.outputs[e.seq], log.outputs)
@@ -175,7 +188,7 @@ def test_repeated_output_and_repeated_error() -> None:
     fail = s.call("python a.py", err.format("a.py"), rc=1)
     s.call("python b.py", err.format("b.py"), rc=1)
     log = EventLog()
-    log.update(s.messages)
+    log.update(s.turns)
     live = Liveness()
     for e in log.events:
         live.add(e, log.outputs[e.seq], log.outputs)

@@ -124,7 +124,7 @@ def test_a_call_that_fails_open_after_a_collapse_names_no_range(
     def broken(req: Any) -> Any:
         raise RuntimeError("encoder broke")
 
-    monkeypatch.setattr(s, "_encode_chat", broken)
+    monkeypatch.setattr(s.chat, "encode", broken)
     msgs = [*sent[-1], {"role": "user", "content": "and one more"}]
     answer = client.post("/sidecar/assemble", json={"sessionId": "oc-failopen", "messages": msgs}).json()
     assert s.evictor.collapsed, "the evictor collapsed task 1 on this call too"

@@ -1,0 +1,82 @@
+"""What the eviction package reads of a request: neutral messages, one per turn, each tool result alone.
+
+Why a view at all: the estimator, the liveness signals and the session record number the turns of a
+conversation the way a chat transcript does (a tool result is a turn of its own), while a neutral
+message may hold several results (Anthropic's user message) beside text. Why neutral messages and not
+chat dicts: one data model from codec to eviction (issue 15); a message that already is one turn is
+used as it is, so the view costs a list, not a copy of the conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..codecs import openai_chat
+from ..model import Message, Part, Request, TextPart, ToolCallPart, ToolResultPart
+
+
+@dataclass(frozen=True)
+class Entries:
+    """The turns of a request, the tool call id each tool turn answers, and the index of the message
+    each turn came from (one message may give several turns)."""
+
+    turns: list[Message]
+    ids: list[str | None]
+    owners: list[int]
+
+
+def entries(req: Request) -> Entries:
+    """The turns of ``req`` (see the module docstring)."""
+    turns: list[Message] = []
+    ids: list[str | None] = []
+    owners: list[int] = []
+    for n, msg in enumerate(req.messages):
+        results = [p for p in msg.parts if isinstance(p, ToolResultPart)]
+        if msg.role == "tool" and len(msg.parts) == 1 and results:
+            turns.append(msg)  # already one turn
+            ids.append(results[0].tool_call_id)
+            owners.append(n)
+            continue
+        if msg.role != "tool" and (msg.text() or tool_calls(msg) or not results):
+            turn = msg
+            if results or msg.role == "developer":
+                kept: list[Part] = [p for p in msg.parts if not isinstance(p, ToolResultPart)]
+                turn = Message("system" if msg.role == "developer" else msg.role, kept)
+            turns.append(turn)
+            ids.append(None)
+            owners.append(n)
+        for r in results:
+            turns.append(Message("tool", [r]))
+            ids.append(r.tool_call_id)
+            owners.append(n)
+    return Entries(turns, ids, owners)
+
+
+def of_chat(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """The turns of chat-form messages (a recorded transcript: ``lightmem2 resume``, tests)."""
+    decoded = [openai_chat.chat_to_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
+    return entries(Request(decoded)).turns
+
+
+def turn_text(turn: Message) -> str:
+    """The text of a turn: its text parts, or the output of the tool result it holds."""
+    return "".join(
+        p.text if isinstance(p, TextPart) else p.text()
+        for p in turn.parts
+        if isinstance(p, TextPart | ToolResultPart)
+    )
+
+
+def tool_calls(turn: Message) -> list[ToolCallPart]:
+    """The tool calls a turn makes."""
+    return [p for p in turn.parts if isinstance(p, ToolCallPart)]
+
+
+def answered_call(turn: Message) -> str:
+    """The id of the tool call a tool turn answers ("" for other turns)."""
+    for p in turn.parts:
+        if isinstance(p, ToolResultPart):
+            return p.tool_call_id
+    return ""
