@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit slow bench e2e schema docs clean
+.PHONY: demo test lint typecheck unit slow pg bench e2e schema docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -25,12 +25,17 @@ typecheck: $(STAMP)
 # The fast inner loop: everything but e2e and the tests marked slow, on every core (pytest-xdist; a
 # module's tests stay on one worker so its module-scoped fixtures are built once).
 unit: $(STAMP)
-	$(BIN)/python -m pytest --ignore=tests/e2e -m "not slow" -n auto --dist loadscope
+	$(BIN)/python -m pytest --ignore=tests/e2e -m "not slow and not postgres" -n auto --dist loadscope
 
 # The tests marked slow, one at a time: soak, SIGKILL campaigns, time/memory bounds, load, full-trace
 # replays, the TokenMizer peer. Several bound time or memory, so they must not compete for the cores.
 slow: $(STAMP)
-	$(BIN)/python -m pytest --ignore=tests/e2e -m slow -p no:xdist
+	$(BIN)/python -m pytest --ignore=tests/e2e -m "slow and not postgres" -p no:xdist
+
+# The tests against a real PostgreSQL (the team gateway's shared store): the fixture starts a
+# throwaway cluster with initdb (PostgreSQL must be installed; skipped without it), one at a time.
+pg: $(STAMP)
+	$(BIN)/python -m pytest --ignore=tests/e2e -m postgres -p no:xdist
 
 # The real hosts (OpenClaw, Claude Code, Codex CLI from npm), installed into a cache outside the repo.
 e2e: $(STAMP)

@@ -252,6 +252,40 @@ class ServerConfig(_Model):
     )
 
 
+_URL_PASSWORD = re.compile(r"(://[^:/@\"]*):[^@/\"]*@")
+"""The password of a URL (``scheme://user:PASSWORD@host``): never repeated in a message."""
+
+
+def _store_url(url: str | None) -> str | None:
+    if not url:
+        return None
+    if not re.match(r"^postgres(ql)?://", url):
+        shown = _URL_PASSWORD.sub(r"\1:***@", url)[:80]
+        raise ValueError(
+            f"store.url {shown!r} is not a PostgreSQL URL; use postgresql://USER@HOST:PORT/DB "
+            "(the password from ~/.pgpass or $PGPASSWORD), or remove the key for the embedded store"
+        )
+    return url
+
+
+class StoreConfig(_Model):
+    """Where session state and the ledger live: the data dir (default), or a database a team shares."""
+
+    url: Annotated[str | None, AfterValidator(_store_url)] = Field(
+        None,
+        description="A PostgreSQL URL (postgresql://user@host:5432/db) shared by every `lightmem2 serve` "
+        "of a team gateway: any process then serves any session with the same bytes. Unset: SQLite "
+        "files in the data dir. Needs the 'team' extra (psycopg).",
+    )
+    poolSize: int = Field(
+        20, ge=2, le=1000, description="Database connections per process (one per session in flight)."
+    )
+    connectTimeoutS: float = Field(10.0, gt=0, description="Give up connecting to store.url after this.")
+    lockTimeoutS: float = Field(
+        60.0, gt=0, description="Wait at most this for a session another process is serving."
+    )
+
+
 class RedactionConfig(_Model):
     """Credential patterns redacted from everything persisted."""
 
@@ -272,6 +306,7 @@ class Config(_Model):
     estimator: EstimatorConfig = Field(default_factory=EstimatorConfig)
     registry: RegistryConfig = Field(default_factory=RegistryConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
 
     def mode_table(self) -> ModeTable:
@@ -310,7 +345,7 @@ def _where_key_is(name: str) -> list[str]:
 def _describe(err: ValidationError, path: Path) -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "(root)"
-    bad = json.dumps(first.get("input"), default=str)
+    bad = _URL_PASSWORD.sub(r"\1:***@", json.dumps(first.get("input"), default=str))
     if len(bad) > 80:
         bad = bad[:77] + "..."
     if first["type"] == "extra_forbidden":

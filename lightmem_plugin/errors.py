@@ -16,6 +16,9 @@ value, and the fix, on one line::
     ├── EstimatorError          an eviction estimator reply that fails validation or transport
     ├── PassError               a reduction pass failed; the pipeline passes the original through
     ├── StoreError              a private SQLite store is damaged (also a sqlite3.DatabaseError)
+    │   └── StoreUnavailable    the database ``store.url`` names cannot be used (unreachable, login
+    │                           refused, a schema newer than this lightmem2)
+    ├── StaleState              a session state write that another process overtook (it is refused)
     ├── SecretError             the sidecar secret file cannot be created or read safely
     └── AccessDenied            a request to ``serve`` refused (Host, Origin, secret, content type,
         └── CommandRefused      a chat command that names a file or starts a process)  (HTTP 4xx)
@@ -94,6 +97,17 @@ class StoreError(LightMemError, sqlite3.DatabaseError):
     (the host keeps working without a ledger) keep doing so; the CLI prints its one line instead of a
     traceback, and ``doctor --fix`` moves the damaged file aside.
     """
+
+
+class StoreUnavailable(StoreError):
+    """The shared database (``store.url``) cannot be reached or used; the message names the URL
+    (password hidden), what failed and what to check. A :class:`StoreError` (so also a
+    ``sqlite3.DatabaseError``): every fail-open path that passes a broken store by passes this one by."""
+
+
+class StaleState(LightMemError):
+    """A session state write that expected another version than the store holds: another process
+    wrote the session since this one read it. Nothing is written; the next call reloads the session."""
 
 
 class SecretError(LightMemError):

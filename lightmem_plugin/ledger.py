@@ -19,6 +19,7 @@ import json
 import sqlite3
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -266,7 +267,7 @@ def _row(rec: CallRecord) -> tuple[Any, ...]:
     return tuple(values[name] for name in _COLUMNS)
 
 
-def _record(row: sqlite3.Row) -> CallRecord:
+def _record(row: Mapping[str, Any] | sqlite3.Row) -> CallRecord:
     values = {name: row[name] for name in _COLUMNS if not name.startswith("break_")}
     for name in _JSON_COLUMNS:
         values[name] = json.loads(row[name])
@@ -274,11 +275,50 @@ def _record(row: sqlite3.Row) -> CallRecord:
     return CallRecord(**values, prefix_break_at=brk, break_reason=row["break_reason"])
 
 
-class Ledger:
+class LedgerReads:
+    """What every ledger backend derives from its rows (the embedded file, PostgreSQL: :mod:`.store`).
+
+    A backend provides ``where``, ``sessions``, ``last_session`` and ``calls``.
+    """
+
+    where: str
+
+    def sessions(self) -> list[str]:
+        raise NotImplementedError
+
+    def last_session(self) -> str | None:
+        raise NotImplementedError
+
+    def calls(self, session_id: str) -> list[CallRecord]:
+        raise NotImplementedError
+
+    def totals(self, session_id: str) -> SessionTotals:
+        """One session summed over its calls."""
+        return summarize(session_id, self.calls(session_id))
+
+    def resolve(self, session_id: str | None) -> str | None:
+        """``session_id`` if recorded (UsageError listing the known ids if not); else the last session."""
+        if session_id is None:
+            return self.last_session()
+        known = self.sessions()
+        if session_id in known:
+            return session_id
+        if not known:
+            raise UsageError(f'unknown session "{session_id}": no calls recorded yet in {self.where}')
+        shown = known[-10:]
+        more = f" (and {len(known) - len(shown)} older)" if len(known) > len(shown) else ""
+        raise UsageError(
+            f'unknown session "{session_id}"; known sessions: {", ".join(shown)}{more}; '
+            "pass one of them to --session"
+        )
+
+
+class Ledger(LedgerReads):
     """The ledger file; safe to share between threads, and between processes through SQLite locking."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self.where = str(self.path)
         self._lock = threading.Lock()
         self._db = open_private_db(self.path, _CREATE, _SCHEMA_VERSION)
         self._db.row_factory = sqlite3.Row
@@ -341,28 +381,8 @@ class Ledger:
             ).fetchall()
         return [_record(r) for r in rows]
 
-    def totals(self, session_id: str) -> SessionTotals:
-        """One session summed over its calls."""
-        return summarize(session_id, self.calls(session_id))
-
     def recent_calls(self, limit: int = 200) -> list[CallRecord]:
         """The last ``limit`` calls recorded, across sessions, oldest first."""
         with self._lock:
             rows = self._db.execute("SELECT * FROM calls ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
         return [_record(r) for r in reversed(rows)]
-
-    def resolve(self, session_id: str | None) -> str | None:
-        """``session_id`` if recorded (UsageError listing the known ids if not); else the last session."""
-        if session_id is None:
-            return self.last_session()
-        known = self.sessions()
-        if session_id in known:
-            return session_id
-        if not known:
-            raise UsageError(f'unknown session "{session_id}": no calls recorded yet in {self.path}')
-        shown = known[-10:]
-        more = f" (and {len(known) - len(shown)} older)" if len(known) > len(shown) else ""
-        raise UsageError(
-            f'unknown session "{session_id}"; known sessions: {", ".join(shown)}{more}; '
-            "pass one of them to --session"
-        )

@@ -42,7 +42,7 @@ from .eviction.record_render import render as render_record
 from .eviction.record_store import LEVELS, RecordStore
 from .eviction.session_record import extract
 from .faults import FailOpen, FaultSink, open_sink, report
-from .ledger import CallRecord, Ledger
+from .ledger import CallRecord
 from .memo import PerObject
 from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
 from .recorder import Recorder
@@ -56,8 +56,9 @@ from .reduction.verbatim import passes_verbatim
 from .registry import Registry
 from .sealing import Sealer
 from .search_index import SearchIndex, index_hook
-from .session_state import Journal, StateStore
+from .session_state import Journal
 from .stabilizer import Stabilizer, tool_name
+from .store import CallLedger, SessionStates, Stores, open_stores
 from .tokens import TokenCounter
 
 T = TypeVar("T")
@@ -72,8 +73,8 @@ class LightMem:
         self,
         config: Config | None = None,
         registry: Registry | None = None,
-        ledger: Ledger | None = None,
-        states: StateStore | None = None,
+        ledger: CallLedger | None = None,
+        states: SessionStates | None = None,
         faults: FaultSink | None = None,
     ) -> None:
         self._holder = None if config is not None else ConfigHolder()
@@ -104,17 +105,18 @@ class LightMem:
             return None
 
     @classmethod
-    def from_config(cls) -> Self:
-        """A plugin that follows the user's config file (reloaded when it changes) and keeps a ledger."""
-        try:
-            ledger: Ledger | None = Ledger.default()
-        except (OSError, sqlite3.Error):  # an unusable data dir must not break the host; doctor says why
-            ledger = None
-        try:
-            states: StateStore | None = StateStore.default()
-        except (OSError, sqlite3.Error):  # without it sessions still work, they only forget on restart
-            states = None
+    def from_config(cls, stores: Stores | None = None) -> Self:
+        """A plugin that follows the user's config file (reloaded when it changes) and keeps a ledger
+        and session state in ``stores`` (default: those ``store.url`` names, see :mod:`.store`)."""
+        if stores is None:
+            try:
+                stores = open_stores(ConfigHolder().current)
+            except (OSError, sqlite3.Error):  # an unusable database must not break the host; doctor says why
+                stores = None
+        ledger, states = (stores.ledger, stores.states) if stores else (None, None)
         plugin = cls(ledger=ledger, states=states, faults=open_sink())
+        if stores is not None:  # a shared database keeps the artifacts too
+            plugin.registry = stores.registry_like(plugin.registry)
         plugin.attach_search_index()
         plugin.records = RecordStore(data_dir() / "records", plugin.registry.redactor)
         return plugin
@@ -141,11 +143,16 @@ class LightMem:
         self.registry.on_put = index_hook(index, lambda: self.active_session)
 
     def session(self, session_id: str) -> Session:
-        """The session with this id (created on first use, or reloaded from the session store)."""
+        """The session with this id (created on first use, or reloaded from the session store, also
+        when another process sharing the store wrote it since this one did)."""
+        stale = self._stale(self.sessions.get(session_id))
         with self._sessions_lock:
             now = time.monotonic()
             self._expire_idle(now)
             found = self.sessions.get(session_id)
+            if found is not None and found is stale:
+                del self.sessions[session_id]
+                found = None
             if found is None:
                 found = self.sessions[session_id] = Session(self, session_id)
                 while len(self.sessions) > self.max_sessions:  # least recently used first
@@ -154,6 +161,17 @@ class LightMem:
                 self.sessions.move_to_end(session_id)
             found.last_used = now
             return found
+
+    def _stale(self, session: Session | None) -> Session | None:
+        """``session`` when the store holds a newer version of it than it last read or wrote."""
+        journal = session.journal if session is not None else None
+        if journal is None or self.states is None:
+            return None
+        try:
+            return session if self.states.version(journal.session_id) != journal.version else None
+        except (OSError, sqlite3.Error) as err:  # fail-open: keep serving what this process holds
+            report(self.faults, "state", err, journal.session_id)
+            return None
 
     def _expire_idle(self, now: float) -> None:
         """Drop sessions unused for ``server.sessionIdleS`` (oldest first), when a store keeps their
@@ -230,7 +248,7 @@ class Session:
         return self.recorder.last
 
     # -- persisted state ---------------------------------------------------------------------------
-    def _load_state(self, store: StateStore) -> None:
+    def _load_state(self, store: SessionStates) -> None:
         """Continue the session from what was saved (a restart, or dropped from memory): same bytes."""
         loaded = store.load(self.id)
         try:
@@ -259,7 +277,7 @@ class Session:
             self._saved_batch_check = version
 
     @staticmethod
-    def _recorded_calls(ledger: Ledger | None, session_id: str) -> int:
+    def _recorded_calls(ledger: CallLedger | None, session_id: str) -> int:
         """Calls the ledger already holds for this session (0 when there is no usable ledger)."""
         if ledger is None:
             return 0

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from .accounting import Accountant, CallFacts, detect_api, real_usage, with_real_usage
 from .baseline import Baseline
-from .ledger import CallRecord, Ledger
+from .ledger import CallRecord
 from .model import Message, Request
+from .store import CallLedger
 from .tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class Recorder:
 
     def __init__(
         self,
-        ledger: Ledger | None,
+        ledger: CallLedger | None,
         counter: TokenCounter,
         peek: Callable[[str], bytes],
         fail: FailOpen,

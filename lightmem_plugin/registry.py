@@ -78,13 +78,24 @@ class Registry:
             raise ArtifactNotFound(f'"{key[:60]}" is not an artifact key; keys are 32 hex chars from a stub')
         return self.root / key[:2] / key
 
-    def put(self, data: bytes) -> str:
-        """Store ``data`` (sealed, or redacted without a sealer) and return its key; twice is free."""
+    def _stored_form(self, data: bytes) -> tuple[str, bytes, int]:
+        """(key, the bytes to archive before sealing, their stored size): redacted without a sealer."""
         if self.sealer is None:
             data = self.redactor.redact_bytes(data)
-        key = content_key(data)
+        return content_key(data), data, len(data) + (OVERHEAD if self.sealer is not None else 0)
+
+    def _seal(self, data: bytes) -> bytes:
+        return self.sealer.seal(data) if self.sealer is not None else data
+
+    def _indexed(self, key: str, data: bytes) -> None:
+        """Tell ``on_put`` (the search index) of a new artifact, always redacted."""
+        if self.on_put is not None:
+            self.on_put(key, data if self.sealer is None else self.redactor.redact_bytes(data))
+
+    def put(self, data: bytes) -> str:
+        """Store ``data`` (sealed, or redacted without a sealer) and return its key; twice is free."""
+        key, data, size = self._stored_form(data)
         path = self.path_of(key)
-        size = len(data) + (OVERHEAD if self.sealer is not None else 0)
         try:
             if path.stat().st_size == size:
                 return key  # stored already (a torn file of another size is rewritten below)
@@ -92,11 +103,10 @@ class Registry:
             pass  # absent, or the directory is unusable: the write below reports it as a RegistryError
         self._ensure_root()
         try:
-            write_private_bytes(path, self.sealer.seal(data) if self.sealer is not None else data)
+            write_private_bytes(path, self._seal(data))
         except OSError as err:
             raise RegistryError(f"cannot write artifact {key} under {self.root}: {err}") from None
-        if self.on_put is not None:
-            self.on_put(key, data if self.sealer is None else self.redactor.redact_bytes(data))
+        self._indexed(key, data)
         if self._size is not None:
             self._size += size
         return key
@@ -110,6 +120,10 @@ class Registry:
             raise ArtifactNotFound(
                 f"no artifact {key} in {self.root}; check the key in the stub or registry.dir"
             ) from None
+        return self._opened(key, blob)
+
+    def _opened(self, key: str, blob: bytes) -> bytes:
+        """The plaintext of stored ``blob``, verified against ``key`` (ArtifactCorrupt if not)."""
         if (
             sealed(blob) and content_key(blob) != key
         ):  # (plaintext that merely starts like a seal hashes to its key)
@@ -123,7 +137,7 @@ class Registry:
             data = blob  # written before sealing, or by a registry without a key
         if content_key(data) != key:
             raise ArtifactCorrupt(
-                f"artifact {key} in {self.root} is corrupt (hash mismatch); it cannot be recovered"
+                f"artifact {key} in {self.where} is corrupt (hash mismatch); it cannot be recovered"
             )
         return data
 
@@ -152,6 +166,15 @@ class Registry:
             return text
         start, end = parse_line_range(lines) if isinstance(lines, str) else lines
         return "".join(text.splitlines(keepends=True)[start - 1 : end])
+
+    @property
+    def where(self) -> str:
+        """Where the artifacts live, for messages."""
+        return str(self.root)
+
+    def keys(self) -> set[str]:
+        """Every stored key (for the search index's rebuild and doctor)."""
+        return {p.name for p in self._files() if p.parent.name == p.name[:2]}
 
     def _files(self) -> list[Path]:
         if not self.root.exists():

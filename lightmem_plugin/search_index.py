@@ -26,7 +26,6 @@ import regex as regex_engine  # the `regex` engine: a timeout on backtracking (r
 
 from .config import data_dir
 from .errors import LightMemError, UsageError
-from .registry import KEY_RE
 from .sqlite_store import open_private_db
 
 if TYPE_CHECKING:
@@ -335,10 +334,7 @@ class SearchIndex:
 
 
 def _artifact_keys(registry: Registry) -> set[str]:
-    root = registry.root
-    if not root.exists():
-        return set()
-    return {p.name for p in root.glob("??/*") if KEY_RE.match(p.name) and p.parent.name == p.name[:2]}
+    return registry.keys()  # a directory's files, or a database's rows (store.url)
 
 
 def index_hook(

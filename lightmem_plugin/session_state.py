@@ -15,6 +15,13 @@ Shape on disk (one SQLite file, ``sessions.sqlite3``, 0600 in the 0700 data dir)
   the work per call is proportional to what is new, not to the session's size.
 - ``blobs(session_id, name, value)``: small documents rewritten when they change (``core``,
   ``stabilizer``, ``eviction``, ``tasks``).
+- ``versions(session_id, version)``: bumped by every write. A process that holds a session in memory
+  compares it with the version it last read or wrote before each call, and reloads when another
+  process (a second ``serve`` on the same data dir, a team gateway's peer) wrote since; a write that
+  expects another version than the stored one is refused (:class:`~.errors.StaleState`), so two
+  writers' entries never interleave.
+
+The same interface has a PostgreSQL backend (:mod:`.store`), chosen by ``store.url``.
 
 Values are JSON with sorted keys. Nothing here is ever shown to the model directly; what the model
 sees is rebuilt from it by the same code that made it.
@@ -22,30 +29,42 @@ sees is rebuilt from it by the same code that made it.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import xxhash
+
 from .config import data_dir
+from .errors import StaleState
 from .sqlite_store import open_private_db
+from .store.base import APPEND_ONLY as APPEND_ONLY  # re-exported: the maps of a session
+from .store.base import SessionStates
+from .store.base import StoredSession as StoredSession  # re-exported: callers import it from here
 
 STATE_FILE = "sessions.sqlite3"
 STATE_VERSION = 1
 """Bumped when the meaning of a stored value changes; a session saved under another version starts over."""
+SCHEMA_VERSION = 2
+"""The SQLite file's layout (``user_version``); 2 added ``versions``. Apart from :data:`STATE_VERSION`."""
+LOCK_BUCKETS = 64
+"""Lock files per data dir (``locks/state-NN.lock``): sessions hash into them, never one file each."""
 
 WRITER_PREFIXES = ("hook:",)
 """Writers that keep their sessions under ``<prefix>:<id>`` (see :class:`StateStore`)."""
 
-APPEND_ONLY = ("memo", "images", "dedup_first", "dedup_repeats", "dedup_spellings", "lines")
 _CREATE = (
     "CREATE TABLE IF NOT EXISTS entries (session_id TEXT NOT NULL, ns TEXT NOT NULL, key TEXT NOT NULL, "
     "value TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (session_id, ns, key));\n"
     "CREATE TABLE IF NOT EXISTS blobs (session_id TEXT NOT NULL, name TEXT NOT NULL, "
     "value TEXT NOT NULL, PRIMARY KEY (session_id, name));\n"
+    "CREATE TABLE IF NOT EXISTS versions (session_id TEXT PRIMARY KEY, version INTEGER NOT NULL);\n"
 )
 
 
@@ -53,21 +72,37 @@ def _dump(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-@dataclass
-class StoredSession:
-    """One session as read back: insert-only maps in insertion order, and the blobs by name."""
+def load_rows(
+    out: StoredSession, rows: list[tuple[Any, ...]], blobs: list[tuple[Any, ...]], version: int
+) -> StoredSession:
+    """``out`` filled from ``(ns, key, value)`` entry rows (in seq order) and ``(name, value)`` blobs."""
+    for ns, key, value in rows:
+        if ns in out.maps:
+            out.maps[ns][key] = json.loads(value)
+    for name, value in blobs:
+        out.blobs[name] = json.loads(value)
+    out.version = version
+    return out
 
-    maps: dict[str, dict[str, Any]] = field(default_factory=lambda: {ns: {} for ns in APPEND_ONLY})
-    blobs: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def empty(self) -> bool:
-        """True when nothing was ever saved for the session."""
-        return not self.blobs and not any(self.maps.values())
+def stale(session_id: str, expect: int, found: int) -> StaleState:
+    """The error for a write that expected version ``expect`` of a session stored at ``found``."""
+    return StaleState(
+        f"session {session_id!r} is at version {found} in the store, this process expected {expect}: "
+        "another process wrote it since; the write is refused and the next call reloads the session"
+    )
+
+
+def lock_key(session_id: str) -> int:
+    """A signed 64-bit key for ``session_id`` (a PostgreSQL advisory lock; the lock file's bucket)."""
+    return int(xxhash.xxh3_64_intdigest(session_id.encode("utf-8", "surrogatepass"))) - (1 << 63)
 
 
 class StateStore:
     """The persisted state of every session of one data dir, shared by all our processes (WAL)."""
+
+    shared = False
+    """True for a store other machines' processes share (PostgreSQL); this one is one data dir's."""
 
     def __init__(self, path: Path, prefix: str = "") -> None:
         """``prefix`` keeps one writer's sessions apart from another's in the same file (the hooks
@@ -75,8 +110,13 @@ class StateStore:
         its own); it is part of the stored id, never of what the model sees."""
         self.path = path
         self.prefix = prefix
-        self._db = open_private_db(path, _CREATE, STATE_VERSION)
+        self._db = open_private_db(path, _CREATE, SCHEMA_VERSION)
         self._lock = threading.Lock()
+
+    @property
+    def where(self) -> str:
+        """Where the state lives, for messages."""
+        return str(self.path)
 
     @classmethod
     def default(cls, prefix: str = "") -> StateStore:
@@ -85,46 +125,80 @@ class StateStore:
 
     def load(self, session_id: str) -> StoredSession:
         """Everything saved for ``session_id`` (empty when nothing was)."""
-        out = StoredSession()
         session_id = self.prefix + session_id
         with self._lock:
-            rows = self._db.execute(
-                "SELECT ns, key, value FROM entries WHERE session_id = ? ORDER BY seq", (session_id,)
-            ).fetchall()
-            blobs = self._db.execute(
-                "SELECT name, value FROM blobs WHERE session_id = ?", (session_id,)
-            ).fetchall()
-        for ns, key, value in rows:
-            if ns in out.maps:
-                out.maps[ns][key] = json.loads(value)
-        for name, value in blobs:
-            out.blobs[name] = json.loads(value)
-        return out
+            self._db.execute("BEGIN")  # one snapshot: a concurrent writer's half is never read
+            try:
+                rows = self._db.execute(
+                    "SELECT ns, key, value FROM entries WHERE session_id = ? ORDER BY seq", (session_id,)
+                ).fetchall()
+                blobs = self._db.execute(
+                    "SELECT name, value FROM blobs WHERE session_id = ?", (session_id,)
+                ).fetchall()
+                version = self._version(session_id)
+            finally:
+                self._db.execute("COMMIT")
+        return load_rows(StoredSession(), rows, blobs, version)
+
+    def _version(self, stored_id: str) -> int:
+        row = self._db.execute("SELECT version FROM versions WHERE session_id = ?", (stored_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def version(self, session_id: str) -> int:
+        """How many writes the session has had (0: none); cheap, read before each call."""
+        with self._lock:
+            return self._version(self.prefix + session_id)
 
     def write(
-        self, session_id: str, entries: Mapping[str, list[tuple[str, Any, int]]], blobs: Mapping[str, str]
-    ) -> None:
-        """New map entries ``(key, value, seq)`` per namespace and changed blobs, in one transaction."""
-        session_id = self.prefix + session_id
+        self,
+        session_id: str,
+        entries: Mapping[str, list[tuple[str, Any, int]]],
+        blobs: Mapping[str, str],
+        expect: int | None = None,
+    ) -> int:
+        """New map entries ``(key, value, seq)`` per namespace and changed blobs, in one transaction;
+        returns the session's new version. ``expect``: the version this writer last saw; another one
+        in the store raises :class:`~.errors.StaleState` and writes nothing."""
+        stored_id = self.prefix + session_id
         rows = [
-            (session_id, ns, key, _dump(value), seq)
+            (stored_id, ns, key, _dump(value), seq)
             for ns, items in entries.items()
             for key, value, seq in items
         ]
-        if not rows and not blobs:
-            return
         with self._lock:
+            if not rows and not blobs:
+                return self._version(stored_id)
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                found = self._version(stored_id)
+                if expect is not None and found != expect:
+                    raise stale(session_id, expect, found)
                 self._db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?)", rows)
                 self._db.executemany(
                     "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?)",
-                    [(session_id, name, text) for name, text in blobs.items()],
+                    [(stored_id, name, text) for name, text in blobs.items()],
                 )
+                self._db.execute("INSERT OR REPLACE INTO versions VALUES (?, ?)", (stored_id, found + 1))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+        return found + 1
+
+    @contextlib.contextmanager
+    def lock(self, session_id: str) -> Iterator[None]:
+        """Hold the session against every other process of this data dir (an ``flock`` on one of
+        :data:`LOCK_BUCKETS` files): load, call and save of one request never interleave with
+        another process's. Threads of one process still need their own lock (the proxy has one)."""
+        bucket = lock_key(self.prefix + session_id) % LOCK_BUCKETS
+        folder = self.path.parent / "locks"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(folder / f"state-{bucket:02d}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock
 
     def forget(self, session_id: str) -> None:
         """Drop everything saved for a session (a damaged state, or the user asked)."""
@@ -132,6 +206,7 @@ class StateStore:
         with self._lock:
             self._db.execute("DELETE FROM entries WHERE session_id = ?", (session_id,))
             self._db.execute("DELETE FROM blobs WHERE session_id = ?", (session_id,))
+            self._db.execute("UPDATE versions SET version = version + 1 WHERE session_id = ?", (session_id,))
 
     def sessions(self) -> list[str]:
         """Ids of this writer's sessions with saved state (without the prefix), sorted."""
@@ -155,9 +230,11 @@ class Journal:
     the new entries are those past the count written last time; blobs are compared as JSON text.
     """
 
-    def __init__(self, store: StateStore, session_id: str, loaded: StoredSession | None = None) -> None:
+    def __init__(self, store: SessionStates, session_id: str, loaded: StoredSession | None = None) -> None:
         self.store = store
         self.session_id = session_id
+        self.version = loaded.version if loaded else store.version(session_id)
+        """The store's version of the session as this journal last read or wrote it."""
         self._written: dict[str, int] = {
             ns: len((loaded.maps if loaded else {}).get(ns, {})) for ns in APPEND_ONLY
         }
@@ -183,6 +260,6 @@ class Journal:
             text = _dump(value)
             if self._blobs.get(name) != text:
                 changed[name] = text
-        self.store.write(self.session_id, entries, changed)
+        self.version = self.store.write(self.session_id, entries, changed, self.version)
         self._written.update(counts)
         self._blobs.update(changed)

@@ -146,9 +146,9 @@ def test_a_save_writes_only_what_is_new(tmp_path: Path) -> None:
     written: list[int] = []
     real = store.write
 
-    def counting(sid: str, entries: Any, blobs: Any) -> None:
+    def counting(sid: str, entries: Any, blobs: Any, expect: int | None = None) -> int:
         written.append(sum(len(v) for k, v in entries.items() if k == "memo"))
-        real(sid, entries, blobs)
+        return real(sid, entries, blobs, expect)
 
     store.write = counting  # type: ignore[method-assign]
     for call in trace.calls[:12]:

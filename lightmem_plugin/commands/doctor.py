@@ -1,6 +1,7 @@
 """doctor [--json]: check the installation, one ``[pass]``, ``[warn]`` or ``[fail]`` line per check.
 
 Checks: the config file against the schema; the artifact registry directory (writable, private 0700);
+the shared database when ``store.url`` names one (reachable, schema version, room for the pool);
 the shipped tokenizer file (present, sha256 verified); the ``lightmem2 serve`` proxy (not running is
 only a warning); each host agent (OpenClaw, Claude Code, Codex: installed, version supported,
 lightmem2 wired in); the LLM estimator endpoint when ``estimator.kind`` is ``llm``; errors that any
@@ -99,6 +100,39 @@ def check_archive_key(config: Config) -> Check:
     except LightMemError as err:
         return Check("archive key", "fail", str(err).split("; ")[0], f"restore the key or set ${KEY_ENV}")
     return Check("archive key", "pass", f"archives sealed (AES-GCM) with the key in {where}")
+
+
+def check_database(config: Config) -> Check:
+    """``store.url``'s database (only when one is set): reachable, schema version, room for the pool."""
+    from ..store import open_stores
+
+    try:
+        stores = open_stores(config)
+    except StoreError as err:
+        text = str(err)
+        detail, _, fix = text.partition("; ")
+        return Check("database", "fail", detail, fix or "check store.url")
+    try:
+        backend = stores.states.backend  # type: ignore[union-attr]
+        with backend.pool.connection() as conn:
+            row = conn.execute("SELECT current_setting('max_connections')::int").fetchone()
+        limit = int(row[0]) if row else 0
+        sessions = len(stores.states.sessions()) if stores.states is not None else 0
+    except LightMemError as err:
+        return Check("database", "fail", str(err).split("; ")[0], "check store.url and the server's log")
+    finally:
+        stores.close()
+    pool = config.store.poolSize
+    detail = (
+        f"{backend.where} reachable, schema version {stores.schema_version}, {sessions} sessions with "
+        f"state; pool {pool} connections per process, server max_connections {limit} "
+        f"(room for {limit // pool} processes)"
+    )
+    if limit < pool:
+        return Check(
+            "database", "fail", detail, f"lower store.poolSize below {limit} or raise max_connections"
+        )
+    return Check("database", "pass", detail)
 
 
 def check_tokenizer() -> Check:
@@ -306,6 +340,7 @@ def run(
         check_registry(config),
         check_archive_key(config),
         check_stores(data_dir()),
+        *([check_database(config)] if config.store.url else []),
         check_tokenizer(),
     ]
     server = check_server(config, probe)

@@ -105,6 +105,7 @@ def serve(
     from ..config import load_config
     from ..pipeline import LightMem
     from ..redaction import Redactor, install_log_redaction
+    from ..store import open_stores
     from .app import create_app
 
     cfg = config or load_config()
@@ -113,10 +114,15 @@ def serve(
     host = host or server_cfg.host
     port = server_cfg.port if port is None else port
     check_bind(host, allow_remote)
+    # a gateway's shared database must be there when it starts (StoreUnavailable says why): one that
+    # served on state no other process sees would send other bytes than its peers
+    stores = open_stores(cfg) if config is None and cfg.store.url else None
     sock = bind_socket(host, port)
-    plugin = LightMem(config) if config is not None else LightMem.from_config()
+    plugin = LightMem(config) if config is not None else LightMem.from_config(stores)
     app = create_app(plugin, allow_remote=allow_remote, commands=commands)
     try:
         uvicorn.Server(server_config(app)).run(sockets=[sock])
     finally:
         sock.close()
+        if stores is not None:
+            stores.close()

@@ -33,8 +33,9 @@ from yarl import URL
 
 from .. import wire
 from ..errors import PayloadError
-from ..faults import on_surface
+from ..faults import on_surface, report
 from ..pipeline import LightMem, Session
+from ..store import session_lock
 from .identity import HEADER, session_identity
 from .rewrite import StreamRewriter, body_usage
 from .sse import json_bytes
@@ -202,15 +203,28 @@ class Proxy:
         sid = session_identity(api, payload, headers) if isinstance(payload, dict) else None
         if sid is None:
             return Outgoing(body)
-        session = self.plugin.session(sid)
+        shared = self.plugin.states is not None and self.plugin.states.shared
         async with self.locks[sid]:
-            try:
-                if len(body) < THREAD_ABOVE_BYTES:
-                    return transform(session, api, payload, body)
-                return await anyio.to_thread.run_sync(transform, session, api, payload, body)
-            except Exception as err:  # fail-open (I5): the host's own request goes out
+            if len(body) < THREAD_ABOVE_BYTES and not shared:
+                return self._locked_transform(sid, api, payload, body)
+            # a shared store's lock and queries wait on the network: never on the event loop
+            return await anyio.to_thread.run_sync(self._locked_transform, sid, api, payload, body)
+
+    def _locked_transform(self, sid: str, api: str, payload: dict[str, Any], body: bytes) -> Outgoing:
+        """Hold the session against the other processes on the store, take it (reloaded when one of
+        them served it since), and transform; the original bytes on any failure (I5)."""
+        session: Session | None = None
+        try:
+            with session_lock(self.plugin.states, sid):
+                session = self.plugin.session(sid)
+                return transform(session, api, payload, body)
+        except Exception as err:  # fail-open (I5): the host's own request goes out
+            if session is not None:
                 _count(session, "proxy", err)
-                return Outgoing(body)
+            else:
+                with on_surface("proxy"):
+                    report(self.plugin.faults, "state", err, sid)
+            return Outgoing(body)
 
     async def _send(
         self, method: str, url: URL, headers: list[tuple[str, str]], body: bytes

@@ -78,6 +78,7 @@ from ..errors import AccessDenied, ArtifactNotFound, LightMemError
 from ..faults import on_surface
 from ..pipeline import Session
 from ..reduction.kinds import ToolCall
+from ..store import session_lock
 from .chat_commands import CommandRunner
 from .guard import SidecarGuard
 from .proxy import Proxy, TooLarge, read_body
@@ -201,9 +202,10 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
                 body = await _body(request, proxy)
                 sid = _field(body, "sessionId", str)
                 with on_surface("sidecar"):
-                    session = proxy.plugin.session(sid)
                     async with proxy.locks[sid]:
-                        return JSONResponse(work(proxy, session, body))
+                        with session_lock(proxy.plugin.states, sid):  # against other processes too
+                            session = proxy.plugin.session(sid)
+                            return JSONResponse(work(proxy, session, body))
             except BadRequest as err:
                 return JSONResponse({"error": str(err)}, status_code=400)
 

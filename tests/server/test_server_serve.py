@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -109,3 +110,20 @@ def test_an_idle_connection_stays_open_longer_than_clients_keep_theirs() -> None
         time.sleep(6.0)  # past uvicorn's default of 5 s
         conn.sendall(request)
         assert conn.recv(4096).startswith(b"HTTP/1.1 200")
+
+
+def test_serve_refuses_to_start_on_an_unreachable_store(isolated_home: Path) -> None:
+    port = free_port()  # nothing listens there
+    url = f"postgresql://team:hunter2@127.0.0.1:{port}/lm"
+    (isolated_home / "config.json").write_text(json.dumps({"store": {"url": url, "connectTimeoutS": 2}}))
+    code = "import sys\nfrom lightmem_plugin.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    env = {**os.environ, "LIGHTMEM2_HOME": str(isolated_home)}
+    # bounded: a serve that started anyway (on state no peer shares) would run until the timeout
+    done = subprocess.run(
+        [sys.executable, "-c", code, "serve", "--port", str(free_port())],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and "hunter2" not in done.stderr, done.stderr
+    assert f"the session store postgresql://team:***@127.0.0.1:{port}/lm" in done.stderr
+    assert "check store.url" in done.stderr and "remove store.url to use the embedded store" in done.stderr

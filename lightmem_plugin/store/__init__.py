@@ -1,0 +1,100 @@
+"""Where sessions' state and the ledger live: the embedded default, or a shared PostgreSQL.
+
+``store.url`` unset (the default): files and SQLite in the data dir, as always
+(:class:`~lightmem_plugin.session_state.StateStore`, :class:`~lightmem_plugin.ledger.Ledger`).
+``store.url = "postgresql://user@host/db"``: every ``lightmem2 serve`` process on that database serves
+the same sessions as one would (:mod:`.postgres`, artifacts in :mod:`.pg_artifacts`; needs
+``pip install 'lightmem2[team]'``). The interface both implement is in :mod:`.base`; the artifact
+registry's is :class:`~lightmem_plugin.registry.Registry` itself (the database one subclasses it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import StoreUnavailable
+from .base import CallLedger, SessionStates
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..registry import Registry
+
+__all__ = ["CallLedger", "SessionStates", "Stores", "open_stores", "session_lock"]
+
+
+@dataclass
+class Stores:
+    """The stores of one process; ``close`` releases them (and the database pool, if any)."""
+
+    states: SessionStates | None
+    ledger: CallLedger | None
+    kind: str = "embedded"
+    """``embedded`` or ``postgresql``."""
+    schema_version: int | None = None
+
+    def registry_like(self, registry: Registry) -> Registry:
+        """The artifact registry of these stores with ``registry``'s settings (size cap, redaction,
+        sealer, index hook): ``registry`` itself when embedded, rows of the database otherwise."""
+        backend = getattr(self.states, "backend", None)
+        if backend is None:
+            return registry
+        from .pg_artifacts import PgRegistry
+
+        return PgRegistry(backend, registry)
+
+    def close(self) -> None:
+        """Close the ledger, the state store and the pool behind them."""
+        if self.ledger is not None:
+            self.ledger.close()
+        if self.states is not None:
+            self.states.close()
+        backend = getattr(self.states, "backend", None)
+        if backend is not None:
+            backend.close()
+
+
+def open_stores(config: Config) -> Stores:
+    """The stores ``config.store`` names, opened (and a database migrated).
+
+    Embedded: a file that cannot be opened is None (the host keeps working without it, doctor says
+    why), each apart from the other. A database: :class:`StoreUnavailable` (a ``sqlite3.DatabaseError``
+    too) when it cannot be used, so a gateway never runs on state it does not share.
+    """
+    url = config.store.url
+    if not url:
+        from ..ledger import Ledger
+        from ..session_state import StateStore
+
+        try:
+            ledger: Ledger | None = Ledger.default()
+        except (OSError, sqlite3.Error):
+            ledger = None
+        try:
+            states: StateStore | None = StateStore.default()
+        except (OSError, sqlite3.Error):  # without it sessions still work, they only forget on restart
+            states = None
+        return Stores(states, ledger)
+    try:
+        from .postgres import PgBackend, PgLedger, PgStateStore
+    except ImportError as err:
+        raise StoreUnavailable(
+            f"store.url names a PostgreSQL database but psycopg is not installed ({err}); "
+            "run `pip install 'lightmem2[team]'`, or remove store.url to use the embedded store"
+        ) from None
+    s = config.store
+    backend = PgBackend(url, s.poolSize, s.connectTimeoutS, s.lockTimeoutS)
+    return Stores(PgStateStore(backend), PgLedger(backend), "postgresql", backend.schema_version)
+
+
+@contextlib.contextmanager
+def session_lock(states: SessionStates | None, session_id: str) -> Iterator[None]:
+    """Hold ``session_id`` against the other processes sharing ``states`` (nothing without a store)."""
+    if states is None:
+        yield
+        return
+    with states.lock(session_id):
+        yield

@@ -1,0 +1,118 @@
+"""The artifact registry in PostgreSQL: every process of a gateway recovers what any of them archived.
+
+Same contract as the file registry (:class:`~lightmem_plugin.registry.Registry`, whose policy it
+reuses): the key is the xxh3-128 of the archived plaintext, the bytes are stored sealed (or redacted
+without an archive key) and verified against the key on every read, so ``recover`` is byte-exact.
+Storing a key twice is free. Least recently used goes first when the store is over ``maxBytes``; what
+"recent" means is a database sequence (``lm_artifacts_clock``), one order for the whole fleet, never a
+clock. Every process must share the archive key (``$LIGHTMEM2_ARCHIVE_KEY``) to open what another
+sealed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import psycopg
+
+from ..errors import ArtifactNotFound
+from ..registry import Registry
+from .postgres import PgBackend
+
+GC_LOCK = 0x6C6D3267  # one collector at a time across the fleet
+
+
+class PgRegistry(Registry):
+    """:class:`Registry` whose artifacts are rows of ``lm_artifacts`` instead of files."""
+
+    def __init__(self, backend: PgBackend, like: Registry) -> None:
+        super().__init__(like.root, like.max_bytes, like.redactor, like.on_put, like.sealer)
+        self.backend = backend
+
+    @property
+    def where(self) -> str:
+        """The database URL, password hidden."""
+        return self.backend.where
+
+    def put(self, data: bytes) -> str:
+        """Store ``data`` (sealed, or redacted without a sealer) and return its key; twice is free."""
+        key, data, size = self._stored_form(data)
+        blob = self._seal(data)
+        sql = (
+            "INSERT INTO lm_artifacts VALUES (%s, %s, %s, nextval('lm_artifacts_clock')) "
+            "ON CONFLICT (key) DO NOTHING RETURNING key"
+        )
+        added = self.backend.run(None, lambda conn: conn.execute(sql, (key, blob, size)).fetchone())
+        if added is not None:
+            self._indexed(key, data)
+        return key
+
+    def _read(self, key: str, touch: bool) -> bytes:
+        self.path_of(key)  # ArtifactNotFound for what is not a key at all
+        if touch:
+            sql = (
+                "UPDATE lm_artifacts SET last_used = nextval('lm_artifacts_clock') WHERE key = %s "
+                "RETURNING data"
+            )
+        else:
+            sql = "SELECT data FROM lm_artifacts WHERE key = %s"
+        row = self.backend.run(None, lambda conn: conn.execute(sql, (key,)).fetchone())
+        if row is None:
+            raise ArtifactNotFound(f"no artifact {key} in {self.where}; check the key in the stub")
+        return self._opened(key, bytes(row[0]))
+
+    def peek(self, key: str) -> bytes:
+        """The archived bytes of ``key``, verified, without making it recent."""
+        return self._read(key, touch=False)
+
+    def get(self, key: str) -> bytes:
+        """The archived bytes of ``key``, verified; reading makes it recent (LRU)."""
+        return self._read(key, touch=True)
+
+    def exists(self, key: str) -> bool:
+        """True when ``key`` is stored."""
+        sql = "SELECT 1 FROM lm_artifacts WHERE key = %s"
+        return self.backend.run(None, lambda conn: conn.execute(sql, (key,)).fetchone()) is not None
+
+    def keys(self) -> set[str]:
+        """Every stored key."""
+        rows = self.backend.run(None, lambda conn: conn.execute("SELECT key FROM lm_artifacts").fetchall())
+        return {str(r[0]) for r in rows}
+
+    def size_bytes(self) -> int:
+        """Total bytes stored, across the fleet."""
+        sql = "SELECT COALESCE(SUM(size), 0) FROM lm_artifacts"
+        row = self.backend.run(None, lambda conn: conn.execute(sql).fetchone())
+        return int(row[0]) if row else 0
+
+    def count(self) -> int:
+        """Number of stored artifacts."""
+        row = self.backend.run(
+            None, lambda conn: conn.execute("SELECT COUNT(*) FROM lm_artifacts").fetchone()
+        )
+        return int(row[0]) if row else 0
+
+    def gc(self, live_keys: Iterable[str] = ()) -> list[str]:
+        """Delete least recently used artifacts until under ``max_bytes``; never ``live_keys``."""
+        live = set(live_keys)
+
+        def work(conn: psycopg.Connection[Any]) -> list[str]:
+            removed: list[str] = []
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (GC_LOCK,))
+                row = conn.execute("SELECT COALESCE(SUM(size), 0) FROM lm_artifacts").fetchone()
+                total = int(row[0]) if row else 0
+                if total <= self.max_bytes:
+                    return removed
+                for key, size in conn.execute("SELECT key, size FROM lm_artifacts ORDER BY last_used, key"):
+                    if total <= self.max_bytes:
+                        break
+                    if key in live:
+                        continue
+                    removed.append(str(key))
+                    total -= int(size)
+                conn.execute("DELETE FROM lm_artifacts WHERE key = ANY(%s)", (removed,))
+            return removed
+
+        return self.backend.run(None, work)
