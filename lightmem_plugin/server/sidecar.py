@@ -64,6 +64,7 @@ A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -277,7 +278,7 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
 
         try:
             body = await _body(request, get_proxy())
-            query = _field(body, "query", str)
+            query = _unicode(_field(body, "query", str), "query")
             limit = _field(body, "limit", int, required=False) or 10
             return JSONResponse({"text": await anyio.to_thread.run_sync(find, query, min(int(limit), 20))})
         except BadRequest as err:
@@ -315,6 +316,17 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
     ]
 
 
+def _unicode(text: str, name: str) -> str:
+    """``text`` if it is valid Unicode; BadRequest naming the lone surrogate (the index stores UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise BadRequest(
+            f"{name}: a lone surrogate {text[err.start]!r} at position {err.start}; send valid Unicode text"
+        ) from None
+    return text
+
+
 async def _body(request: Request, proxy: Proxy) -> JSON:
     try:
         raw = await read_body(request, proxy.plugin.config.server.maxRequestBytes)
@@ -323,6 +335,11 @@ async def _body(request: Request, proxy: Proxy) -> JSON:
         raise BadRequest(f"body is {err.size} bytes, over server.maxRequestBytes; send less") from None
     except (ValueError, UnicodeDecodeError) as err:
         raise BadRequest(f"body is not JSON ({err}); send a JSON object") from None
+    except RecursionError:
+        raise BadRequest(
+            f"body is JSON nested deeper than this server parses (limit ~{sys.getrecursionlimit()} "
+            "levels); send a flatter JSON object"
+        ) from None
     if not isinstance(body, dict):
         raise BadRequest("body: expected a JSON object")
     return body
