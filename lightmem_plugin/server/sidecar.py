@@ -201,7 +201,7 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
             proxy = get_proxy()
             try:
                 body = await _body(request, proxy)
-                sid = _field(body, "sessionId", str)
+                sid = _unicode(_field(body, "sessionId", str), "sessionId")
                 with on_surface("sidecar"):
                     async with proxy.locks[sid]:
                         with session_lock(proxy.plugin.states, sid):  # against other processes too

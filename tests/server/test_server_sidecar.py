@@ -247,3 +247,20 @@ def test_a_search_query_with_a_lone_surrogate_is_a_400_not_a_500(sidecar: Any) -
     raw = json.dumps({"query": "batch \udfff"}).encode()
     r = client.post("/sidecar/search", content=raw, headers={"content-type": "application/json"})
     assert r.status_code == 400 and "lone surrogate '\\udfff' at position 6" in r.json()["error"], r.text
+
+
+def test_a_session_id_with_a_lone_surrogate_is_a_400_not_a_500(isolated_home: Path) -> None:
+    """Found by the wire fuzz suite: with a ledger, a session id that UTF-8 cannot encode raised inside
+    the ledger's query (500)."""
+    from lightmem_plugin.ledger import Ledger
+
+    plugin = LightMem(Config(), ledger=Ledger(isolated_home / "ledger.sqlite3"))
+    with ServerThread(create_app(plugin)) as srv, httpx.Client(base_url=srv.url, timeout=10) as c:
+        c.headers[HEADER] = load_or_create()
+        raw = json.dumps({"sessionId": "oc-\ud800", "toolCallId": "c1", "output": BIG}).encode()
+        for route in ("/sidecar/ingest", "/sidecar/assemble", "/sidecar/afterTurn"):
+            r = c.post(route, content=raw, headers={"content-type": "application/json"})
+            assert r.status_code == 400 and "sessionId: a lone surrogate" in r.json()["error"], (
+                route,
+                r.text,
+            )
