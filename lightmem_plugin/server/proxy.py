@@ -197,7 +197,9 @@ class Proxy:
     async def prepare(self, api: str, body: bytes, headers: Mapping[str, str]) -> Outgoing:
         """The request to send upstream for a host request of ``api``."""
         try:
-            payload = json.loads(body)
+            # strict UTF-8 first: json.loads(bytes) would accept lone surrogates as raw bytes (it decodes
+            # with surrogatepass), and re-encoding them escaped turns two lone halves into one character
+            payload = json.loads(body.decode("utf-8"))
         except (ValueError, UnicodeDecodeError, RecursionError):
             return Outgoing(body)
         sid = session_identity(api, payload, headers) if isinstance(payload, dict) else None

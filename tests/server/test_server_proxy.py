@@ -496,3 +496,14 @@ def test_a_gzipped_upstream_answer_reaches_the_host_decoded(stream: bool) -> Non
     assert r.status_code == 200 and "content-encoding" not in r.headers
     got = view("chat", r, stream)
     assert got.text == WANT_TEXT and [json.loads(a) for a in got.args] == WANT_ARGS
+
+
+def test_a_body_that_is_not_utf8_goes_out_byte_for_byte() -> None:
+    """Found by the wire fuzz suite: json.loads(bytes) accepts lone surrogates written as raw bytes
+    (CESU-8), and the transformed body sent them as one escaped pair, a different character. A body
+    that is not UTF-8 is not ours to read: it reaches the provider as the host sent it."""
+    with stack() as s:
+        text = json.dumps(payload("chat", False, user="halves \ud800\udfff apart"), ensure_ascii=False)
+        raw = text.encode("utf-8", "surrogatepass")
+        r = httpx.post(s.url("chat"), content=raw, headers={"content-type": "application/json"}, timeout=10)
+        assert r.status_code == 200 and s.fake.received[-1].raw == raw
