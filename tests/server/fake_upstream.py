@@ -137,7 +137,7 @@ class FakeUpstream:
         raw = await request.body()
         try:
             body = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # a provider answers 400 to JSON it cannot read
             body = None
         self.received.append(Received(request.url.path, request.url.query, dict(request.headers), body, raw))
         return body
@@ -159,12 +159,18 @@ class FakeUpstream:
             reply = self.script.popleft() if self.script else Reply()
             if reply.status >= 400:
                 return JSONResponse(reply.error or {"error": {"message": "scripted failure"}}, reply.status)
-            prompt, cached, written = self.cache.observe(render(api, body))
+            try:
+                prompt, cached, written = self.cache.observe(render(api, body))
+            except (RecursionError, TypeError, ValueError, AttributeError) as err:
+                # a shape we cannot render (messages not a list, nested past the stack): a provider
+                # refuses such a body with a 400 too
+                return JSONResponse({"error": {"message": f"invalid request ({type(err).__name__})"}}, 400)
             self.reported.append({"prompt": prompt, "cached": cached, "written": written})
             usage = usage_for(api, prompt, cached, written, reply)
             n = len(self.received)
             if not body.get("stream"):
-                return JSONResponse(WIRE[api](reply, usage, n, body.get("model", "fake-model")))
+                answer = WIRE[api](reply, usage, n, body.get("model", "fake-model"))
+                return Response(json.dumps(answer), media_type="application/json")  # \ud800 stays escaped
             events = STREAM[api](reply, usage, n, body)
             return StreamingResponse(self._pace(events, reply), media_type="text/event-stream")
 
@@ -179,6 +185,8 @@ class FakeUpstream:
                     raise ConnectionAbortedError("scripted mid-stream disconnect")
                 if reply.delay_s:
                     await asyncio.sleep(reply.delay_s)
+                if reply.final_delay_s and i == len(events) - 1:
+                    await asyncio.sleep(reply.final_delay_s)
                 yield ev
             done = True
         finally:

@@ -20,6 +20,7 @@ class Reply:
     error: dict[str, Any] | None = None
     cut_after: int | None = None  # stream: drop the connection after this many events
     delay_s: float = 0.0  # stream: pause before each event
+    final_delay_s: float = 0.0  # stream: pause before the last event (a host may hang up meanwhile)
     chunk: int = 5
 
 

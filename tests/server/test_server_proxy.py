@@ -370,8 +370,10 @@ def test_a_host_that_hangs_up_after_the_usage_event_still_gets_its_call_recorded
         ledger = Ledger(tmp_path / "ledger.sqlite3")
         plugin = LightMem(cfg, ledger=ledger)
         with ServerThread(make_app(plugin)) as px:
-            # many small deltas after the text, so the usage event is not in the last network read
-            fake.queue(Reply(text="word " * 200, chunk=3, delay_s=0.002))
+            # many small deltas, and a pause before [DONE], so the usage event is never in the last
+            # network read (the relay hands over all that one read brought, and under load that was
+            # the usage and [DONE] together)
+            fake.queue(Reply(text="word " * 200, chunk=3, delay_s=0.002, final_delay_s=0.5))
             body = {
                 "model": "m",
                 "stream": True,
