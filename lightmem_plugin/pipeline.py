@@ -30,7 +30,7 @@ from typing import Any, Self, TypeVar
 
 import xxhash
 
-from . import session_snapshot
+from . import session_snapshot, tenancy
 from .accounting import CallFacts
 from .chat_adapter import ChatAdapter
 from .config import Config, ConfigHolder, data_dir
@@ -89,9 +89,20 @@ class LightMem:
         redactor = Redactor(cfg.redaction.enabled, cfg.redaction.extraPatterns)
         self.registry = registry or Registry(root, cfg.registry.maxBytes, redactor, sealer=self._sealer(cfg))
         self.sessions: OrderedDict[str, Session] = OrderedDict()
-        self.active_session: str | None = None  # whose outputs are being archived (for the search index)
+        self._active = threading.local()  # whose outputs this thread archives (search index, owners)
+        self.registry.owner = lambda: tenancy.owner_of(self.active_session)
         self.max_sessions = MAX_SESSIONS
         self._sessions_lock = threading.Lock()
+
+    @property
+    def active_session(self) -> str | None:
+        """The session whose outputs are being archived in this thread (sessions of one process run
+        in several threads at once: an artifact must never be credited to another one's user)."""
+        return getattr(self._active, "session", None)
+
+    @active_session.setter
+    def active_session(self, session_id: str | None) -> None:
+        self._active.session = session_id
 
     def _sealer(self, cfg: Config) -> Sealer | None:
         """The archive's sealer, or None (archives are then redacted) when encryption is off or no key
@@ -444,6 +455,7 @@ class Session:
         """The transformed request (neutral model); the original on any failure. Writes a ledger row
         (with ``whole_turn``, when :meth:`record_turn` brings the calls the host made inside the turn)."""
         self.recorder.flush()
+        self.plugin.active_session = self.id  # evictions archive too, with no new output ingested
         self.calls += 1
         self.cfg = self.plugin.config
         errors_before = Counter(self.fail.errors)

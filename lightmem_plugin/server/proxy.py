@@ -35,6 +35,7 @@ from ..errors import PayloadError
 from ..faults import on_surface, report
 from ..pipeline import LightMem, Session
 from ..store import session_lock
+from ..tenancy import TOKEN_HEADER, scoped
 from .identity import HEADER, session_identity
 from .rewrite import StreamRewriter, body_usage
 from .sse import json_bytes
@@ -59,6 +60,7 @@ HOP_BY_HOP = frozenset(
         "accept-encoding",
         HEADER,
         "x-lightmem2-secret",  # never leaves the machine, should a client send it to /v1
+        TOKEN_HEADER,  # a gateway user's token is ours, never the provider's
     )
 )
 _DROP_BACK = frozenset(
@@ -177,8 +179,10 @@ class Proxy:
         for client in self.clients:
             await client.aclose()
 
-    async def prepare(self, api: str, body: bytes, headers: Mapping[str, str]) -> Outgoing:
-        """The request to send upstream for a host request of ``api``."""
+    async def prepare(
+        self, api: str, body: bytes, headers: Mapping[str, str], user: str | None = None
+    ) -> Outgoing:
+        """The request to send upstream for a host request of ``api`` (by gateway ``user``, if any)."""
         try:
             payload = json.loads(body)
         except (ValueError, UnicodeDecodeError, RecursionError):
@@ -186,6 +190,7 @@ class Proxy:
         sid = session_identity(api, payload, headers) if isinstance(payload, dict) else None
         if sid is None:
             return Outgoing(body)
+        sid = scoped(user, sid)  # a gateway user's sessions are theirs alone (see ..tenancy)
         shared = self.plugin.states is not None and self.plugin.states.shared
         async with self.locks[sid]:
             if len(body) < THREAD_ABOVE_BYTES and not shared:
