@@ -27,6 +27,7 @@ from typing import Any
 
 import anyio
 import httpx
+import xxhash
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response, StreamingResponse
 
@@ -114,7 +115,7 @@ def _transform(session: Session, api: str, payload: dict[str, Any], body: bytes)
     except PayloadError as err:
         _count(session, "codec", err)
         return Outgoing(body, session, {})
-    out = session.process(req)
+    out = session.process(req, request_key=f"{api}:{xxhash.xxh3_128_hexdigest(body)}")
     try:
         encoded = api_wire.encode(out)
     except Exception as err:  # fail-open (I5)
