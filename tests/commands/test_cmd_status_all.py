@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 from ledger_rows import make_session
 
 from lightmem_plugin import tenancy
-from lightmem_plugin.commands import status
+from lightmem_plugin.commands import report, status
 from lightmem_plugin.config import Config
 from lightmem_plugin.errors import UsageError
 from lightmem_plugin.ledger import Ledger
@@ -52,8 +53,10 @@ def test_all_lists_every_session_of_every_process(isolated_home: Path, store_url
     data = json.loads(status.run_from_config(as_json=True, all_sessions=True))
     got = [(s["user"], s["session"], s["calls"]) for s in data["sessions"]]
     assert got == [(None, "plain", 3), ("alice", "s1", 5), ("bob", "s1", 2)]
-    # the current session comes from the same ledger (the shared one with store.url)
+    # the current session comes from the same ledger (the shared one with store.url), as does report
     assert "session: user:bob/s1 (2 calls)" in status.run_from_config()
+    reported = json.loads(str(report.main(argparse.Namespace(session=None, all=True, json=True))))
+    assert [s["summary"]["calls"] for s in reported["sessions"]] == [3, 5, 2]
 
 
 def test_all_and_session_exclude_each_other() -> None:
