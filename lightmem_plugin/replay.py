@@ -86,6 +86,17 @@ class LightMemPolicy:
     def transform(self, index: int, prompt: list[ChatMessage]) -> list[ChatMessage]:
         return self.session.before_model_call(prompt)
 
+    def left_at(self, call: int) -> int | None:
+        """The call (0-based, as ``transform`` numbers them) from which what the agent added at
+        ``call`` is no longer sent: the collapse of the finished task it belongs to, if there was
+        one. A recover round trip made in a task leaves with it; K charged counts it until then."""
+        state = self.session.evictor.state
+        task = sum(1 for g in state.goal_calls if g <= call + 1)  # goal n + 1 first seen at goal_calls[n]
+        for c in state.collapses:
+            if c.number == task and c.call_index - 1 > call:
+                return c.call_index - 1
+        return None
+
     def lookup(self, key: str) -> str | None:
         try:
             return self.plugin.registry.recover(key)
@@ -227,9 +238,14 @@ def replay_trace(
     res.task_uses, res.task_kept, res.task_kept_lines = r.task_uses, r.task_kept, r.task_kept_lines
     res.said_uses, res.said_kept = r.said_uses, r.said_kept
     res.said_recoverable, res.said_lost = r.said_recoverable, r.said_lost
-    recovers = [(rec.call, counter.count(rec.text)) for rec in tracker.recovers if not rec.said]
-    said = [(rec.call, counter.count(rec.text)) for rec in tracker.recovers if rec.said]
-    res.recovers, res.recovered_tokens = len(recovers), sum(t for _, t in recovers)
+    gone = getattr(policy, "left_at", None)  # optional: when what a call added left the context
+
+    def charged(rec: Any) -> tuple[int, int, int | None]:
+        return rec.call, counter.count(rec.text), gone(rec.call) if gone is not None else None
+
+    recovers = [charged(rec) for rec in tracker.recovers if not rec.said]
+    said = [charged(rec) for rec in tracker.recovers if rec.said]
+    res.recovers, res.recovered_tokens = len(recovers), sum(t for _, t, _ in recovers)
     res.lines_shown, res.lines_changed_outside_stubs = fidelity.shown, fidelity.changed
     writes = res.write_tokens if provider == "anthropic" else 0
     res.K = k_cost(res.hit_tokens, res.miss_tokens, writes)

@@ -308,14 +308,16 @@ def _answers_question(prompt: Sequence[ChatMessage], pos: int) -> bool:
     return False
 
 
-def recover_charge(recovers: Iterable[tuple[int, int]], calls: int) -> float:
+def recover_charge(recovers: Iterable[tuple[int, int] | tuple[int, int, int | None]], calls: int) -> float:
     """The K a session's recover round trips add: ``(call u, tokens t)`` each costs
     ``RECOVER_CALL_TOKENS + t`` as misses at ``u`` and as cached re-reads on every later call (the
-    one cost formula, :func:`.cachesim.k_cost`)."""
-    return sum(
-        k_cost(hit=(RECOVER_CALL_TOKENS + t) * max(0, calls - u - 1), miss=RECOVER_CALL_TOKENS + t)
-        for u, t in recovers
-    )
+    one cost formula, :func:`.cachesim.k_cost`); ``(u, t, gone)`` re-reads it only up to call
+    ``gone``, where it left the context (the task it was made in was archived whole)."""
+    total = 0.0
+    for u, t, *rest in recovers:
+        end = calls if not rest or rest[0] is None else min(calls, rest[0])
+        total += k_cost(hit=(RECOVER_CALL_TOKENS + t) * max(0, end - u - 1), miss=RECOVER_CALL_TOKENS + t)
+    return total
 
 
 class _SpanIndex:

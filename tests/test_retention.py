@@ -377,3 +377,12 @@ def test_recover_charge_formula() -> None:
     # 40 + 10 tokens at call 2 of 5: paid once as misses, then 0.1 per token on calls 3 and 4
     assert recover_charge([(2, 10)], 5) == pytest.approx(50 * (1 + 0.1 * 2))
     assert recover_charge([(4, 10)], 5) == pytest.approx(50)
+
+
+def test_a_recover_is_charged_until_it_left_the_context() -> None:
+    """A recover made in a task that was later archived whole is re-read only until then."""
+    whole = recover_charge([(2, 10)], 20)
+    assert recover_charge([(2, 10, None)], 20) == pytest.approx(whole)
+    assert recover_charge([(2, 10, 6)], 20) == pytest.approx(50 * (1 + 0.1 * 3))
+    assert recover_charge([(2, 10, 6)], 20) < whole
+    assert recover_charge([(2, 10, 40)], 20) == pytest.approx(whole)  # never past the session's end

@@ -188,7 +188,7 @@ def test_a_backtracking_regex_is_stopped_in_time(tmp_path: Path) -> None:
     idx.add("c" * 32, "a" * 34 + "!\n" + "a" * 60 + "!\nsomething else\n", "s")
     t0 = time.monotonic()
     assert idx.search("^(a+)+$", regex=True) == []  # the regex engine answers this one at once
-    assert time.monotonic() - t0 < 2
+    assert time.monotonic() - t0 < 5  # (was: no answer in 45 s); room for a loaded machine
     t0 = time.monotonic()
     with pytest.raises(UsageError, match=r"ran past 2 s .*simplify it"):
         idx.search("^(a|aa)+$", regex=True)  # this one still backtracks: stopped at the budget

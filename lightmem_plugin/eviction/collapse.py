@@ -43,10 +43,15 @@ class Collapse:
     key: str
     call_index: int
     tokens_saved: int
+    goal: int = -1
+    """The index of the task's request when it left too (:func:`short_goal`), else -1."""
+    goal_fingerprint: str = ""
+    goal_text: str = ""
+    """What stays of the request: its first lines and a stub."""
 
     def to_list(self) -> list[object]:
         """JSON-ready form for the persisted session state."""
-        return [
+        out: list[object] = [
             self.number,
             self.first,
             self.last,
@@ -56,11 +61,16 @@ class Collapse:
             self.call_index,
             self.tokens_saved,
         ]
+        if self.goal >= 0:
+            out += [self.goal, self.goal_fingerprint, self.goal_text]
+        return out
 
     @classmethod
     def from_list(cls, data: Sequence[object]) -> Collapse:
         """The inverse of :meth:`to_list`; raises ``ValueError``/``TypeError`` on a malformed entry."""
-        number, first, last, fp, text, key, call, saved = data
+        number, first, last, fp, text, key, call, saved, *goal = data
+        if goal and len(goal) != 3:
+            raise ValueError(f"a collapse's request part has {len(goal)} fields, expected 3")
         return cls(
             int(str(number)),
             int(str(first)),
@@ -70,6 +80,9 @@ class Collapse:
             str(key),
             int(str(call)),
             int(str(saved)),
+            int(str(goal[0])) if goal else -1,
+            str(goal[1]) if goal else "",
+            str(goal[2]) if goal else "",
         )
 
 
@@ -104,9 +117,18 @@ def argument_text(arguments: str) -> str:
     return "\n".join(out)
 
 
-def archive_document(number: int, first: int, last: int, messages: Sequence[Message]) -> str:
-    """The archived text of a finished task: every message of its work, verbatim, with headers."""
+GOAL_HEADER = "--- user (the request) ---"
+
+
+def archive_document(
+    number: int, first: int, last: int, messages: Sequence[Message], request: str | None = None
+) -> str:
+    """The archived text of a finished task: its request when that left too (under a header after
+    the title line, so its lines are ``3`` to ``2 +`` its line count), then every message of its
+    work, verbatim, with headers."""
     lines = [f"=== lightmem2: task {number}, messages {first}-{last} ==="]
+    if request is not None:
+        lines += [GOAL_HEADER, request]
     for msg in messages:
         for p in msg.parts:
             if isinstance(p, TextPart) and msg.role != "tool":
@@ -125,6 +147,35 @@ def archive_document(number: int, first: int, last: int, messages: Sequence[Mess
                         else "[block]"
                     )
     return "\n".join(lines) + "\n"
+
+
+def request_text(msg: Message) -> str | None:
+    """The text of a request that can leave with its task: one plain text block (a message with
+    several blocks or images keeps its shape, and the host's cache markers with it), else None."""
+    if len(msg.parts) != 1 or not isinstance(msg.parts[0], TextPart):
+        return None
+    return msg.parts[0].text
+
+
+def short_goal(text: str, number: int, key: str, limit: int, shell: bool = False) -> str | None:
+    """What stays of a finished task's long request: its first lines (at most ``limit`` characters;
+    a first line longer than that is cut and shares its line with the stub) and a stub that names
+    the archive lines holding the rest; None when the request is short enough to stay whole."""
+    if limit <= 0 or len(text) <= 2 * limit:
+        return None  # below that the stub and the re-read would eat most of the saving
+    cut = text.rfind("\n", 0, limit + 1)
+    head = text[:cut] if cut > 0 else text[:limit]
+    lines = f"3:{3 + text.count(chr(10))}"  # the title line, the header, then the request
+    hint = (
+        f"run: lightmem2 recover {key} --lines {lines}"
+        if shell
+        else f'recover with lightmem2_recover(key, lines="{lines}")'
+    )
+    stub = (
+        f"{STUB_PREFIX}the rest of this request ({len(text) - len(head):,} chars) left with task "
+        f"{number}, archived as {key}; {hint}]"
+    )
+    return f"{head}\n{stub}" if cut > 0 else head + stub
 
 
 def _final_reply(messages: Sequence[Message]) -> str:

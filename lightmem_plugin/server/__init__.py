@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING
 from ..errors import UsageError
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from ..commands.base import LineRunner
     from ..config import Config
 
-__all__ = ["bind_socket", "check_bind", "serve"]
-
-KEEP_ALIVE_S = 75
-"""Seconds an idle client connection stays open (the client, with the shorter timeout, closes first)."""
+__all__ = ["bind_socket", "check_bind", "serve", "server_config"]
 
 
 def check_bind(host: str, allow_remote: bool) -> None:
@@ -60,6 +59,31 @@ def bind_socket(host: str, port: int) -> socket.socket:
         ) from None
     sock.set_inheritable(True)
     return sock
+
+
+KEEP_ALIVE_S = 120
+
+
+def server_config(app: object) -> uvicorn.Config:
+    """How ``serve`` runs ``app`` under uvicorn (uvloop and httptools where installed, as declared).
+
+    Why a long keep-alive: a server that closes an idle connection while the client reuses it makes
+    that call fail (measured: a ReadError at the client now and then at 100 streaming clients; httpx
+    drops idle connections after 5 s, uvicorn's default, so the two raced). The proxy's idle timeout is
+    longer than its clients' own (httpx, undici 4-5 s; Go, hyper 90 s), so it is always the client that
+    closes an idle connection, never a request in flight on it.
+    """
+    import uvicorn
+
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        server_header=False,  # the provider's own server and date headers are relayed
+        date_header=False,
+    )
 
 
 def serve(
@@ -103,19 +127,8 @@ def serve(
     sock = bind_socket(host, port)
     plugin = LightMem(config) if config is not None else LightMem.from_config(stores)
     app = create_app(plugin, allow_remote=allow_remote, commands=commands)
-    uv = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-        # longer than any client's idle keep-alive: with uvicorn's 5 s, a client reusing a connection
-        # idle ~5 s raced the server closing it (ReadError: 4 of 1,500 calls in bench_gateway.py)
-        timeout_keep_alive=KEEP_ALIVE_S,
-        server_header=False,  # the provider's own server and date headers are relayed
-        date_header=False,
-    )
     try:
-        uvicorn.Server(uv).run(sockets=[sock])
+        uvicorn.Server(server_config(app)).run(sockets=[sock])
     finally:
         sock.close()
         if stores is not None:

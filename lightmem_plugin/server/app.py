@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-import httpx
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -52,14 +51,12 @@ _OPENAI_PATHS = {"responses": "/responses", "chat": "/chat/completions"}
 
 def create_app(
     plugin: LightMem | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
     allow_remote: bool = False,
     secret: str | None = None,
     commands: LineRunner | None = None,
 ) -> Starlette:
     """The proxy app for ``plugin`` (default: one that follows the user's config file).
 
-    ``transport`` replaces the upstream HTTP transport (tests); the client is created at startup.
     ``allow_remote`` lets proxy routes answer under any ``Host`` name (never the sidecar, see
     :mod:`.guard`). ``secret`` replaces the per-install sidecar secret (default: the data dir's file,
     created on first use). ``commands`` answers ``/sidecar/command`` (``lightmem2 serve`` passes
@@ -74,7 +71,7 @@ def create_app(
 
     def proxy() -> Proxy:
         if "p" not in holder:
-            holder["p"] = Proxy(lm, transport)
+            holder["p"] = Proxy(lm)
         return holder["p"]
 
     async def handle(request: Request, api: str, url: str, transform: bool) -> Response:
@@ -185,7 +182,7 @@ def escapes_base(rest: str) -> bool:
     """True when a pass-through path would leave the upstream's base (``..`` or ``.`` segments).
 
     Starlette hands the path decoded, so ``/v1/%2e%2e/%2e%2e/admin`` arrives here as ``../../admin``;
-    httpx would then normalise it away from the base URL (measured: it reached ``/admin/secret``).
+    the HTTP client would then normalise it away from the base URL (measured: it reached ``/admin/secret``).
     """
     return any(seg in (".", "..") for seg in rest.replace("\\", "/").split("/"))
 

@@ -64,12 +64,14 @@ A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse as StarletteJSONResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from .._version import __version__
@@ -82,6 +84,7 @@ from .chat_commands import CommandRunner
 from .guard import SidecarGuard
 from .proxy import Proxy, TooLarge, read_body
 from .secret import CHALLENGE_HEADER, proof
+from .sse import json_bytes
 from .usage import record_usage
 
 JSON = dict[str, Any]
@@ -158,6 +161,18 @@ def _ingest(session: Session, body: JSON) -> JSON:
             parts.append(part)
         return {"output": parts}
     raise BadRequest(f"output: got {json.dumps(output)[:60]}, expected a string or a list of text parts")
+
+
+class JSONResponse(StarletteJSONResponse):
+    """A JSON answer that stays valid UTF-8 when a string holds a lone surrogate (sent as ``\\ud800``).
+
+    Why: OpenClaw (JavaScript) strings may hold lone surrogates, and JSON escapes them; Python decodes
+    them to str and Starlette's UTF-8 encoding then failed, so the plugin got a 500 for its own text
+    (measured on ``/sidecar/ingest``). Escaped again, the plugin reads back the very string it sent.
+    """
+
+    def render(self, content: Any) -> bytes:
+        return json_bytes(content)
 
 
 def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: CommandRunner) -> list[Route]:
@@ -263,7 +278,7 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
 
         try:
             body = await _body(request, get_proxy())
-            query = _field(body, "query", str)
+            query = _unicode(_field(body, "query", str), "query")
             limit = _field(body, "limit", int, required=False) or 10
             return JSONResponse({"text": await anyio.to_thread.run_sync(find, query, min(int(limit), 20))})
         except BadRequest as err:
@@ -301,6 +316,17 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
     ]
 
 
+def _unicode(text: str, name: str) -> str:
+    """``text`` if it is valid Unicode; BadRequest naming the lone surrogate (the index stores UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise BadRequest(
+            f"{name}: a lone surrogate {text[err.start]!r} at position {err.start}; send valid Unicode text"
+        ) from None
+    return text
+
+
 async def _body(request: Request, proxy: Proxy) -> JSON:
     try:
         raw = await read_body(request, proxy.plugin.config.server.maxRequestBytes)
@@ -309,6 +335,11 @@ async def _body(request: Request, proxy: Proxy) -> JSON:
         raise BadRequest(f"body is {err.size} bytes, over server.maxRequestBytes; send less") from None
     except (ValueError, UnicodeDecodeError) as err:
         raise BadRequest(f"body is not JSON ({err}); send a JSON object") from None
+    except RecursionError:
+        raise BadRequest(
+            f"body is JSON nested deeper than this server parses (limit ~{sys.getrecursionlimit()} "
+            "levels); send a flatter JSON object"
+        ) from None
     if not isinstance(body, dict):
         raise BadRequest("body: expected a JSON object")
     return body

@@ -86,8 +86,8 @@ class SSEParser:
                 continue
             if self._has_field:
                 out.append(Event(self._buf[self._start : self._pos], self._event, "\n".join(self._data)))
-            elif self._pos > self._start and self._buf[self._start : m.start()].strip():
-                out.append(Event(self._buf[self._start : self._pos], None, ""))  # comments only
+            elif self._pos > self._start:  # comments or stray blank lines: forwarded as they came
+                out.append(Event(self._buf[self._start : self._pos], None, ""))
             self._reset()
         if self._start > 65536:
             self._buf, self._pos, self._start = self._buf[self._start :], self._pos - self._start, 0
@@ -101,7 +101,7 @@ class SSEParser:
             self._pos = len(self._buf)
         if self._has_field:
             out.append(Event(self._buf[self._start :], self._event, "\n".join(self._data)))
-        elif self._buf[self._start :].strip():
+        elif self._buf[self._start :]:
             out.append(Event(self._buf[self._start :], None, ""))
         self._buf, self._start, self._pos = b"", 0, 0
         self._reset()

@@ -11,12 +11,14 @@ from eviction_helpers import call, result, text
 
 from lightmem_plugin.codecs import anthropic
 from lightmem_plugin.config import Config
+from lightmem_plugin.eviction.collapse import short_goal
 from lightmem_plugin.eviction.goals import finished_tasks, goal_tasks, is_goal
 from lightmem_plugin.eviction.horizon import remaining_in_session, remaining_in_task
 from lightmem_plugin.model import Message, TextPart, ToolResultPart
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
 from lightmem_plugin.registry import Registry
+from lightmem_plugin.replay import LightMemPolicy
 from lightmem_plugin.retention import RetentionTracker
 from lightmem_plugin.session_state import StateStore
 from lightmem_plugin.traces import load_trace
@@ -119,13 +121,20 @@ def test_a_finished_task_leaves_as_one_recoverable_summary(tmp_path: Path) -> No
     second = doc["tasks"][1]["first_message"]
     final = outs[-1]
     original = trace.calls[-1].prompt
-    # the first goal stays verbatim; its work is one assistant message; task 2 follows unchanged
-    assert final[1] == original[1]
+    # the first goal (a long PR description) keeps its first lines and a stub whose key recovers it
+    # whole; its work is one assistant message; task 2 follows unchanged
+    request = str(original[1]["content"])
+    assert c.goal == 1 and len(request) > 2 * Config().eviction.goalKeepChars
+    head, stub = str(final[1]["content"]).rsplit("\n", 1)
+    assert request.startswith(head + "\n") and len(head) <= Config().eviction.goalKeepChars
+    assert stub_keys(stub) == [c.key] and final[1]["role"] == "user"
     assert final[2]["role"] == "assistant" and stub_keys(str(final[2]["content"])) == [c.key]
     assert final[3]["content"] == original[second]["content"]
     assert len(final) == len(original) - (c.last - c.first)
     # every tool output of task 1 comes back whole from the summary's key, line for line
     archived = lm.registry.recover(c.key)
+    lines = stub.split('lines="')[1].split('"')[0].split(":")
+    assert "\n".join(archived.split("\n")[int(lines[0]) - 1 : int(lines[1])]) == request
     for m in original[c.first : c.last + 1]:
         if m["role"] == "tool":
             assert str(m["content"]) in archived
@@ -133,6 +142,19 @@ def test_a_finished_task_leaves_as_one_recoverable_summary(tmp_path: Path) -> No
     for out in outs:
         called = {tc["id"] for m in out if m["role"] == "assistant" for tc in m.get("tool_calls") or ()}
         assert all(m["tool_call_id"] in called for m in out if m["role"] == "tool" and "tool_call_id" in m)
+
+
+def test_a_short_request_stays_whole(tmp_path: Path) -> None:
+    """Only a request long enough to pay leaves with its task; with goalKeepChars 0 none does."""
+    trace, _ = _chained(tmp_path)
+    cfg = Config(mode="aggressive")
+    cfg = cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update={"goalKeepChars": 0})})
+    s = LightMem(config=cfg, registry=Registry(tmp_path / "reg0")).session("s")
+    outs = [s.before_model_call(c.prompt) for c in trace.calls]
+    assert s.evictor.state.collapses and all(c.goal == -1 for c in s.evictor.state.collapses)
+    assert outs[-1][1] == trace.calls[-1].prompt[1]
+    assert short_goal("a\n" * 300, 1, "k" * 32, 600) is None  # 600 chars: not worth a stub
+    assert short_goal("x" * 5000, 1, "k" * 32, 600).startswith("x" * 600 + "[lightmem2: ")  # type: ignore[union-attr]
 
 
 def test_the_prefix_changes_only_at_batches_and_aggressive_costs_less(tmp_path: Path) -> None:
@@ -282,3 +304,16 @@ def test_report_names_the_batch_that_collapsed_a_task(tmp_path: Path) -> None:
     assert f"call {collapse.call_index} at " in text
     assert f"eviction batch: task 1 finished (archived as {collapse.key})" in text
     assert "evictions: 1 batches" in text
+
+
+def test_a_recover_made_in_a_task_that_left_is_charged_until_then(tmp_path: Path) -> None:
+    """K charged: what the agent recovered inside task 1 leaves with task 1 (replay's left_at)."""
+    trace, _ = _chained(tmp_path)
+    policy = LightMemPolicy(trace, "aggressive", tmp_path / "p")
+    for i, c in enumerate(trace.calls):
+        policy.transform(i, c.prompt)
+    state = policy.session.evictor.state
+    (collapse,) = state.collapses
+    in_task_1 = state.goal_calls[1] - 3  # 1-based call of goal 2, minus two calls, as 0-based
+    assert policy.left_at(in_task_1) == collapse.call_index - 1 > in_task_1
+    assert policy.left_at(len(trace.calls) - 1) is None  # the last task never left

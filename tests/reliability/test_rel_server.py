@@ -177,6 +177,8 @@ def _all_logs() -> Iterator[list[str]]:
         "lightmem2.server",
         "httpx",
         "httpcore",
+        "aiohttp",
+        "asyncio",
         "uvicorn",
         "uvicorn.error",
         "uvicorn.access",
@@ -237,6 +239,8 @@ def test_no_api_key_in_any_log_line_with_log_redaction(tmp_path: Path) -> None:
         "lightmem2.server",
         "httpx",
         "httpcore",
+        "aiohttp",
+        "asyncio",
         "uvicorn",
         "uvicorn.error",
         "uvicorn.access",
@@ -271,6 +275,55 @@ def test_a_client_abandoning_its_upload_is_not_logged_as_a_server_error(tmp_path
         time.sleep(0.3)
         assert httpx.get(st.proxy + "/healthz").status_code == 200
     assert [line for line in lines if "Exception in ASGI application" in line] == []
+
+
+def _chat(stream: bool = True) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "stream": stream,
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+    }
+
+
+def test_hosts_hanging_up_mid_stream_leave_no_traceback_in_the_log(tmp_path: Path) -> None:
+    """Measured before: a traceback in the log per client disconnect. Ten hosts leave mid-stream;
+    nothing is logged as an error, the provider calls are cancelled and the server still answers."""
+    from fake_wire import Reply
+
+    with ledger_stack(tmp_path) as st, _all_logs() as lines:
+        for _ in range(10):
+            st.fake.queue(Reply(text="x" * 300, chunk=1, delay_s=0.005))
+        for _ in range(10):
+            with httpx.stream("POST", st.proxy + "/v1/chat/completions", json=_chat(), timeout=10) as r:
+                assert next(r.iter_raw())
+        deadline = time.monotonic() + 5
+        while st.fake.streams_aborted < 10 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert st.fake.streams_aborted == 10
+        assert httpx.get(st.proxy + "/healthz").status_code == 200
+    bad = [line for line in lines if "Traceback" in line or " ERROR " in line or "Exception" in line]
+    assert bad == []
+
+
+def test_an_upstream_cutting_its_stream_cuts_the_hosts_with_one_log_line_and_no_traceback(
+    tmp_path: Path,
+) -> None:
+    """The host must see a cut stream (never a clean end of a truncated answer), and the log says what
+    happened in a line, not a traceback."""
+    from fake_wire import Reply
+
+    with ledger_stack(tmp_path) as st, _all_logs() as lines:
+        st.fake.queue(Reply(text="x" * 50, chunk=5, cut_after=4))
+        with (
+            pytest.raises(httpx.HTTPError),
+            httpx.stream("POST", st.proxy + "/v1/chat/completions", json=_chat(), timeout=10) as r,
+        ):
+            for _ in r.iter_raw():
+                pass
+        assert httpx.get(st.proxy + "/healthz").status_code == 200
+    ours = [line for line in lines if "scripted mid-stream disconnect" not in line]  # the fake's own
+    assert [line for line in ours if "Traceback" in line or "Exception in ASGI" in line] == []
+    assert [line for line in ours if "lightmem2.server" in line and "cut its stream" in line]
 
 
 def _echo_upstream() -> Starlette:

@@ -193,6 +193,14 @@ if __name__ == "__main__":  # python fake_upstream.py PORT: serve until killed (
 
     import uvicorn
 
+    # the plain asyncio loop and h11 parser, whatever else is installed: the benchmark's fixed side (the
+    # provider) does the same work it did when the proxy's targets were set
     uvicorn.run(
-        FakeUpstream().app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False
+        FakeUpstream().app,
+        host="127.0.0.1",
+        port=int(sys.argv[1]),
+        log_level="warning",
+        access_log=False,
+        loop="asyncio",
+        http="h11",
     )

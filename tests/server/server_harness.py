@@ -30,7 +30,8 @@ def free_port() -> int:
 class ServerThread:
     """``with ServerThread(app) as srv: httpx.get(srv.url + "/healthz")``."""
 
-    def __init__(self, app: Any, start_timeout: float = 10.0) -> None:
+    def __init__(self, app: Any, start_timeout: float = 10.0, config: uvicorn.Config | None = None) -> None:
+        """``config``: run under these settings (e.g. ``serve``'s own) instead of the test defaults."""
         self.sock = socket.socket(
             socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP
         )  # so TCP_NODELAY is set
@@ -39,7 +40,7 @@ class ServerThread:
         self.sock.listen(2048)
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
+        config = config or uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
         )
         self.server = uvicorn.Server(config)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_harness import free_port
+from server_harness import ServerThread, free_port
 
 from lightmem_plugin.config import Config
 from lightmem_plugin.errors import UsageError
-from lightmem_plugin.server import bind_socket, check_bind, serve
+from lightmem_plugin.server import KEEP_ALIVE_S, bind_socket, check_bind, serve, server_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,6 +84,32 @@ def test_serve_runs_and_stops(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(timeout=15)
     assert proc.returncode is not None
+
+
+def test_an_idle_connection_stays_open_longer_than_clients_keep_theirs() -> None:
+    """Seen under load (100 streaming clients): a call now and then failed with a ReadError at the client.
+    httpx keeps an idle connection 5 s, and so did uvicorn (its default): a request written on a
+    connection the server was closing at that moment found it gone. serve's own idle timeout is
+    longer than its clients', so after 6 s idle the connection still answers."""
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    async def ok(request: object) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    app = Starlette(routes=[Route("/", ok)])
+    assert KEEP_ALIVE_S > 90  # Go's and hyper's idle connections live 90 s
+    request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with (
+        ServerThread(app, config=server_config(app)) as srv,
+        socket.create_connection(("127.0.0.1", srv.port), timeout=10) as conn,
+    ):
+        conn.sendall(request)
+        assert conn.recv(4096).startswith(b"HTTP/1.1 200")
+        time.sleep(6.0)  # past uvicorn's default of 5 s
+        conn.sendall(request)
+        assert conn.recv(4096).startswith(b"HTTP/1.1 200")
 
 
 def test_serve_refuses_to_start_on_an_unreachable_store(isolated_home: Path) -> None:

@@ -210,3 +210,40 @@ def test_a_recover_called_through_openclaw_tool_search_comes_back_whole(sidecar:
     assert client.post("/sidecar/toolResult", json=body).json()["output"] == BIG
     catalog = {**body, "toolCallId": "t3", "toolName": "tool_search", "arguments": '{"query": "recover"}'}
     assert client.post("/sidecar/toolResult", json=catalog).json()["output"] == BIG
+
+
+def test_a_lone_surrogate_in_an_ingested_output_comes_back_not_a_500(sidecar: Any) -> None:
+    """Measured before: ``/sidecar/ingest`` with a lone surrogate (JavaScript strings may hold one, JSON
+    escapes it as ``\\ud800``) answered 500. The output comes back as sent, or reduced with its
+    original recoverable, escaped the same way."""
+    client, _, _ = sidecar
+    small = "x \ud800 y"
+    big = BIG + "half a pair: \udfff\n" + BIG
+    answers = []
+    for call, output in (("s1", small), ("s2", big), ("s3", [{"type": "text", "text": small}])):
+        raw = json.dumps({"sessionId": "oc-sur", "toolCallId": call, "output": output}).encode()
+        r = client.post("/sidecar/ingest", content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        r.content.decode("utf-8")  # strict: valid UTF-8 on the wire
+        answers.append(r.json()["output"])
+    assert answers[0] == small and answers[2] == [{"type": "text", "text": small}]
+    key = re.search(r"\b[0-9a-f]{32}\b", answers[1])
+    assert key and len(answers[1]) < len(big), answers[1][:200]
+    assert client.post("/sidecar/recover", json={"key": key.group(0)}).json()["text"] == big
+
+
+def test_json_nested_past_the_parser_is_a_400_not_a_500(sidecar: Any) -> None:
+    """Found by the wire fuzz suite: a body nested deeper than json.loads recurses escaped as a 500."""
+    client, _, _ = sidecar
+    raw = b'{"sessionId": "oc-1", "messages": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+    for route in ("/sidecar/assemble", "/sidecar/ingest", "/sidecar/recover"):
+        r = client.post(route, content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and "nested deeper" in r.json()["error"], (route, r.text[:200])
+
+
+def test_a_search_query_with_a_lone_surrogate_is_a_400_not_a_500(sidecar: Any) -> None:
+    """Found by the wire fuzz suite: the index stores UTF-8, and encoding the query raised (500)."""
+    client, _, _ = sidecar
+    raw = json.dumps({"query": "batch \udfff"}).encode()
+    r = client.post("/sidecar/search", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "lone surrogate '\\udfff' at position 6" in r.json()["error"], r.text

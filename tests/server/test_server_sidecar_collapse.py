@@ -84,7 +84,7 @@ def test_an_answer_shorter_by_a_collapse_names_the_range(aggressive: Any) -> Non
     sent, answers = session(client, "oc-collapse")
     batch = next((n for n, a in enumerate(answers) if "collapsed" in a), None)
     assert batch is not None, "task 1 never left the context"
-    assert batch > 8  # only after the second goal arrived
+    assert batch >= 8  # from the call that brought the second goal (answer 8), never before
     (c,) = plugin.session("oc-collapse").evictor.state.collapses
     for n, (msgs, answer) in enumerate(zip(sent, answers, strict=True)):
         out = answer["messages"]

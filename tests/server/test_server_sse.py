@@ -125,3 +125,16 @@ def test_json_restore_escapes_values_across_boundaries(obj: dict[str, object], c
     assert out == restore_json(text, WIN)
     expected = json.loads(json.dumps(obj).replace("<WORKDIR>", json.dumps(WIN["WORKDIR"])[1:-1]))
     assert json.loads(out) == expected
+
+
+@pytest.mark.parametrize("api", ["anthropic", "chat", "responses"])
+@pytest.mark.parametrize("stray", [b"\n\n", b"\r\n\r\n", b"\n", b" \n\n"])
+def test_stray_blank_lines_reach_the_host_as_sent(api: str, stray: bytes) -> None:
+    """Found by the wire fuzz suite: blank lines between events (no field) were dropped, so a stream
+    with nothing to restore did not reach the host byte for byte. They are forwarded as they came."""
+    from lightmem_plugin import wire
+
+    raw = b'data: {"a": 1}\n\n' + stray + b'data: {"b": 2}\n\n' + stray
+    for cut in range(len(raw) + 1):
+        rewriter = wire.get(api).stream({})
+        assert rewriter.feed(raw[:cut]) + rewriter.feed(raw[cut:]) + rewriter.finish() == raw

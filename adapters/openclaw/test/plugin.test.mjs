@@ -174,6 +174,20 @@ test("fromChat replaces a collapsed range by one assistant message in OpenClaw's
   assert.deepEqual(toChat(back).chat, expected);
 });
 
+test("fromChat applies a finished task's shortened request together with its collapse", () => {
+  const sent = toChat(tasks);
+  const answer = collapsedAnswer(sent);
+  const short = "read big.log\n[lightmem2: the rest of this request (40 chars) left with task 1, archived as " + "ab".repeat(16) + "]";
+  answer[0].content = short;
+  const back = fromChat(tasks, sent, answer, [{ first: 1, last: 3 }]);
+  assert.equal(back.length, 5);
+  assert.equal(back[0].content, short);
+  assert.equal(back[0].role, "user");
+  assert.equal(back[0].timestamp, tasks[0].timestamp);
+  assert.equal(back[1].content[0].text, SUMMARY);
+  assert.equal(back[2], tasks[4]);
+});
+
 test("fromChat keeps a message it did not send and maps the messages after a range", () => {
   const withCustom = [...tasks.slice(0, 5), { role: "compactionSummary", summary: "x", tokensBefore: 1, timestamp: 5 }, ...tasks.slice(5)];
   const sent = toChat(withCustom);
