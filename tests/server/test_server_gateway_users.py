@@ -9,6 +9,7 @@ the token never leaves the gateway and the provider's key is never stored.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,8 @@ from fake_upstream import FakeUpstream
 from server_harness import ServerThread
 
 from lightmem_plugin import tenancy
-from lightmem_plugin.errors import UsageError
+from lightmem_plugin.commands import recover
+from lightmem_plugin.errors import ArtifactNotFound, UsageError
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import STUB_RE
 from lightmem_plugin.registry import content_key
@@ -139,6 +141,17 @@ def test_each_user_sees_only_their_own(
         assert key in {h["key"] for h in found}
         theirs = post("bob", "/search", {"query": query, "limit": 50}).json()["hits"]
         assert key not in {h["key"] for h in theirs} and {h["key"] for h in theirs} <= bob_keys
+        # the CLI (and the MCP tool) on a user's own machine, pointed at the gateway by two variables
+        for user, expected in (("alice", text), ("bob", None)):
+            with pytest.MonkeyPatch.context() as env:
+                env.setenv(recover.GATEWAY_ENV, url)
+                env.setenv(recover.TOKEN_ENV, TOKENS[user])
+                args = argparse.Namespace(key=key, lines=None)
+                if expected is not None:
+                    assert recover.main(args) == expected
+                else:
+                    with pytest.raises(ArtifactNotFound, match="of yours"):
+                        recover.main(args)
     # the provider's key and the tokens are kept nowhere: not in a file of the home, not in the database
     stored = b"".join(p.read_bytes() for p in isolated_home.rglob("*") if p.is_file())
     if plugin.config.store.url:
