@@ -286,6 +286,56 @@ class StoreConfig(_Model):
     )
 
 
+USER_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+
+def check_user_name(name: str) -> str:
+    if not USER_NAME_RE.match(name):
+        raise ValueError(
+            f"gateway user name {name[:80]!r} is not allowed; use 1-64 of a-z 0-9 . _ - (starting with a "
+            "letter or digit), e.g. alice"
+        )
+    return name
+
+
+def _token_sha256(digest: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise ValueError(
+            f"tokenSha256 {digest[:12]!r}... is not a SHA-256 hex digest (64 lowercase hex chars); "
+            "create users with `lightmem2 gateway add-user NAME`, which stores the digest"
+        )
+    return digest
+
+
+class GatewayUser(_Model):
+    """One user of a team gateway: a name and the SHA-256 of their token (the token is never stored)."""
+
+    name: Annotated[str, AfterValidator(check_user_name)] = Field(description="Who this is (a-z 0-9 . _ -).")
+    tokenSha256: Annotated[str, AfterValidator(_token_sha256)] = Field(
+        description="Hex SHA-256 of the user's token (`lightmem2 gateway add-user NAME` prints the token "
+        "once and stores this)."
+    )
+
+
+def _unique_users(users: list[GatewayUser]) -> list[GatewayUser]:
+    names = [u.name for u in users]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"gateway.users names {', '.join(dup)} more than once; keep one entry per user")
+    return users
+
+
+class GatewayConfig(_Model):
+    """Who may use a team gateway (``serve --allow-remote``): one token per user, each user's sessions,
+    archives, search and ledger rows their own."""
+
+    users: Annotated[list[GatewayUser], AfterValidator(_unique_users)] = Field(
+        default_factory=list,
+        description="Users and their token digests. Non-empty: every /v1 request needs its user's "
+        "token in the x-lightmem2-token header (401 otherwise). Needed for --allow-remote.",
+    )
+
+
 class RedactionConfig(_Model):
     """Credential patterns redacted from everything persisted."""
 
@@ -307,6 +357,7 @@ class Config(_Model):
     registry: RegistryConfig = Field(default_factory=RegistryConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
 
     def mode_table(self) -> ModeTable:

@@ -64,6 +64,9 @@ def build_server(registry: Registry | None = None, index: SearchIndex | None = N
         from .commands import recover  # lazy: it imports the pipeline (see store())
 
         try:
+            found = recover.gateway() if registry is None else None  # a team gateway user's archives
+            if found is not None:
+                return recover.remote(*found, key, lines)
             return recover.run(store(), key, lines)
         except LightMemError as err:
             raise ToolError(f"lightmem2: {err}") from None

@@ -30,7 +30,7 @@ from typing import Any, Self, TypeVar
 
 import xxhash
 
-from . import session_snapshot
+from . import session_snapshot, tenancy
 from .accounting import CallFacts
 from .chat_adapter import ChatAdapter
 from .config import Config, ConfigHolder, data_dir
@@ -56,7 +56,7 @@ from .reduction.verbatim import passes_verbatim
 from .registry import Registry
 from .sealing import Sealer
 from .search_index import SearchIndex, index_hook
-from .session_state import Journal
+from .session_state import Journal, StoredSession, retry_start
 from .stabilizer import Stabilizer, tool_name
 from .store import CallLedger, SessionStates, Stores, open_stores
 from .tokens import TokenCounter
@@ -89,9 +89,20 @@ class LightMem:
         redactor = Redactor(cfg.redaction.enabled, cfg.redaction.extraPatterns)
         self.registry = registry or Registry(root, cfg.registry.maxBytes, redactor, sealer=self._sealer(cfg))
         self.sessions: OrderedDict[str, Session] = OrderedDict()
-        self.active_session: str | None = None  # whose outputs are being archived (for the search index)
+        self._active = threading.local()  # whose outputs this thread archives (search index, owners)
+        self.registry.owner = lambda: tenancy.owner_of(self.active_session)
         self.max_sessions = MAX_SESSIONS
         self._sessions_lock = threading.Lock()
+
+    @property
+    def active_session(self) -> str | None:
+        """The session whose outputs are being archived in this thread (sessions of one process run
+        in several threads at once: an artifact must never be credited to another one's user)."""
+        return getattr(self._active, "session", None)
+
+    @active_session.setter
+    def active_session(self, session_id: str | None) -> None:
+        self._active.session = session_id
 
     def _sealer(self, cfg: Config) -> Sealer | None:
         """The archive's sealer, or None (archives are then redacted) when encryption is off or no key
@@ -238,6 +249,8 @@ class Session:
         self.writer = os.urandom(6).hex()
         self.journal: Journal | None = None
         self._saved_batch_check: tuple[int, ...] | None = None  # eviction state version on disk
+        self._loaded: StoredSession | None = None  # as loaded, until the first call (retry_start)
+        self._request_key: str | None = None
         if plugin.states is not None:
             store = plugin.states
             self.fail.run("state", lambda: self._load_state(store), None)
@@ -260,6 +273,23 @@ class Session:
             self.journal = Journal(store, self.id)
             raise
         self.journal = Journal(store, self.id, loaded)
+        self._loaded = loaded
+
+    def _take_retry(self, request_key: str) -> None:
+        """A session just loaded from the store whose last call was this same request (its process
+        died before the host had the answer, and the host or a load balancer sent it again): start
+        from the decisions as they were before that call, so it is sent as it was, and its ledger row
+        is replaced rather than doubled."""
+        loaded, self._loaded = self._loaded, None
+        blobs = retry_start(loaded, request_key) if loaded is not None else None
+        if loaded is None or blobs is None:
+            return
+        session_snapshot.restore(self, replace(loaded, blobs=blobs), self.plugin.config.stabilizer)
+        self.calls = int((blobs.get("core") or {}).get("calls", 0))
+        self._saved_batch_check = None
+        last = self.plugin.ledger.calls(self.id)[-1:] if self.plugin.ledger is not None else []
+        if last and last[0].call_index == self.calls + 1:
+            self.writer = last[0].writer  # the retried call's row is this row
 
     def _save(self) -> None:
         """Write what this call decided (new entries and changed documents only); fail-open."""
@@ -270,7 +300,7 @@ class Session:
         maps, blobs = session_snapshot.snapshot(self, with_eviction=version != self._saved_batch_check)
 
         def save() -> bool:
-            journal.save(maps, blobs)
+            journal.save(maps, blobs, self._request_key)
             return True
 
         if self.fail.run("state", save, False):  # a failed write is retried with the next call
@@ -440,10 +470,17 @@ class Session:
         return out
 
     # -- hook points -------------------------------------------------------------------------------
-    def process(self, req: Request, whole_turn: bool = False) -> Request:
+    def process(self, req: Request, whole_turn: bool = False, request_key: str | None = None) -> Request:
         """The transformed request (neutral model); the original on any failure. Writes a ledger row
-        (with ``whole_turn``, when :meth:`record_turn` brings the calls the host made inside the turn)."""
+        (with ``whole_turn``, when :meth:`record_turn` brings the calls the host made inside the turn).
+        ``request_key`` identifies the host's request bytes (the proxy's): the same key again as the
+        first call after a reload is a retry of the stored last call (:meth:`_take_retry`)."""
+        if request_key is not None and self._loaded is not None:
+            self.fail.run("state", lambda: self._take_retry(request_key), None)
+        self._loaded = None
+        self._request_key = request_key
         self.recorder.flush()
+        self.plugin.active_session = self.id  # evictions archive too, with no new output ingested
         self.calls += 1
         self.cfg = self.plugin.config
         errors_before = Counter(self.fail.errors)
@@ -454,6 +491,7 @@ class Session:
             self._in_call = False
         self.calls = self.recorder.call(self._facts(self.fail.errors - errors_before), req, out, whole_turn)
         self._save()
+        self._request_key = None
         return out
 
     def before_model_call(

@@ -233,6 +233,7 @@ RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         _bounded(r"[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}", "A-Za-z0-9_~.-"),
         ("q~",),
     ),
+    ("lightmem2_gateway_token", _tok("lm2_", r"[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"), ("lm2_",)),
     ("github_pat", _tok("ghp_", r"[A-Za-z0-9]{36,}+"), ("ghp_",)),
     ("github_oauth_token", _tok("gho_", r"[A-Za-z0-9]{36,}+"), ("gho_",)),
     ("github_user_token", _tok("ghu_", r"[A-Za-z0-9]{36,}+"), ("ghu_",)),

@@ -10,6 +10,10 @@ With a :class:`~.sealing.Sealer` (the default in a plugin) artifacts are stored 
 encrypted at rest, so ``recover`` is byte-exact and no credential is readable on disk; the key stays
 the hash of the plaintext. Without one (no usable archive key) they are redacted before storing, as
 before sealing existed. What the search index is told (``on_put``) is always redacted.
+
+On a team gateway each artifact also has owners: the users whose sessions archived it (``owner`` says
+who is archiving now, :mod:`.tenancy`). Keys stay content-addressed and stored once; ownership rows
+(``owners.sqlite3`` beside the files, ``lm_artifact_owners`` in a database) decide who may read one.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sqlite3
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -28,6 +34,10 @@ from .redaction import Redactor
 from .sealing import KEY_ENV, OVERHEAD, Sealer, sealed
 
 KEY_RE = re.compile(r"^[0-9a-f]{32}$")
+OWNERS_FILE = "owners.sqlite3"
+_OWNERS_SQL = (
+    "CREATE TABLE IF NOT EXISTS owners (owner TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (owner, key));"
+)
 
 
 def content_key(data: bytes) -> str:
@@ -63,7 +73,11 @@ class Registry:
         self.max_bytes = max_bytes
         self.redactor = redactor or Redactor()
         self.sealer = sealer
+        self.owner: Callable[[], str | None] | None = None
+        """Who is archiving now (a gateway user), or None: no ownership is recorded (one loopback user)."""
         self._size: int | None = None
+        self._owners: sqlite3.Connection | None = None
+        self._owners_lock = threading.Lock()
 
     def _ensure_root(self) -> None:
         try:
@@ -93,7 +107,18 @@ class Registry:
             self.on_put(key, data if self.sealer is None else self.redactor.redact_bytes(data))
 
     def put(self, data: bytes) -> str:
-        """Store ``data`` (sealed, or redacted without a sealer) and return its key; twice is free."""
+        """Store ``data`` (sealed, or redacted without a sealer) and return its key; twice is free.
+
+        With an :attr:`owner` archiving, that user owns the key from now on (also when it was stored
+        already, by another user's session)."""
+        key = self._store(data)
+        owner = self.owner() if self.owner is not None else None
+        if owner is not None:
+            self._own(owner, key)
+        return key
+
+    def _store(self, data: bytes) -> str:
+        """Store ``data`` once; its key."""
         key, data, size = self._stored_form(data)
         path = self.path_of(key)
         try:
@@ -167,6 +192,48 @@ class Registry:
         start, end = parse_line_range(lines) if isinstance(lines, str) else lines
         return "".join(text.splitlines(keepends=True)[start - 1 : end])
 
+    # -- ownership (team gateway) -----------------------------------------------------------------
+    def _owners_db(self) -> sqlite3.Connection:
+        if self._owners is None:
+            from .sqlite_store import open_private_db
+
+            self._ensure_root()
+            self._owners = open_private_db(self.root / OWNERS_FILE, _OWNERS_SQL, 1)
+        return self._owners
+
+    def _owners_query(self, sql: str, args: tuple[str, ...]) -> list[tuple[str, ...]]:
+        try:
+            with self._owners_lock:
+                return list(self._owners_db().execute(sql, args))
+        except (OSError, sqlite3.Error) as err:
+            raise RegistryError(
+                f"cannot use the artifact owners file {self.root / OWNERS_FILE}: {err}; check its "
+                "permissions, or move it aside (owners are recorded again as sessions archive)"
+            ) from None
+
+    def _own(self, owner: str, key: str) -> None:
+        """Record that ``owner`` archived ``key``."""
+        self._owners_query("INSERT OR IGNORE INTO owners (owner, key) VALUES (?, ?)", (owner, key))
+
+    def owns(self, owner: str, key: str) -> bool:
+        """True when one of ``owner``'s sessions archived ``key`` (and it is still stored)."""
+        if not KEY_RE.match(key) or not (self.root / OWNERS_FILE).exists():
+            return False
+        sql = "SELECT 1 FROM owners WHERE owner = ? AND key = ?"
+        return bool(self._owners_query(sql, (owner, key))) and self.exists(key)
+
+    def owned(self, owner: str) -> set[str]:
+        """Every key ``owner``'s sessions archived (some may since have been collected)."""
+        if not (self.root / OWNERS_FILE).exists():
+            return set()
+        return {r[0] for r in self._owners_query("SELECT key FROM owners WHERE owner = ?", (owner,))}
+
+    def _disown(self, keys: list[str]) -> None:
+        """Drop the ownership rows of collected ``keys``."""
+        if keys and (self.root / OWNERS_FILE).exists():
+            for key in keys:
+                self._owners_query("DELETE FROM owners WHERE key = ?", (key,))
+
     @property
     def where(self) -> str:
         """Where the artifacts live, for messages."""
@@ -222,4 +289,5 @@ class Registry:
             total -= size
             removed.append(name)
         self._size = total
+        self._disown(removed)
         return removed

@@ -13,11 +13,12 @@ artifact belongs to the sessions that archived it (``docs``); its lines are inde
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -124,7 +125,8 @@ class SearchIndex:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._within: frozenset[str] | None = None
         self._db = open_private_db(self.path, _CREATE, _SCHEMA_VERSION)
 
     @classmethod
@@ -217,9 +219,31 @@ class SearchIndex:
         return self._write(work)
 
     def _scope(self, session: str | None) -> tuple[str, tuple[str, ...]]:
-        if session is None:
-            return "", ()
-        return " AND key IN (SELECT key FROM docs WHERE session = ?)", (session,)
+        where = ""
+        args: tuple[str, ...] = ()
+        if session is not None:
+            where, args = " AND key IN (SELECT key FROM docs WHERE session = ?)", (session,)
+        if self._within is not None:  # a gateway user's search: only the keys they own
+            where += " AND key IN (SELECT value FROM json_each(?))"
+            args = (*args, json.dumps(sorted(self._within)))
+        return where, args
+
+    def ensure(self, registry: Registry, keys: Collection[str]) -> int:
+        """Index those of ``keys`` the index lacks (archived by another process of a gateway), read
+        from ``registry`` as :meth:`rebuild` reads them; how many were added."""
+
+        def work() -> int:
+            indexed = {r[0] for r in self._db.execute("SELECT DISTINCT key FROM docs")}
+            added = 0
+            for key in sorted(set(keys) - indexed):
+                try:
+                    data = registry.peek(key)
+                except (OSError, LightMemError):
+                    continue  # collected meanwhile, or corrupt: nothing to offer
+                added += self._insert(key, decode(registry.redactor.redact_bytes(data)), "")
+            return added
+
+        return self._write(work)
 
     def search(
         self,
@@ -228,8 +252,9 @@ class SearchIndex:
         regex: bool = False,
         limit: int = 20,
         fts: bool = False,
+        within: Collection[str] | None = None,
     ) -> list[Hit]:
-        """Lines matching ``query``, best first; ``session`` None = all.
+        """Lines matching ``query``, best first; ``session`` None = all; ``within``: only these keys.
 
         By default ``query`` is literal text: every whitespace-separated term (or the one phrase of a
         double-quoted query) must appear on the line, ignoring case, starting at a word (a term with no
@@ -241,6 +266,14 @@ class SearchIndex:
             raise UsageError(f"bad limit {limit}; use a positive number of hits, e.g. 10")
         if regex and fts:
             raise UsageError("--regex and --fts exclude each other; pass one of them")
+        with self._lock:
+            self._within = None if within is None else frozenset(within)
+            try:
+                return self._search(query, session, regex, limit, fts)
+            finally:
+                self._within = None
+
+    def _search(self, query: str, session: str | None, regex: bool, limit: int, fts: bool) -> list[Hit]:
         if regex:
             try:
                 compiled = regex_engine.compile(query)

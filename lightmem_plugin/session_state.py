@@ -72,6 +72,25 @@ def _dump(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+RETRY_BLOB = "retry"
+"""The blob naming the last proxied request a save ended and the blobs as they were before it."""
+
+
+def retry_start(loaded: StoredSession, request_key: str) -> dict[str, Any] | None:
+    """The blobs of ``loaded`` as they were before its last call, when that call was ``request_key``
+    (the same request again: a retry); None otherwise."""
+    retry = loaded.blobs.get(RETRY_BLOB)
+    if not isinstance(retry, dict) or retry.get("request") != request_key:
+        return None
+    blobs = {k: v for k, v in loaded.blobs.items() if k != RETRY_BLOB}
+    for name, value in (retry.get("before") or {}).items():
+        if value is None:
+            blobs.pop(name, None)
+        else:
+            blobs[name] = value
+    return blobs
+
+
 def load_rows(
     out: StoredSession, rows: list[tuple[Any, ...]], blobs: list[tuple[Any, ...]], version: int
 ) -> StoredSession:
@@ -241,8 +260,16 @@ class Journal:
         self._seq = sum(self._written.values())
         self._blobs: dict[str, str] = {k: _dump(v) for k, v in (loaded.blobs if loaded else {}).items()}
 
-    def save(self, maps: Mapping[str, Mapping[Any, Any]], blobs: Mapping[str, Any]) -> None:
-        """Write the entries added to ``maps`` since the last save and the blobs whose JSON changed."""
+    def save(
+        self, maps: Mapping[str, Mapping[Any, Any]], blobs: Mapping[str, Any], request_key: str | None = None
+    ) -> None:
+        """Write the entries added to ``maps`` since the last save and the blobs whose JSON changed.
+
+        ``request_key`` names the request this save ends (a proxied call): the blobs as they were
+        before it are kept beside them (:data:`RETRY_BLOB`), so a process that gets the same request
+        again, after the one that saved died before the host had its answer, can take the call again
+        from where it started (:func:`retry_start`). Maps need no copy: they only gain entries, and
+        the retried call finds its own in them (the reductions it made, memoised)."""
         entries: dict[str, list[tuple[str, Any, int]]] = {}
         counts: dict[str, int] = {}
         for ns in APPEND_ONLY:
@@ -260,6 +287,11 @@ class Journal:
             text = _dump(value)
             if self._blobs.get(name) != text:
                 changed[name] = text
+        if request_key is not None or RETRY_BLOB in self._blobs:  # another save since: no retry of that
+            before = {n: json.loads(self._blobs[n]) if n in self._blobs else None for n in changed}
+            text = _dump({"request": request_key, "before": before if request_key else {}})
+            if self._blobs.get(RETRY_BLOB) != text:
+                changed[RETRY_BLOB] = text
         self.version = self.store.write(self.session_id, entries, changed, self.version)
         self._written.update(counts)
         self._blobs.update(changed)

@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..config import load_config
 from ..errors import UsageError
 from ..ledger import CallRecord, Ledger, summarize
+from ..store import CallLedger, open_stores
 from ._format import call_dict, pct, to_json, tokens, totals_dict, where
 from .base import Command, Outcome
 
@@ -109,7 +111,7 @@ def session_text(session_id: str, calls: list[CallRecord]) -> str:
 
 
 def run(
-    ledger: Ledger, session_id: str | None = None, all_sessions: bool = False, as_json: bool = False
+    ledger: CallLedger, session_id: str | None = None, all_sessions: bool = False, as_json: bool = False
 ) -> str:
     """The text (or JSON) ``lightmem2 report`` prints."""
     if all_sessions and session_id is not None:
@@ -122,7 +124,7 @@ def run(
     if as_json:
         return to_json({"sessions": [session_data(s, ledger.calls(s)) for s in ids]})
     if not ids:
-        return f"no sessions recorded yet (ledger: {ledger.path})"
+        return f"no sessions recorded yet (ledger: {ledger.where})"
     return "\n\n".join(session_text(s, ledger.calls(s)) for s in ids)
 
 
@@ -135,8 +137,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> Outcome:
-    """``lightmem2 report`` on the user's ledger."""
-    return run(Ledger.default(), args.session, args.all, args.json)
+    """``lightmem2 report`` on the user's ledger (the shared one when ``store.url`` is set)."""
+    config = load_config()
+    if not config.store.url:
+        return run(Ledger.default(), args.session, args.all, args.json)
+    stores = open_stores(config)  # StoreUnavailable: one line naming the URL and the fix
+    try:
+        assert stores.ledger is not None
+        return run(stores.ledger, args.session, args.all, args.json)
+    finally:
+        stores.close()
 
 
 COMMAND = Command("report", __doc__, configure, main)

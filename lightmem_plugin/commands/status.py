@@ -1,11 +1,13 @@
-"""status [--json]: the mode, what is on, and how the current session is doing, in a few lines.
+"""status [--session ID | --all] [--json]: the mode, what is on, and how the current session is doing.
 
 The current session is the one whose call was recorded last (or ``--session ID``). It shows the
 context size now against what the host alone would send, the cache hit rate (the provider's figure
 when it reports one, else simulated), the cost K saved so far against the vanilla estimate, the
 archived originals, and the last pass error if any. Short enough for a chat bubble. When the config
 file is invalid it says so first (file, key, bad value, fix) and which config is in force instead: the
-last good one, or the defaults if the file was never valid.
+last good one, or the defaults if the file was never valid. ``--all`` lists every session the ledger
+holds, one line each (on a team gateway, ``store.url``: every session of the fleet, with its user).
+With ``store.url`` set, status reads the shared database, not this machine's data dir.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .. import tenancy
 from ..config import Config, ConfigHolder, data_dir
+from ..errors import UsageError
 from ..faults import FAULTS_FILE, FaultSink
 from ..ledger import Ledger, SessionTotals
 from ..pipeline import LightMem
 from ..registry import Registry
+from ..store import CallLedger, open_stores
 from ._format import pct, size, to_json, tokens, totals_dict
 from .base import Command, Outcome
 
@@ -66,7 +71,7 @@ def last_error(totals: SessionTotals | None, sid: str | None) -> str | None:
 
 
 def run(
-    ledger: Ledger,
+    ledger: CallLedger,
     registry: Registry,
     config: Config,
     session_id: str | None = None,
@@ -118,22 +123,72 @@ def _config_dict(holder: ConfigHolder | None) -> dict[str, Any] | None:
     }
 
 
-def run_from_config(session_id: str | None = None, as_json: bool = False) -> str:
-    """``lightmem2 status`` on the user's files: the config in force as the running plugin has it."""
+def run_all(ledger: CallLedger, as_json: bool = False) -> str:
+    """Every session the ledger holds (across the fleet on a shared store), in the order they started."""
+    rows = []
+    for stored in ledger.sessions():
+        t = ledger.totals(stored)
+        user = tenancy.owner_of(stored)
+        shown = tenancy.own_view(user, stored) if user is not None else stored
+        rows.append((user, shown or stored, t))
+    if as_json:
+        return to_json(
+            {
+                "ledger": ledger.where,
+                "sessions": [
+                    {**totals_dict(t), "user": u, "session": sid, "storedId": t.session_id}
+                    for u, sid, t in rows
+                ],
+            }
+        )
+    if not rows:
+        return f"no sessions recorded yet (ledger: {ledger.where})"
+    lines = [f"{len(rows)} sessions (ledger: {ledger.where})"]
+    width = max(len(sid) for _u, sid, _t in rows)
+    users = max((len(u) for u, _s, _t in rows if u), default=0)
+    for user, sid, t in rows:
+        rate, real = t.hit_rate()
+        who = f"{user or '-':<{users}}  " if users else ""
+        lines.append(
+            f"  {who}{sid:<{width}}  {t.calls:>5} calls  {t.mode:<12}  hit {pct(rate)}"
+            f"{'' if real else ' (sim.)'}  K saved {t.k_saved_pct:.1f}%"
+        )
+    return "\n".join(lines)
+
+
+def run_from_config(session_id: str | None = None, as_json: bool = False, all_sessions: bool = False) -> str:
+    """``lightmem2 status`` on the user's files (or the shared database ``store.url`` names): the
+    config in force as the running plugin has it."""
+    if session_id is not None and all_sessions:
+        raise UsageError("--session and --all exclude each other; pass one of them")
     holder = ConfigHolder()  # the same rules as the plugin's: last good config, else defaults
     plugin = LightMem(config=holder.current)
-    return run(Ledger.default(), plugin.registry, holder.current, session_id, as_json, holder)
+    if not holder.current.store.url:
+        ledger = Ledger.default()
+        if all_sessions:
+            return run_all(ledger, as_json)
+        return run(ledger, plugin.registry, holder.current, session_id, as_json, holder)
+    stores = open_stores(holder.current)  # StoreUnavailable: one line naming the URL and the fix
+    try:
+        assert stores.ledger is not None
+        if all_sessions:
+            return run_all(stores.ledger, as_json)
+        registry = stores.registry_like(plugin.registry)
+        return run(stores.ledger, registry, holder.current, session_id, as_json, holder)
+    finally:
+        stores.close()
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """``--session ID``, ``--json``."""
+    """``--session ID``, ``--all``, ``--json``."""
     parser.add_argument("--session", metavar="ID")
+    parser.add_argument("--all", action="store_true", dest="all_sessions")
     parser.add_argument("--json", action="store_true")
 
 
 def main(args: argparse.Namespace) -> Outcome:
     """``lightmem2 status``: the user's plugin, ledger and registry."""
-    return run_from_config(args.session, args.json)
+    return run_from_config(args.session, args.json, args.all_sessions)
 
 
 COMMAND = Command("status", __doc__, configure, main)

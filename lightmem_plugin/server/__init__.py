@@ -1,7 +1,8 @@
 """``lightmem2 serve``: the loopback proxy (Anthropic, OpenAI Responses, Chat Completions) and sidecar.
 
 Why loopback by default (I6): the proxy sees the host's API keys on every request. Binding anything
-but a loopback address needs an explicit ``allow_remote=True`` (``--allow-remote``). The socket is
+but a loopback address needs an explicit ``allow_remote=True`` (``--allow-remote``), and that needs
+``gateway.users``: off loopback every request names its user (:mod:`.gateway`). The socket is
 bound here, before the server starts, so a busy port is a one-line UsageError rather than a log dump.
 Nothing is imported or started at import time beyond this module's own names.
 """
@@ -114,6 +115,12 @@ def serve(
     host = host or server_cfg.host
     port = server_cfg.port if port is None else port
     check_bind(host, allow_remote)
+    if allow_remote and not cfg.gateway.users:
+        raise UsageError(
+            "--allow-remote needs gateway.users: off loopback every user needs a token of their own "
+            "(their sessions and archives are then theirs alone); run `lightmem2 gateway add-user NAME` "
+            "for each user, then start serve again"
+        )
     # a gateway's shared database must be there when it starts (StoreUnavailable says why): one that
     # served on state no other process sees would send other bytes than its peers
     stores = open_stores(cfg) if config is None and cfg.store.url else None

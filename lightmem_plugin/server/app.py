@@ -11,12 +11,14 @@ Routes (hosts point their SDK base URL here; upstreams come from ``server.upstre
 ``* /v1/<anything else>``              passed through (Anthropic when ``anthropic-version`` is sent)
 ``GET /healthz``                       ``{"status": "ok", ...}``
 ``/sidecar/...``                       the OpenClaw plugin's routes (see :mod:`.sidecar`)
+``/lightmem2/v1/...``                  a gateway user's sessions, report, recover, search (:mod:`.gateway`)
 ====================================  =====================================================
 
 Who may call (see :mod:`.guard`): every route answers only to a loopback ``Host`` name (proxy routes
 to any name with ``--allow-remote``); ``/sidecar`` routes also need the per-install secret, JSON bodies
 and no ``Origin``. Proxy routes need no secret: the host's own traffic carries the user's API key and
-they never return archived content.
+they never return archived content. With ``gateway.users`` set (a team gateway), proxy and user routes
+need the user's token (:mod:`.gateway`), and each user's sessions and archives are their own.
 
 Why a size limit: the proxy buffers a request to transform it, so a runaway client must not exhaust
 memory; a body over ``server.maxRequestBytes`` gets a 413 in the provider's error shape, naming the key.
@@ -35,9 +37,11 @@ from starlette.routing import Route
 
 from .._version import __version__
 from ..commands.base import LineRunner
+from ..errors import AccessDenied
 from ..faults import on_surface
 from ..pipeline import LightMem
 from .chat_commands import CommandRunner
+from .gateway import Gate, gateway_routes
 from .guard import LoopbackHost, SidecarGuard
 from .proxy import Outgoing, Proxy, TooLarge, error_response, read_body
 from .sidecar import sidecar_routes
@@ -62,6 +66,7 @@ def create_app(
     lm = plugin or LightMem.from_config()
     holder: dict[str, Proxy] = {}
     guard = SidecarGuard(secret=secret)
+    gate = Gate(lm)
     runner = CommandRunner(commands)
 
     def proxy() -> Proxy:
@@ -70,6 +75,10 @@ def create_app(
         return holder["p"]
 
     async def handle(request: Request, api: str, url: str, transform: bool) -> Response:
+        try:
+            user = gate.user(request.headers)  # None: the single loopback user (no gateway.users)
+        except AccessDenied as err:
+            return error_response(api, err.status, str(err))
         limit = lm.config.server.maxRequestBytes
         try:
             body = await read_body(request, limit)
@@ -84,7 +93,7 @@ def create_app(
             )
         p = proxy()
         with on_surface("proxy"):
-            out = await p.prepare(api, body, request.headers) if transform else Outgoing(body)
+            out = await p.prepare(api, body, request.headers, user) if transform else Outgoing(body)
             return await p.forward(request, api, url, out)
 
     def openai_base(request: Request) -> str | None:
@@ -158,6 +167,7 @@ def create_app(
         Route("/u/{name}/v1/chat/completions", openai_route("chat"), methods=["POST"]),
         Route("/u/{name}/v1/{rest:path}", other, methods=methods),
         *sidecar_routes(lambda: proxy(), guard, runner),
+        *gateway_routes(lambda: proxy(), gate),
         Route("/v1/{rest:path}", other, methods=methods),
     ]
     app = Starlette(

@@ -26,6 +26,7 @@ from typing import Any
 
 import aiohttp
 import anyio
+import xxhash
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -36,6 +37,7 @@ from ..errors import PayloadError
 from ..faults import on_surface, report
 from ..pipeline import LightMem, Session
 from ..store import session_lock
+from ..tenancy import TOKEN_HEADER, scoped
 from .identity import HEADER, session_identity
 from .rewrite import StreamRewriter, body_usage
 from .sse import json_bytes
@@ -60,6 +62,7 @@ HOP_BY_HOP = frozenset(
         "accept-encoding",
         HEADER,
         "x-lightmem2-secret",  # never leaves the machine, should a client send it to /v1
+        TOKEN_HEADER,  # a gateway user's token is ours, never the provider's
     )
 )
 _DROP_BACK = frozenset(
@@ -114,7 +117,7 @@ def _transform(session: Session, api: str, payload: dict[str, Any], body: bytes)
     except PayloadError as err:
         _count(session, "codec", err)
         return Outgoing(body, session, {})
-    out = session.process(req)
+    out = session.process(req, request_key=f"{api}:{xxhash.xxh3_128_hexdigest(body)}")
     try:
         encoded = api_wire.encode(out)
     except Exception as err:  # fail-open (I5)
@@ -194,8 +197,10 @@ class Proxy:
             await self._client.close()
             self._client = None
 
-    async def prepare(self, api: str, body: bytes, headers: Mapping[str, str]) -> Outgoing:
-        """The request to send upstream for a host request of ``api``."""
+    async def prepare(
+        self, api: str, body: bytes, headers: Mapping[str, str], user: str | None = None
+    ) -> Outgoing:
+        """The request to send upstream for a host request of ``api`` (by gateway ``user``, if any)."""
         try:
             # strict UTF-8 first: json.loads(bytes) would accept lone surrogates as raw bytes (it decodes
             # with surrogatepass), and re-encoding them escaped turns two lone halves into one character
@@ -205,6 +210,7 @@ class Proxy:
         sid = session_identity(api, payload, headers) if isinstance(payload, dict) else None
         if sid is None:
             return Outgoing(body)
+        sid = scoped(user, sid)  # a gateway user's sessions are theirs alone (see ..tenancy)
         shared = self.plugin.states is not None and self.plugin.states.shared
         async with self.locks[sid]:
             if len(body) < THREAD_ABOVE_BYTES and not shared:

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 from ..errors import ArtifactNotFound
-from ..registry import Registry
+from ..registry import KEY_RE, Registry
 from .postgres import PgBackend
 
 GC_LOCK = 0x6C6D3267  # one collector at a time across the fleet
@@ -28,6 +28,7 @@ class PgRegistry(Registry):
 
     def __init__(self, backend: PgBackend, like: Registry) -> None:
         super().__init__(like.root, like.max_bytes, like.redactor, like.on_put, like.sealer)
+        self.owner = like.owner
         self.backend = backend
 
     @property
@@ -35,8 +36,8 @@ class PgRegistry(Registry):
         """The database URL, password hidden."""
         return self.backend.where
 
-    def put(self, data: bytes) -> str:
-        """Store ``data`` (sealed, or redacted without a sealer) and return its key; twice is free."""
+    def _store(self, data: bytes) -> str:
+        """Store ``data`` (sealed, or redacted without a sealer) once; its key."""
         key, data, size = self._stored_form(data)
         blob = self._seal(data)
         sql = (
@@ -47,6 +48,27 @@ class PgRegistry(Registry):
         if added is not None:
             self._indexed(key, data)
         return key
+
+    def _own(self, owner: str, key: str) -> None:
+        """Record that ``owner`` archived ``key`` (one row per user and key, for the fleet)."""
+        sql = "INSERT INTO lm_artifact_owners VALUES (%s, %s) ON CONFLICT DO NOTHING"
+        self.backend.run(None, lambda conn: conn.execute(sql, (owner, key)))
+
+    def owns(self, owner: str, key: str) -> bool:
+        """True when one of ``owner``'s sessions archived ``key`` and it is still stored."""
+        if not KEY_RE.match(key):
+            return False
+        sql = (
+            "SELECT 1 FROM lm_artifact_owners o JOIN lm_artifacts a USING (key) "
+            "WHERE o.owner = %s AND o.key = %s"
+        )
+        return self.backend.run(None, lambda conn: conn.execute(sql, (owner, key)).fetchone()) is not None
+
+    def owned(self, owner: str) -> set[str]:
+        """Every stored key ``owner``'s sessions archived."""
+        sql = "SELECT key FROM lm_artifact_owners JOIN lm_artifacts USING (key) WHERE owner = %s"
+        rows = self.backend.run(None, lambda conn: conn.execute(sql, (owner,)).fetchall())
+        return {str(r[0]) for r in rows}
 
     def _read(self, key: str, touch: bool) -> bytes:
         self.path_of(key)  # ArtifactNotFound for what is not a key at all
@@ -113,6 +135,7 @@ class PgRegistry(Registry):
                     removed.append(str(key))
                     total -= int(size)
                 conn.execute("DELETE FROM lm_artifacts WHERE key = ANY(%s)", (removed,))
+                conn.execute("DELETE FROM lm_artifact_owners WHERE key = ANY(%s)", (removed,))
             return removed
 
         return self.backend.run(None, work)

@@ -68,6 +68,14 @@ CREATE INDEX lm_artifacts_lru ON lm_artifacts (last_used, key);
 CREATE SEQUENCE lm_artifacts_clock;
 """,
     ),
+    (
+        3,
+        "artifact owners (team gateway users)",
+        """
+CREATE TABLE lm_artifact_owners (owner text NOT NULL, key text NOT NULL, PRIMARY KEY (owner, key));
+CREATE INDEX lm_artifact_owners_by_key ON lm_artifact_owners (key);
+""",
+    ),
 )
 """(version, what it adds, SQL), in order. Never edit an applied one: append the next version."""
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -84,7 +84,7 @@ def test_unknown_session_lists_known_ones(ledger: Ledger, registry: Registry) ->
 
 
 def test_docstring_is_help() -> None:
-    assert status.__doc__ and status.__doc__.startswith("status [--json]:")
+    assert status.__doc__ and status.__doc__.startswith("status [--session ID | --all] [--json]:")
 
 
 @pytest.mark.parametrize("chat", [False, True])

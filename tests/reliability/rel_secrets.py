@@ -99,6 +99,11 @@ def _rows() -> list[tuple[str, str, str]]:
         fake(AN, 40) + "%3D",
     )
     add("azure_client_secret", "Client secret value (copy now): {s}", "Xy7" + "8Q~" + fake(AN + "_~.-", 34))
+    add(
+        "lightmem2_gateway_token",
+        "export ANTHROPIC_CUSTOM_HEADERS='x-lightmem2-token: {s}'",
+        "lm2_" + fake(W, 43),
+    )
     for kind, prefix in (
         ("github_pat", "ghp_"),
         ("github_oauth_token", "gho_"),

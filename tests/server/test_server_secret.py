@@ -142,7 +142,7 @@ def test_every_option_of_a_chat_safe_command_is_either_allowed_or_unset_by_defau
 
 def test_commands_outside_the_allowlist_are_refused() -> None:
     for cmd in set(_subcommands()) - set(_chat_policy.CHAT_SAFE):
-        assert cmd in {"replay", "continuous", "serve", "install", "hook", "demo"}, (
+        assert cmd in {"replay", "continuous", "serve", "install", "hook", "demo", "gateway"}, (
             f"new command {cmd}: decide if chat-safe"
         )
     args = build_parser().parse_args(["resume", "--tr", "/dev/zero"])
@@ -151,6 +151,7 @@ def test_commands_outside_the_allowlist_are_refused() -> None:
     assert refusal("/lightmem2 resume --level full") is None
     assert refusal("/lightmem2 resume --level") is None  # a parse error: the CLI says it
     assert "in a terminal" in (refusal("/lightmem2 'demo'") or "")
+    assert "in a terminal" in (refusal("/lightmem2 gateway add-user mallory") or "")  # prints a token
     with pytest.raises(CommandRefused, match="in a terminal"):
         run_remote_line("/lightmem2 resume --trace /dev/zero")
     assert run_remote_line("/lightmem2 mode bogus")[1] == 2  # allowed, so it runs and says what is wrong
