@@ -299,17 +299,20 @@ def test_claude_code_aggressive_collapses_a_finished_task(
     marker = "[lightmem2: task 1 finished"
     batch = next((n for n, b in enumerate(bodies) if marker in json.dumps(b)), None)
     assert batch is not None, "task 1 never left the context"
-    assert batch > MODULES + 1, "task 1 can only leave after the second goal arrived"
+    # the first request that carries the second goal is request MODULES + 1: a goal closes in the
+    # first batch after the next goal, which may be that very request
+    assert batch >= MODULES + 1, "task 1 can only leave once the second goal arrived"
     assert len(bodies) - batch >= 3, "the session must run on after the batch"
     before = bodies[batch - 1]
     after1, after2 = _after_goal(before, GOAL1), _after_goal(before, GOAL2)
-    assert after1 is not None and after2 is not None
-    task1 = after1[: len(after1) - len(after2) - 1]  # up to the second goal's message
+    assert after1 is not None
+    task1 = after1 if after2 is None else after1[: len(after1) - len(after2) - 1]  # up to goal 2
     for n in range(batch, len(bodies)):
         body, host = bodies[n], plain[n]
         msgs = body["messages"]
-        # shorter than what Claude Code sent without lightmem2, and than the request before the batch
-        assert len(msgs) < len(host["messages"]) and len(msgs) < len(before["messages"])
+        # shorter than what Claude Code sent without lightmem2; the batch's request even than the
+        # request before it (the session grows again after it)
+        assert len(msgs) < len(host["messages"]) and (n > batch or len(msgs) < len(before["messages"]))
         summaries = [m for m in msgs if m["role"] == "assistant" and marker in _text(m["content"])]
         assert len(summaries) == 1, f"request {n}: {len(summaries)} task 1 summaries"
         # the first goal is there verbatim, and what stood before the summary is as it was (the goal,

@@ -5,8 +5,9 @@ the turn; the turn's model calls are counted from ``commitTurn`` (one ledger row
 checks run at an assemble at least three calls after the last one. The chat: task 1 (two large
 reads, four large file writes, an answer: 7 model calls), then eight more goals of one small command
 each (2 calls). Turn t assembles at call 8 + 2 (t - 2); the checks run at turns 2, 4, 6, ... Goal 2
-is first in the history at turn 3, so task 1 becomes ``completed`` at the check of turn 4 and
-``evictable`` at turn 6; there the cost rule (the default one) pays, and from that turn on the model
+is first in the history at turn 3, so task 1 closes at the check of turn 4 (``completed``, then
+``evictable``: a goal closes in the first batch after the next goal); there the cost rule (the
+default one) pays, and from that turn on the model
 must see task 1 as one assistant message, built by the plugin in OpenClaw's own shape from the
 sidecar's ``collapsed`` ranges.
 
@@ -33,7 +34,7 @@ GOAL1 = "Read both logs, then write the design notes for every shard."
 MARKER = "[lightmem2: task 1 finished"
 NOTES = 4
 LATER = 8  # goals after the first: enough turns for two checks and a few turns after the batch
-BATCH_TURN = 6  # see the module docstring
+BATCH_TURN = 4  # see the module docstring
 
 
 def log_text(name: str) -> str:
