@@ -68,6 +68,16 @@ _CREATE = (
 )
 
 
+def entry_rows(
+    stored_id: str, entries: Mapping[str, list[tuple[str, Any, int]]]
+) -> list[tuple[str, str, str, str, int]]:
+    """The ``entries`` table rows of one write: ``(session, namespace, key, JSON value, seq)``
+    (both backends store the same rows)."""
+    return [
+        (stored_id, ns, key, _dump(value), seq) for ns, items in entries.items() for key, value, seq in items
+    ]
+
+
 def _dump(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
@@ -179,11 +189,7 @@ class StateStore:
         returns the session's new version. ``expect``: the version this writer last saw; another one
         in the store raises :class:`~.errors.StaleState` and writes nothing."""
         stored_id = self.prefix + session_id
-        rows = [
-            (stored_id, ns, key, _dump(value), seq)
-            for ns, items in entries.items()
-            for key, value, seq in items
-        ]
+        rows = entry_rows(stored_id, entries)
         with self._lock:
             if not rows and not blobs:
                 return self._version(stored_id)

@@ -30,7 +30,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailable
 from ..ledger import _COLUMNS, CallRecord, LedgerReads, _record, _redacted, _row
-from ..session_state import _dump, load_rows, lock_key, stale
+from ..session_state import entry_rows, load_rows, lock_key, stale
 from .base import StoredSession
 
 T = TypeVar("T")
@@ -267,9 +267,7 @@ class PgStateStore:
     ) -> int:
         """New entries and changed blobs in one transaction; the new version (see the protocol)."""
         sid = self.prefix + session_id
-        rows = [
-            (sid, ns, key, _dump(value), seq) for ns, items in entries.items() for key, value, seq in items
-        ]
+        rows = entry_rows(sid, entries)
         if not rows and not blobs:
             return self.version(session_id)
 

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import httpx
 import uvicorn
 from fake_upstream import FakeUpstream
 
@@ -97,3 +103,44 @@ def stack(config: Config | None = None) -> Iterator[Stack]:
         app = create_app(plugin, commands=run_remote_line)
         with ServerThread(app) as px:
             yield Stack(fake, up.url, px.url, plugin, app)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ServeProcess:
+    """One ``lightmem2 serve`` process with ``home`` as its data dir, on a free loopback port,
+    stopped (or killed) by PID. It starts at once; :meth:`wait_ready` waits for ``/healthz`` (so
+    several can start side by side)."""
+
+    def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        full = {**os.environ, "LIGHTMEM2_HOME": str(home), "PYTHONPATH": str(ROOT), **(env or {})}
+        code = "import sys\nfrom lightmem_plugin.server import serve\nserve(port=int(sys.argv[1]))\n"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(self.port)], env=full, stderr=subprocess.PIPE
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self) -> ServeProcess:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(self.url + "/healthz", timeout=1).raise_for_status()
+                return self
+            except httpx.HTTPError:
+                assert self.proc.poll() is None, self.proc.stderr.read() if self.proc.stderr else ""
+                assert time.monotonic() < deadline, "serve did not come up"
+                time.sleep(0.1)
+
+    def kill(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()

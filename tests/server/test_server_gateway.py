@@ -14,18 +14,13 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from fake_upstream import FakeUpstream
-from server_harness import ServerThread, free_port
+from server_harness import ServeProcess, ServerThread
 
 from lightmem_plugin.config import Config
 from lightmem_plugin.reduction.base import STUB_RE
@@ -44,42 +39,11 @@ ARCHIVE_KEY = base64.b64encode(bytes(range(32))).decode()
 """The fleet's archive key: every process must open what another one sealed."""
 
 
-class Serve:
-    """One ``lightmem2 serve`` process with its own home on a free loopback port, stopped by PID."""
-
-    def __init__(self, home: Path, config: dict[str, Any]) -> None:
-        home.mkdir()
-        (home / "config.json").write_text(json.dumps(config))
-        self.port = free_port()
-        env = {**os.environ, "LIGHTMEM2_HOME": str(home), "PYTHONPATH": str(ROOT), KEY_ENV: ARCHIVE_KEY}
-        code = "import sys\nfrom lightmem_plugin.server import serve\nserve(port=int(sys.argv[1]))\n"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, str(self.port)], env=env, stderr=subprocess.PIPE
-        )
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def wait_ready(self) -> Serve:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(self.url + "/healthz", timeout=1).raise_for_status()
-                return self
-            except httpx.HTTPError:
-                assert self.proc.poll() is None, self.proc.stderr.read() if self.proc.stderr else ""
-                assert time.monotonic() < deadline, "serve did not come up"
-                time.sleep(0.1)
-
-    def kill(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+def Serve(home: Path, config: dict[str, Any]) -> ServeProcess:
+    """A ``lightmem2 serve`` process with its own home and config and the fleet's archive key."""
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps(config))
+    return ServeProcess(home, {KEY_ENV: ARCHIVE_KEY})
 
 
 def _config(upstream: str, store_url: str | None) -> dict[str, Any]:

@@ -9,16 +9,11 @@ records the raw bytes it received; the two runs must agree on every one of them.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
 from fake_upstream import FakeUpstream
-from server_harness import ServerThread, free_port
+from server_harness import ServeProcess, ServerThread
 
 from lightmem_plugin.traces import load_trace
 
@@ -27,38 +22,9 @@ TRACE = ROOT / "tests" / "data" / "deepseek_lite_dev_noparallel__pydicom__pydico
 KILL_AFTER = 26
 
 
-class Serve:
-    """One ``lightmem2 serve`` process on a free loopback port, stopped (or killed) by PID."""
-
-    def __init__(self, home: Path) -> None:
-        self.port = free_port()
-        env = {**os.environ, "LIGHTMEM2_HOME": str(home), "PYTHONPATH": str(ROOT)}
-        code = "import sys\nfrom lightmem_plugin.server import serve\nserve(port=int(sys.argv[1]))\n"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, str(self.port)], env=env, stderr=subprocess.PIPE
-        )
-        self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(self.url + "/healthz", timeout=1).raise_for_status()
-                return
-            except httpx.HTTPError:
-                assert self.proc.poll() is None, self.proc.stderr.read() if self.proc.stderr else ""
-                assert time.monotonic() < deadline, "serve did not come up"
-                time.sleep(0.1)
-
-    def kill(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+def Serve(home: Path) -> ServeProcess:
+    """A ready ``lightmem2 serve`` process on ``home``."""
+    return ServeProcess(home).wait_ready()
 
 
 def _replay(home: Path, upstream: str, fake: FakeUpstream, kill_after: int | None) -> list[bytes]:
