@@ -53,6 +53,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "server"))
 sys.path.insert(0, str(HERE))
+from bench_server import free_port, wait_up  # noqa: E402
 from readme_table import update_readme_gateway  # noqa: E402
 
 PATH = "/v1/chat/completions"
@@ -78,27 +79,6 @@ UPSTREAM = (
     "uvicorn.run(fake.app, host='127.0.0.1', port=int(sys.argv[1]), log_level='warning', access_log=False, timeout_keep_alive=300)\n"
 )
 SERVE = "import sys\nfrom lightmem_plugin.server import serve\nserve(port=int(sys.argv[1]))\n"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_up(url: str, proc: subprocess.Popen[bytes], deadline_s: float = 60.0) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise SystemExit(f"bench: {url} exited with {proc.returncode} before it came up")
-        try:
-            httpx.get(url, timeout=1.0, trust_env=False)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise SystemExit(f"bench: {url} did not come up in {deadline_s:.0f}s")
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -303,7 +283,7 @@ def start_serves(
         procs.append(subprocess.Popen([sys.executable, "-c", SERVE, str(port)], env=env))
         urls.append(f"http://127.0.0.1:{port}")
     for url, proc in zip(urls, procs, strict=True):
-        wait_up(url + "/healthz", proc)
+        wait_up(url + "/healthz", 60.0, proc)
     return urls, procs
 
 
@@ -394,7 +374,7 @@ def main() -> int:
     fake = subprocess.Popen([sys.executable, "-c", UPSTREAM, str(up_port)], env={**os.environ})
     seen: dict[str, dict[str, list[str]]] = {}
     try:
-        wait_up(upstream + "/v1/models", fake)
+        wait_up(upstream + "/v1/models", 60.0, fake)
         with tempfile.TemporaryDirectory(prefix="lightmem2-bench-gw-") as tmp:
             plan = [
                 ("direct", 0, None),

@@ -63,9 +63,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_up(url: str, deadline_s: float = 20.0) -> None:
+def wait_up(url: str, deadline_s: float = 20.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait for ``url`` to answer; stop early when ``proc`` (the server behind it) exited."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"bench: {url} exited with {proc.returncode} before it came up")
         try:
             httpx.get(url, timeout=1.0, trust_env=False)
             return
