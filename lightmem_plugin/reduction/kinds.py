@@ -138,7 +138,11 @@ _OTHER_SUMMARY = re.compile(
 )
 _UNITTEST_HEAD = re.compile(r"^(?:FAIL|ERROR): \S+ \(", re.M)
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):$", re.M)
-_SEARCH_LINE = re.compile(r"^(?:[^\s:][^:\n]{0,300}:\d+[:-]|\d+[:-])")
+_SEARCH_LINE = re.compile(r"^(?:(?=[^:\n]*[A-Za-z./_])[^\s:][^:\n]{0,300}:\d+[:-]|\d+[:-](?!\d\d[-:.]\d))")
+"""``path:12:`` / ``path-12-`` (grep -n, rg) or ``12:`` (grep -n on one file). The path must hold a
+letter, dot, slash or underscore and a bare number must not start a clock: a log whose lines begin
+``2026-11-30 12:00:00`` or ``12:00:01`` is a log, not search results (it read as one before, and the
+search budget then kept a 24 KB build log nearly whole)."""
 _NUMBERED_LINE = re.compile(r"^\s*\d+(?:\t| {1,3}|→)")
 
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from lightmem_plugin.config import ReductionConfig
+from lightmem_plugin.config import FILE_VIEW_CHARS, ReductionConfig
 from lightmem_plugin.error_lines import is_error_line
 from lightmem_plugin.reduction.base import STUB_RE, PassContext
 from lightmem_plugin.reduction.kinds import ToolCall, classify, kind_of_command
@@ -123,11 +123,26 @@ def test_a_requested_file_view_is_kept_whole() -> None:
 def test_a_long_file_view_keeps_its_outline() -> None:
     body = "".join(
         f"def function_{i}(arg):\n" + "".join(f"    statement_{i}_{j} = arg + {j}\n" for j in range(12))
-        for i in range(60)
+        for i in range(130)
     )
+    assert len(body) > FILE_VIEW_CHARS
     out = reduce_text(body, _ctx("normal", ToolCall("Read", json.dumps({"file_path": "/r/a.py"}))))
     assert len(out) < len(body)
-    assert all(f"def function_{i}(arg):" in out for i in range(60))
+    assert all(f"def function_{i}(arg):" in out for i in range(130))
+
+
+@pytest.mark.parametrize("mode", ["normal", "aggressive"])
+def test_a_read_the_agent_will_edit_stays_whole_in_every_mode(mode: str) -> None:
+    """~22 KB: Claude Code's Edit/Write copy lines from all over a Read (was cut above 8,000 / 6,000)."""
+    body = "".join(
+        f"def function_{i}(arg):\n" + "".join(f"    statement_{i}_{j} = arg + {j}\n" for j in range(12))
+        for i in range(60)
+    )
+    assert 20_000 < len(body) <= FILE_VIEW_CHARS
+    read = ToolCall("Read", json.dumps({"file_path": "/r/a.py"}))
+    assert reduce_text(body, _ctx(mode, read)) == body
+    plain = body.replace("def ", "xdef ")  # the same size of plain program output is cut
+    assert reduce_text(plain, _ctx(mode, bash("./gen.sh"))) != plain
 
 
 def test_search_results_name_every_file() -> None:
@@ -225,3 +240,17 @@ def test_a_file_view_run_from_a_codex_script_is_kept_whole() -> None:
     plain = "".join(f"    value_{i} = compute({i})  # a line of code\n" for i in range(1, 160))
     assert kind_of_command(codex_script("cat src/a.py")) == "file_view"
     assert reduce_text(plain, _ctx("normal", codex_script("cat src/a.py"))) == plain
+
+
+def test_a_timestamped_log_is_not_search_results() -> None:
+    """Clock and date prefixes (``2026-11-30 12:00:00``, ``12:00:01``) once read as ``path:line:``."""
+    log = "".join(
+        f"2026-11-30 12:{i // 60:02d}:{i % 60:02d} INFO step {i} compiled mod_{i}.c\n" for i in range(200)
+    )
+    clock = "".join(f"12:{i // 60:02d}:{i % 60:02d} worker {i}: processed batch\n" for i in range(200))
+    assert classify(log, bash("make")) != "search" and classify(log) != "search"
+    assert classify(clock) != "search"
+    grep = "".join(f"src/mod_{i}.py:{i + 3}:    needle = {i}\n" for i in range(50))
+    assert (
+        classify(grep) == "search" and classify("".join(f"{i}:    x = {i}\n" for i in range(50))) == "search"
+    )

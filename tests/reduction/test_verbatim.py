@@ -61,7 +61,7 @@ def test_a_recovered_original_is_not_turned_back_into_a_stub(tmp_path: Path) -> 
     """Before: the recovered log came back as "identical to the output of tool call c1 ... KEY"."""
     lm = LightMem(Config(), registry=Registry(tmp_path / "reg"))
     session = lm.session("s")
-    stubbed = session.ingest_tool_result("c1", LOG, _shell("cat app.log"))
+    stubbed = session.ingest_tool_result("c1", LOG, _shell("./run-batch.sh"))
     (key,) = set(stub_keys(stubbed))
     original = lm.registry.recover(key)
     assert original == LOG
@@ -69,7 +69,7 @@ def test_a_recovered_original_is_not_turned_back_into_a_stub(tmp_path: Path) -> 
     assert session.ingest_tool_result("c2", original, via_tool) == LOG
     assert session.ingest_tool_result("c3", original, _shell(f"lightmem2 recover {key}")) == LOG
     # the same text from an ordinary command is still deduplicated against the first output
-    assert session.ingest_tool_result("c4", LOG, _shell("cat app.log")) != LOG
+    assert session.ingest_tool_result("c4", LOG, _shell("./run-batch.sh")) != LOG
 
 
 def test_the_proxy_sends_a_recover_result_whole(tmp_path: Path) -> None:
@@ -84,7 +84,7 @@ def test_the_proxy_sends_a_recover_result_whole(tmp_path: Path) -> None:
     other = {
         "id": "c1",
         "type": "function",
-        "function": {"name": "exec", "arguments": '{"command": "cat a.log"}'},
+        "function": {"name": "exec", "arguments": '{"command": "./run-batch.sh"}'},
     }
     sent = session.before_model_call(
         [
