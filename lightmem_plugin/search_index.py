@@ -23,7 +23,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -206,13 +206,13 @@ class IndexBase:
 
     def _ranked(
         self, match: str, session: str | None, within: frozenset[str] | None, limit: int | None, shown: str
-    ) -> Iterator[tuple[str, int, str, float]]:
+    ) -> Generator[tuple[str, int, str, float]]:
         """(key, line, text, score) of the lines ``match`` finds, best (highest score) first, ties by key
         and line; at most ``limit`` (None: all, for the post-filter). ``shown`` names the query in
         errors."""
         raise NotImplementedError
 
-    def _lines(self, session: str | None, within: frozenset[str] | None) -> Iterator[Row]:
+    def _lines(self, session: str | None, within: frozenset[str] | None) -> Generator[Row]:
         """Every line in scope, in indexing order, at most :data:`REGEX_SCAN_LINES`."""
         raise NotImplementedError
 
@@ -429,7 +429,7 @@ class SearchIndex(IndexBase):
 
     def _ranked(
         self, match: str, session: str | None, within: frozenset[str] | None, limit: int | None, shown: str
-    ) -> Iterator[tuple[str, int, str, float]]:
+    ) -> Generator[tuple[str, int, str, float]]:
         """FTS5 ``match`` ranked by BM25 (FTS5's rank is lower = better: the score is its negation)."""
         where, args = self._scope(session, within)
         sql = (
@@ -446,7 +446,7 @@ class SearchIndex(IndexBase):
             except sqlite3.OperationalError as err:
                 raise fts_error(shown, err) from None
 
-    def _lines(self, session: str | None, within: frozenset[str] | None) -> Iterator[Row]:
+    def _lines(self, session: str | None, within: frozenset[str] | None) -> Generator[Row]:
         where, args = self._scope(session, within)
         sql = "SELECT key, line_no, text FROM lines WHERE 1" + where + " ORDER BY rowid LIMIT ?"
         with self._lock:

@@ -148,10 +148,10 @@ def test_migrations_run_once_in_order_and_a_newer_schema_is_refused(
         b.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
         rows = conn.execute("SELECT version FROM lm_schema_migrations ORDER BY version").fetchall()
-        assert [r[0] for r in rows] == [v for v, _name, _sql in MIGRATIONS] == [1, 2, 3]
+        assert [r[0] for r in rows] == [v for v, _name, _sql in MIGRATIONS] == [1, 2, 3, 4]
         assert conn.execute("SELECT COUNT(*) FROM lm_artifacts").fetchone() == (0,)
         conn.execute("INSERT INTO lm_schema_migrations (version, name) VALUES (99, 'from the future')")
-    with pytest.raises(StoreUnavailable, match=r"schema version 99, newer than this lightmem2 knows \(3\)"):
+    with pytest.raises(StoreUnavailable, match=r"schema version 99, newer than this lightmem2 knows \(4\)"):
         PgBackend(pg_url)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Generator
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -289,7 +289,7 @@ class PgSearchIndex(IndexBase):
 
     def _ranked(
         self, match: str, session: str | None, within: frozenset[str] | None, limit: int | None, shown: str
-    ) -> Iterator[tuple[str, int, str, float]]:
+    ) -> Generator[tuple[str, int, str, float]]:
         """``match`` (a tsquery) over the GIN index, by ``ts_rank`` normalised by length (flag 1)."""
         where, args = self._scope(session, within)
         sql = (
@@ -304,7 +304,7 @@ class PgSearchIndex(IndexBase):
             for key, line_no, text, rank in rows:
                 yield str(key), int(line_no), str(text), float(rank)
 
-    def _lines(self, session: str | None, within: frozenset[str] | None) -> Iterator[Row]:
+    def _lines(self, session: str | None, within: frozenset[str] | None) -> Generator[Row]:
         where, args = self._scope(session, within)
         sql = (
             "SELECT l.key, l.line_no, l.text FROM lm_search_lines l WHERE true"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -158,7 +158,7 @@ class PgBackend:
         except psycopg.Error as err:
             raise self.unavailable("a query failed on", err) from None
 
-    def stream(self, sql: str, params: Sequence[Any], batch: int = 500) -> Iterator[tuple[Any, ...]]:
+    def stream(self, sql: str, params: Sequence[Any], batch: int = 500) -> Generator[tuple[Any, ...]]:
         """The rows of a read-only ``sql``, fetched ``batch`` at a time through a server-side cursor
         (a caller that stops early does not read the rest); database errors become
         :class:`StoreUnavailable`. Close it (``contextlib.closing``) to give the connection back."""
