@@ -291,3 +291,16 @@ def test_both_backends_find_the_same_lines(
         assert found[0] == found[1] and found[0]
     finally:
         backend.close()
+
+
+def test_without_store_url_the_stores_index_is_the_data_dirs(isolated_home: Path) -> None:
+    from lightmem_plugin.config import Config
+    from lightmem_plugin.store import open_stores
+
+    stores = open_stores(Config())
+    try:
+        index = stores.search_index()
+        assert type(index).__name__ == "SearchIndex" and stores.search_index() is index
+        assert (isolated_home / "search.sqlite3").exists()
+    finally:
+        stores.close()

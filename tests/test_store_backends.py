@@ -262,7 +262,10 @@ def test_doctor_checks_the_database(pg_url: str) -> None:
 
     ok = check_database(Config.model_validate({"store": {"url": pg_url, "poolSize": 50}}))
     assert ok.status == "pass", ok
-    assert "reachable, schema version 3, 0 sessions with state" in ok.detail
+    assert (
+        "reachable, schema version 4, 0 sessions with state, search index of 0 artifacts (0 stale)"
+        in ok.detail
+    )
     assert "pool 50 connections per process, server max_connections 300 (room for 6 processes)" in ok.detail
     big = check_database(Config.model_validate({"store": {"url": pg_url, "poolSize": 400}}))
     assert big.status == "fail" and big.fix.startswith("lower store.poolSize below 300")
