@@ -59,7 +59,8 @@ class Hit:
     """One matching line: artifact ``key``, 1-based ``line``, a short ``excerpt``, higher ``score`` = better.
 
     ``score`` is the line's BM25 relevance (3 significant digits; FTS5 floors a term on most lines to a
-    tiny weight, so it can be small, never rounded to 0); None for a regex or scan match (no rank).
+    tiny weight, so it can be small, never rounded to 0); with ``store.url`` PostgreSQL's ``ts_rank``
+    (normalised by the line's length); None for a regex or scan match (no rank).
     """
 
     key: str
