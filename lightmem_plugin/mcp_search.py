@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .commands import search
 from .errors import LightMemError
 from .faults import tool_failure
-from .search_index import SearchIndex
+from .search_index import IndexBase, SearchIndex
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -41,7 +41,7 @@ def bounded(text: str, limit: int = MAX_CHARS) -> str:
     return head[: head.rfind("\n")] + note if "\n" in head else head + note
 
 
-def register_search_tool(server: MCPServer, index: SearchIndex | None = None) -> None:
+def register_search_tool(server: MCPServer, index: IndexBase | None = None) -> None:
     """Declare ``lightmem2_search`` on ``server``; ``index`` defaults to the one in the data dir."""
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from .registry import Registry
-    from .search_index import SearchIndex
+    from .search_index import IndexBase
 
 TOOL = "lightmem2_recover"
 DESCRIPTION = (
@@ -30,7 +30,7 @@ DESCRIPTION = (
 )
 
 
-def build_server(registry: Registry | None = None, index: SearchIndex | None = None) -> MCPServer:
+def build_server(registry: Registry | None = None, index: IndexBase | None = None) -> MCPServer:
     """The MCP server with the recover and search tools; both default to the user's stores."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError

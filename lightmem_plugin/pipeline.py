@@ -55,7 +55,7 @@ from .reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_t
 from .reduction.verbatim import passes_verbatim
 from .registry import Registry
 from .sealing import Sealer
-from .search_index import SearchIndex, index_hook
+from .search_index import IndexBase, SearchIndex, index_hook
 from .session_state import Journal, StoredSession, retry_start
 from .stabilizer import Stabilizer, tool_name
 from .store import CallLedger, SessionStates, Stores, open_stores
@@ -82,6 +82,7 @@ class LightMem:
         self.faults = faults  # where failures are reported for status/doctor (None: counted only)
         self.states = states  # where sessions persist their decisions (None: in memory only)
         self.records: RecordStore | None = None
+        self.search_index: IndexBase | None = None  # what archiving indexes into (attach_search_index)
         self.counter = TokenCounter()
         self._fixed = config
         cfg = self.config
@@ -128,7 +129,7 @@ class LightMem:
         plugin = cls(ledger=ledger, states=states, faults=open_sink())
         if stores is not None:  # a shared database keeps the artifacts too
             plugin.registry = stores.registry_like(plugin.registry)
-        plugin.attach_search_index()
+        plugin.attach_search_index(stores)
         plugin.records = RecordStore(data_dir() / "records", plugin.registry.redactor)
         return plugin
 
@@ -145,12 +146,14 @@ class LightMem:
         """Why the config file was rejected, if it was."""
         return self._holder.last_error if self._holder else None
 
-    def attach_search_index(self) -> None:
-        """Index every new artifact for ``lightmem2 search`` (skipped if the index cannot open)."""
+    def attach_search_index(self, stores: Stores | None = None) -> None:
+        """Index every new artifact for ``lightmem2 search`` into ``stores``' index (the data dir's when
+        None; the database's with ``store.url``); skipped if the index cannot open."""
         try:
-            index = SearchIndex.default()
+            index = stores.search_index() if stores is not None else SearchIndex.default()
         except (OSError, sqlite3.Error):
             return  # search is a convenience: archiving works without it
+        self.search_index = index
         self.registry.on_put = index_hook(index, lambda: self.active_session)
 
     def session(self, session_id: str) -> Session:

@@ -8,6 +8,11 @@ whole artifact. Line numbers follow ``str.splitlines`` exactly as :meth:`Registr
 Only what the registry stored is indexed, and the registry stores redacted bytes, so the index never
 holds a credential the archive does not. The file is 0600 in a 0700 directory (DESIGN I6). An
 artifact belongs to the sessions that archived it (``docs``); its lines are indexed once per key.
+
+Two backends share :class:`IndexBase` (the interface, and the query semantics: literal terms, the
+:func:`contains_all` post-filter, regex scans under a time budget, excerpts and line numbers): this
+SQLite file, and, with ``store.url``, PostgreSQL tables every process of a team gateway shares
+(:class:`~lightmem_plugin.store.pg_search.PgSearchIndex`). A backend supplies the rows.
 """
 
 from __future__ import annotations
@@ -18,10 +23,10 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 import regex as regex_engine  # the `regex` engine: a timeout on backtracking (re has none)
 
@@ -54,7 +59,8 @@ class Hit:
     """One matching line: artifact ``key``, 1-based ``line``, a short ``excerpt``, higher ``score`` = better.
 
     ``score`` is the line's BM25 relevance (3 significant digits; FTS5 floors a term on most lines to a
-    tiny weight, so it can be small, never rounded to 0); None for a regex or scan match (no rank).
+    tiny weight, so it can be small, never rounded to 0); with ``store.url`` PostgreSQL's ``ts_rank``
+    (normalised by the line's length); None for a regex or scan match (no rank).
     """
 
     key: str
@@ -71,7 +77,7 @@ def decode(data: bytes) -> str:
         return data.decode("utf-8", "surrogateescape")
 
 
-def _storable(line: str) -> str:
+def storable(line: str) -> str:
     """``line`` clipped and made encodable (lone surrogates become "?", SQLite text must be UTF-8)."""
     return line[:MAX_LINE_CHARS].encode("utf-8", "replace").decode("utf-8")
 
@@ -86,14 +92,27 @@ def excerpt(line: str, at: int = 0, width: int = EXCERPT_CHARS) -> str:
     return head + piece[:room] + tail
 
 
-def _fts_error(query: str, err: sqlite3.OperationalError) -> UsageError:
+def fts_error(query: str, reason: object) -> UsageError:
+    """The one-line error for a query ``--fts`` cannot read, with what to do instead."""
     return UsageError(
-        f"bad search query {query!r} (FTS5 syntax, --fts): {err}; search it without --fts to find the "
+        f"bad search query {query!r} (FTS5 syntax, --fts): {reason}; search it without --fts to find the "
         "literal text, or pass --regex"
     )
 
 
 _TOKEN = re.compile(r"[^\W_]")  # what FTS5's unicode61 tokenizer keeps (letters, digits)
+FTS_KEYWORDS = ("AND", "OR", "NOT", "NEAR")
+
+
+def readable(registry: Registry, key: str) -> str | None:
+    """Artifact ``key`` as the index stores it (redacted, decoded), read with ``Registry.peek``
+    (verified, not made recent: indexing does not reset the LRU order); None when it cannot be
+    offered (removed by a concurrent gc, or corrupt)."""
+    try:
+        data = registry.peek(key)
+    except (OSError, LightMemError):
+        return None
+    return decode(registry.redactor.redact_bytes(data))
 
 
 def literal_terms(query: str) -> list[str]:
@@ -120,13 +139,193 @@ def contains_all(text: str, terms: list[str]) -> bool:
     return all(t.casefold() in low for t in terms)
 
 
-class SearchIndex:
+Row = tuple[str, int, str]
+"""An indexed line: artifact key, 1-based line number, its (clipped, redacted) text."""
+
+
+class IndexBase:
+    """The search index, whichever backend holds it: what callers use, and the query semantics.
+
+    A backend implements the storage (:meth:`add`, :meth:`keys`, :meth:`sessions`, :meth:`rebuild`,
+    :meth:`ensure`, :meth:`close`) and three row sources: the match expression for literal terms and
+    for ``--fts`` syntax, the lines a match expression finds (best first) and every line (in indexing
+    order). Searching, the post-filter, regex scans, excerpts and scores are shared, so both backends
+    answer a query with the same lines.
+    """
+
+    errors: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
+    """What a failing write raises; :func:`index_hook` lets these pass (fail open)."""
+
+    def close(self) -> None:
+        """Release what the index holds (everything is committed already)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def add(self, key: str, text: str | bytes, session: str | None = None) -> bool:
+        """Index artifact ``key`` for ``session`` ('' = none); adding it again is a no-op (returns False)."""
+        raise NotImplementedError
+
+    def keys(self) -> set[str]:
+        """Every indexed artifact key."""
+        raise NotImplementedError
+
+    def sessions(self) -> list[str]:
+        """Session ids, the one that archived most recently first ('' not included)."""
+        raise NotImplementedError
+
+    def rebuild(self, registry: Registry, session: str | None = None) -> int:
+        """Bring the index in step with every artifact in ``registry``; returns how many were added.
+
+        Keys no longer stored are dropped; known keys keep their sessions; new ones get ``session`` (pass
+        it only for a registry private to one session, as in a replay), else ''. Artifacts are read as
+        :func:`readable` reads them (redacted, not made recent).
+        """
+        raise NotImplementedError
+
+    def ensure(self, registry: Registry, keys: Collection[str]) -> int:
+        """Index those of ``keys`` the index lacks (archived by another process of a gateway, or before
+        the index existed), read from ``registry`` as :meth:`rebuild` reads them; how many were added."""
+        raise NotImplementedError
+
+    def stale(self, registry: Registry) -> int:
+        """How many artifacts differ between the registry and the index (0 = in step); for doctor."""
+        return len(_artifact_keys(registry) ^ self.keys())
+
+    # -- what a backend answers a query with ---------------------------------------------------------
+    def _literal_match(self, terms: list[str]) -> str | None:
+        """The match expression for lines holding every term (see :func:`literal_match`); None when no
+        term has a letter or digit (the caller then scans)."""
+        raise NotImplementedError
+
+    def _fts_match(self, query: str) -> str:
+        """The match expression for an FTS5-syntax query; :func:`fts_error` when it cannot be read."""
+        raise NotImplementedError
+
+    def _ranked(
+        self, match: str, session: str | None, within: frozenset[str] | None, limit: int | None, shown: str
+    ) -> Generator[tuple[str, int, str, float]]:
+        """(key, line, text, score) of the lines ``match`` finds, best (highest score) first, ties by key
+        and line; at most ``limit`` (None: all, for the post-filter). ``shown`` names the query in
+        errors."""
+        raise NotImplementedError
+
+    def _lines(self, session: str | None, within: frozenset[str] | None) -> Generator[Row]:
+        """Every line in scope, in indexing order, at most :data:`REGEX_SCAN_LINES`."""
+        raise NotImplementedError
+
+    # -- shared --------------------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        session: str | None = None,
+        regex: bool = False,
+        limit: int = 20,
+        fts: bool = False,
+        within: Collection[str] | None = None,
+    ) -> list[Hit]:
+        """Lines matching ``query``, best first; ``session`` None = all; ``within``: only these keys.
+
+        By default ``query`` is literal text: every whitespace-separated term (or the one phrase of a
+        double-quoted query) must appear on the line, ignoring case, starting at a word (a term with no
+        letter or digit may appear anywhere). ``fts``: FTS5 query syntax; ``regex``: a Python regex.
+        """
+        if not query.strip():
+            raise UsageError("empty search query; give words to look for, e.g. ImportError")
+        if limit < 1:
+            raise UsageError(f"bad limit {limit}; use a positive number of hits, e.g. 10")
+        if regex and fts:
+            raise UsageError("--regex and --fts exclude each other; pass one of them")
+        scope = None if within is None else frozenset(within)
+        if regex:
+            try:
+                compiled = regex_engine.compile(query)
+            except regex_engine.error as err:
+                raise UsageError(
+                    f"bad regex {query!r}: {err}; fix it or drop --regex to search the literal text"
+                ) from None
+            deadline = time.monotonic() + REGEX_BUDGET_S
+            return self._scan(compiled, session, scope, limit, deadline=deadline, shown=query)
+        if fts:
+            words = [w for w in _WORD.findall(query) if w.upper() not in FTS_KEYWORDS]
+            return self._fts(self._fts_match(query), session, scope, limit, [], words, query)
+        terms = literal_terms(query)
+        match = self._literal_match(terms)
+        if match is None:  # nothing a word index can find (e.g. "->"): scan for the text
+            pattern = re.compile(re.escape(terms[0]), re.IGNORECASE)
+            return self._scan(pattern, session, scope, limit, terms)
+        return self._fts(match, session, scope, limit, terms, terms, query)
+
+    def _fts(
+        self,
+        match: str,
+        session: str | None,
+        within: frozenset[str] | None,
+        limit: int,
+        must: list[str],
+        words: list[str],
+        shown: str,
+    ) -> list[Hit]:
+        """``match``'s lines, best first; rows must also contain every ``must`` term (literal search)."""
+        hits: list[Hit] = []
+        with contextlib.closing(self._ranked(match, session, within, None if must else limit, shown)) as rows:
+            for key, line_no, text, score in rows:
+                if must and not contains_all(text, must):
+                    continue  # the index matched the words; the punctuation between them differs
+                low = text.casefold()
+                at = min((i for i in (low.find(w.casefold()) for w in words) if i >= 0), default=0)
+                hits.append(Hit(key, line_no, excerpt(text, at), float(f"{score:.3g}")))
+                if len(hits) >= limit:
+                    break
+        return hits
+
+    def _scan(
+        self,
+        pattern: re.Pattern[str] | regex_engine.Pattern[str],
+        session: str | None,
+        within: frozenset[str] | None,
+        limit: int,
+        must: list[str] | None = None,
+        deadline: float | None = None,
+        shown: str = "",
+    ) -> list[Hit]:
+        """Lines ``pattern`` matches (and holding every ``must`` term), in indexing order; no rank.
+
+        With a ``deadline`` (a regex from the user or the model) the whole scan is bounded in time:
+        the ``regex`` engine checks its timeout while it backtracks, so ``^(a+)+$`` over a long line
+        of ``a`` stops instead of hanging the tool and every call queued behind it."""
+        hits: list[Hit] = []  # the first ``limit`` matches in indexing order (a scan, no sort), then by key
+        with contextlib.closing(self._lines(session, within)) as rows:
+            for key, line_no, text in rows:
+                if deadline is None:
+                    m = pattern.search(text)
+                else:
+                    left = deadline - time.monotonic()
+                    try:
+                        if left <= 0:
+                            raise TimeoutError
+                        m = pattern.search(text, timeout=left)  # type: ignore[call-overload]
+                    except TimeoutError:
+                        raise UsageError(
+                            f"regex {shown!r} ran past {REGEX_BUDGET_S:g} s (catastrophic backtracking?); "
+                            "simplify it, or search the literal text without --regex"
+                        ) from None
+                if m and (must is None or contains_all(text, must)):
+                    hits.append(Hit(key, line_no, excerpt(text, m.start()), None))
+                    if len(hits) >= limit:
+                        break
+        return sorted(hits, key=lambda h: (h.key, h.line))
+
+
+class SearchIndex(IndexBase):
     """``<data dir>/search.sqlite3``; safe to share between threads, and processes through SQLite locks."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
-        self._within: frozenset[str] | None = None
         self._db = open_private_db(self.path, _CREATE, _SCHEMA_VERSION)
 
     @classmethod
@@ -139,12 +338,6 @@ class SearchIndex:
         with self._lock:
             self._db.close()
 
-    def __enter__(self) -> SearchIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _insert(self, key: str, text: str, session: str) -> bool:
         """Add one artifact inside an open transaction; False when (key, session) was there already."""
         db = self._db
@@ -154,7 +347,7 @@ class SearchIndex:
         seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM docs").fetchone()[0]
         db.execute("INSERT INTO docs (key, session, seq) VALUES (?, ?, ?)", (key, session, seq))
         if not known:
-            rows = ((_storable(t), key, n) for n, t in enumerate(text.splitlines(), 1) if t.strip())
+            rows = ((storable(t), key, n) for n, t in enumerate(text.splitlines(), 1) if t.strip())
             db.executemany("INSERT INTO lines (text, key, line_no) VALUES (?, ?, ?)", rows)
         return True
 
@@ -185,18 +378,8 @@ class SearchIndex:
         with self._lock:
             return [r[0] for r in self._db.execute(sql)]
 
-    def stale(self, registry: Registry) -> int:
-        """How many artifacts differ between the registry dir and the index (0 = in step); for doctor."""
-        return len(_artifact_keys(registry) ^ self.keys())
-
     def rebuild(self, registry: Registry, session: str | None = None) -> int:
-        """Bring the index in step with every artifact in ``registry``'s dir; returns how many were added.
-
-        Keys no longer stored are dropped; known keys keep their sessions; new ones get ``session`` (pass
-        it only for a registry private to one session, as in a replay), else ''.
-        Artifacts are read with ``Registry.peek`` (decrypted and verified, not made recent: a rebuild
-        does not reset the LRU order) and indexed redacted.
-        """
+        """Bring the index in step with ``registry`` in one transaction (see :meth:`IndexBase.rebuild`)."""
         on_disk = _artifact_keys(registry)
 
         def work() -> int:
@@ -207,163 +390,69 @@ class SearchIndex:
                 db.execute("DELETE FROM lines WHERE key = ?", (gone,))
             added = 0
             for key in sorted(on_disk - indexed):
-                try:
-                    data = registry.peek(key)
-                except OSError:
-                    continue  # removed by a concurrent gc
-                except LightMemError:
-                    continue  # a corrupt artifact cannot be recovered: do not offer it
-                added += self._insert(key, decode(registry.redactor.redact_bytes(data)), session or "")
+                text = readable(registry, key)
+                if text is not None:  # a corrupt artifact cannot be recovered: do not offer it
+                    added += self._insert(key, text, session or "")
             return added
 
         return self._write(work)
 
-    def _scope(self, session: str | None) -> tuple[str, tuple[str, ...]]:
-        where = ""
-        args: tuple[str, ...] = ()
-        if session is not None:
-            where, args = " AND key IN (SELECT key FROM docs WHERE session = ?)", (session,)
-        if self._within is not None:  # a gateway user's search: only the keys they own
-            where += " AND key IN (SELECT value FROM json_each(?))"
-            args = (*args, json.dumps(sorted(self._within)))
-        return where, args
-
     def ensure(self, registry: Registry, keys: Collection[str]) -> int:
-        """Index those of ``keys`` the index lacks (archived by another process of a gateway), read
-        from ``registry`` as :meth:`rebuild` reads them; how many were added."""
+        """Index those of ``keys`` the index lacks (see :meth:`IndexBase.ensure`)."""
 
         def work() -> int:
             indexed = {r[0] for r in self._db.execute("SELECT DISTINCT key FROM docs")}
             added = 0
             for key in sorted(set(keys) - indexed):
-                try:
-                    data = registry.peek(key)
-                except (OSError, LightMemError):
-                    continue  # collected meanwhile, or corrupt: nothing to offer
-                added += self._insert(key, decode(registry.redactor.redact_bytes(data)), "")
+                text = readable(registry, key)
+                if text is not None:  # collected meanwhile, or corrupt: nothing to offer
+                    added += self._insert(key, text, "")
             return added
 
         return self._write(work)
 
-    def search(
-        self,
-        query: str,
-        session: str | None = None,
-        regex: bool = False,
-        limit: int = 20,
-        fts: bool = False,
-        within: Collection[str] | None = None,
-    ) -> list[Hit]:
-        """Lines matching ``query``, best first; ``session`` None = all; ``within``: only these keys.
+    @staticmethod
+    def _scope(session: str | None, within: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
+        where = ""
+        args: tuple[str, ...] = ()
+        if session is not None:
+            where, args = " AND key IN (SELECT key FROM docs WHERE session = ?)", (session,)
+        if within is not None:  # a gateway user's search: only the keys they own
+            where += " AND key IN (SELECT value FROM json_each(?))"
+            args = (*args, json.dumps(sorted(within)))
+        return where, args
 
-        By default ``query`` is literal text: every whitespace-separated term (or the one phrase of a
-        double-quoted query) must appear on the line, ignoring case, starting at a word (a term with no
-        letter or digit may appear anywhere). ``fts``: FTS5 query syntax; ``regex``: a Python regex.
-        """
-        if not query.strip():
-            raise UsageError("empty search query; give words to look for, e.g. ImportError")
-        if limit < 1:
-            raise UsageError(f"bad limit {limit}; use a positive number of hits, e.g. 10")
-        if regex and fts:
-            raise UsageError("--regex and --fts exclude each other; pass one of them")
-        with self._lock:
-            self._within = None if within is None else frozenset(within)
-            try:
-                return self._search(query, session, regex, limit, fts)
-            finally:
-                self._within = None
+    def _literal_match(self, terms: list[str]) -> str | None:
+        return literal_match(terms)
 
-    def _search(self, query: str, session: str | None, regex: bool, limit: int, fts: bool) -> list[Hit]:
-        if regex:
-            try:
-                compiled = regex_engine.compile(query)
-            except regex_engine.error as err:
-                raise UsageError(
-                    f"bad regex {query!r}: {err}; fix it or drop --regex to search the literal text"
-                ) from None
-            return self._scan(
-                compiled, session, limit, deadline=time.monotonic() + REGEX_BUDGET_S, shown=query
-            )
-        if fts:
-            words = [w for w in _WORD.findall(query) if w.upper() not in ("AND", "OR", "NOT", "NEAR")]
-            return self._fts(query, session, limit, [], words)
-        terms = literal_terms(query)
-        match = literal_match(terms)
-        if match is None:  # nothing FTS5 can index (e.g. "->"): scan for the text
-            pattern = re.compile(re.escape(terms[0]), re.IGNORECASE)
-            return self._scan(pattern, session, limit, terms)
-        return self._fts(match, session, limit, terms, terms, shown=query)
+    def _fts_match(self, query: str) -> str:
+        return query  # FTS5 reads it itself; its errors come from _ranked
 
-    def _fts(
-        self,
-        match: str,
-        session: str | None,
-        limit: int,
-        must: list[str],
-        words: list[str],
-        shown: str | None = None,
-    ) -> list[Hit]:
-        """FTS5 ``match`` ranked by BM25; rows must also contain every ``must`` term (literal search)."""
-        where, args = self._scope(session)
+    def _ranked(
+        self, match: str, session: str | None, within: frozenset[str] | None, limit: int | None, shown: str
+    ) -> Generator[tuple[str, int, str, float]]:
+        """FTS5 ``match`` ranked by BM25 (FTS5's rank is lower = better: the score is its negation)."""
+        where, args = self._scope(session, within)
         sql = (
             "SELECT key, line_no, text, bm25(lines) AS rank FROM lines WHERE lines MATCH ?"
             + where
             + " ORDER BY rank, key, line_no"
-            + ("" if must else " LIMIT ?")
+            + ("" if limit is None else " LIMIT ?")
         )
-        hits: list[Hit] = []
-        try:
-            with self._lock:
-                rows = self._db.execute(sql, (match, *args) if must else (match, *args, limit))
-                for key, line_no, text, rank in rows:
-                    if must and not contains_all(text, must):
-                        continue  # FTS5 matched the words; the punctuation between them differs
-                    low = text.casefold()
-                    at = min((i for i in (low.find(w.casefold()) for w in words) if i >= 0), default=0)
-                    hits.append(Hit(key, int(line_no), excerpt(text, at), float(f"{-float(rank):.3g}")))
-                    if len(hits) >= limit:
-                        break
-        except sqlite3.OperationalError as err:
-            raise _fts_error(shown or match, err) from None
-        return hits
+        params = (match, *args) if limit is None else (match, *args, limit)
+        with self._lock:
+            try:
+                for key, line_no, text, rank in self._db.execute(sql, params):
+                    yield key, int(line_no), text, -float(rank)
+            except sqlite3.OperationalError as err:
+                raise fts_error(shown, err) from None
 
-    def _scan(
-        self,
-        pattern: re.Pattern[str] | regex_engine.Pattern[str],
-        session: str | None,
-        limit: int,
-        must: list[str] | None = None,
-        deadline: float | None = None,
-        shown: str = "",
-    ) -> list[Hit]:
-        """Lines ``pattern`` matches (and holding every ``must`` term), in indexing order; no rank.
-
-        With a ``deadline`` (a regex from the user or the model) the whole scan is bounded in time:
-        the ``regex`` engine checks its timeout while it backtracks, so ``^(a+)+$`` over a long line
-        of ``a`` stops instead of hanging the tool and every call queued behind it."""
-        where, args = self._scope(session)
+    def _lines(self, session: str | None, within: frozenset[str] | None) -> Generator[Row]:
+        where, args = self._scope(session, within)
         sql = "SELECT key, line_no, text FROM lines WHERE 1" + where + " ORDER BY rowid LIMIT ?"
-        hits: list[Hit] = []  # the first ``limit`` matches in indexing order (a scan, no sort), then by key
         with self._lock:
             for key, line_no, text in self._db.execute(sql, (*args, REGEX_SCAN_LINES)):
-                if deadline is None:
-                    m = pattern.search(text)
-                else:
-                    left = deadline - time.monotonic()
-                    try:
-                        if left <= 0:
-                            raise TimeoutError
-                        m = pattern.search(text, timeout=left)  # type: ignore[call-overload]
-                    except TimeoutError:
-                        raise UsageError(
-                            f"regex {shown!r} ran past {REGEX_BUDGET_S:g} s (catastrophic backtracking?); "
-                            "simplify it, or search the literal text without --regex"
-                        ) from None
-                if m and (must is None or contains_all(text, must)):
-                    hits.append(Hit(key, int(line_no), excerpt(text, m.start()), None))
-                    if len(hits) >= limit:
-                        break
-        return sorted(hits, key=lambda h: (h.key, h.line))
+                yield key, int(line_no), text
 
 
 def _artifact_keys(registry: Registry) -> set[str]:
@@ -371,18 +460,18 @@ def _artifact_keys(registry: Registry) -> set[str]:
 
 
 def index_hook(
-    index: SearchIndex, session: str | Callable[[], str | None] | None = None
+    index: IndexBase, session: str | Callable[[], str | None] | None = None
 ) -> Callable[[str, bytes], None]:
     """A ``Registry(on_put=...)`` callback that indexes each archived artifact as it is stored.
 
     ``session`` is the session id, or a function returning the one being served (a registry is shared
-    by the sessions of one process). Indexing fails open: an unwritable index never stops archiving;
-    ``lightmem2 doctor --fix`` rebuilds it.
+    by the sessions of one process). Indexing fails open (the errors of ``index``'s backend: SQLite, or
+    the database's): an unwritable index never stops archiving; ``lightmem2 doctor --fix`` rebuilds it.
     """
 
     def on_put(key: str, data: bytes) -> None:
         sid = session() if callable(session) else session
-        with contextlib.suppress(sqlite3.Error, OSError):  # fail open; doctor --fix rebuilds the index
+        with contextlib.suppress(*index.errors):  # fail open; doctor --fix rebuilds the index
             index.add(key, data, sid)
 
     return on_put

@@ -13,7 +13,7 @@ from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.record_store import RecordStore
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.registry import Registry
-from lightmem_plugin.search_index import SearchIndex
+from lightmem_plugin.search_index import IndexBase, SearchIndex
 from lightmem_plugin.traces import load_trace
 
 TRACE = Path(__file__).parent / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
@@ -24,11 +24,11 @@ class Replayed:
     session: str
     registry: Registry
     records: RecordStore
-    index: SearchIndex
+    index: IndexBase
 
 
-def replay(root: Path) -> Replayed:
-    """Replay the trace with a registry, record store and index under ``root``."""
+def replay(root: Path, index: IndexBase | None = None) -> Replayed:
+    """Replay the trace with a registry, record store and index under ``root`` (or into ``index``)."""
     trace = load_trace(TRACE)
     registry = Registry(root / "artifacts")
     # file views up to 1,000 chars stay whole (default 8,000), so this session's views are archived too
@@ -38,6 +38,6 @@ def replay(root: Path) -> Replayed:
     session = plugin.session(trace.id)
     for call in trace.calls:
         session.before_model_call(call.prompt)
-    index = SearchIndex(root / "search.sqlite3")
+    index = index if index is not None else SearchIndex(root / "search.sqlite3")
     index.rebuild(registry, trace.id)
     return Replayed(trace.id, registry, plugin.records, index)

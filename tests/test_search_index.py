@@ -1,9 +1,15 @@
-"""The FTS5 index of archived artifacts: line-level hits that recover byte-exact, and clear errors."""
+"""The index of archived artifacts: line-level hits that recover byte-exact, and clear errors.
+
+The behaviour tests run on both backends (``make_index``): the SQLite FTS5 file and, marked
+``postgres`` (``make pg``), the PostgreSQL tables a team gateway shares. Each call of the fixture's
+factory is another handle on the same index (another connection, as another process would have).
+"""
 
 from __future__ import annotations
 
 import re
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +19,7 @@ from search_replay import replay
 
 from lightmem_plugin.errors import UsageError
 from lightmem_plugin.registry import Registry
-from lightmem_plugin.search_index import EXCERPT_CHARS, SearchIndex, excerpt, index_hook
+from lightmem_plugin.search_index import EXCERPT_CHARS, IndexBase, SearchIndex, excerpt, index_hook
 
 PYTEST_LOG = (
     "============================= test session starts ==============================\n"
@@ -25,16 +31,49 @@ PYTEST_LOG = (
 GREP_OUT = "src/app.py:12:import yaml_loader\nsrc/app.py:40:    cfg = yaml_loader.load(path)\n"
 
 
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+Make = Callable[[], IndexBase]
+
+
+@pytest.fixture(params=BACKENDS)
+def make_index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Make]:
+    """A factory of handles on one empty index of the backend (each PostgreSQL one its own pool)."""
+    closing: list[Callable[[], None]] = []
+    if request.param == "sqlite":
+
+        def make() -> IndexBase:
+            idx = SearchIndex(tmp_path / "search.sqlite3")
+            closing.append(idx.close)
+            return idx
+
+    else:
+        from lightmem_plugin.store.pg_search import PgSearchIndex
+        from lightmem_plugin.store.postgres import PgBackend
+
+        url = request.getfixturevalue("pg_url")
+
+        def make() -> IndexBase:
+            backend = PgBackend(url, pool_size=2)
+            closing.append(backend.close)
+            return PgSearchIndex(backend)
+
+    try:
+        yield make
+    finally:
+        for close in closing:
+            close()
+
+
 @pytest.fixture
-def index(tmp_path: Path) -> SearchIndex:
-    idx = SearchIndex(tmp_path / "search.sqlite3")
+def index(make_index: Make) -> IndexBase:
+    idx = make_index()
     idx.add("a" * 32, PYTEST_LOG, "s1")
     idx.add("b" * 32, GREP_OUT, "s2")
     return idx
 
 
-def test_replayed_session_line_is_found_and_recovered_byte_exact(tmp_path: Path) -> None:
-    run = replay(tmp_path)
+def test_replayed_session_line_is_found_and_recovered_byte_exact(tmp_path: Path, make_index: Make) -> None:
+    run = replay(tmp_path, make_index())
     keys = run.index.keys()
     assert len(keys) == 3 and keys == {p.name for p in (tmp_path / "artifacts").glob("??/*")}
     checked = 0
@@ -52,7 +91,7 @@ def test_replayed_session_line_is_found_and_recovered_byte_exact(tmp_path: Path)
     assert checked == 3
 
 
-def test_session_scope_and_ranking(index: SearchIndex) -> None:
+def test_session_scope_and_ranking(index: IndexBase) -> None:
     hits = index.search("yaml_loader")
     assert [(h.key[0], h.line) for h in hits] == sorted((h.key[0], h.line) for h in hits)  # tie-broken
     assert {(h.key[0], h.line) for h in hits} == {("a", 6), ("b", 1), ("b", 2)}
@@ -70,19 +109,19 @@ def test_session_scope_and_ranking(index: SearchIndex) -> None:
         ("cfg OR collected", [("a", 2), ("b", 2)]),
     ],
 )
-def test_fts_syntax(index: SearchIndex, query: str, expected: list[tuple[str, int]]) -> None:
+def test_fts_syntax(index: IndexBase, query: str, expected: list[tuple[str, int]]) -> None:
     assert sorted((h.key[0], h.line) for h in index.search(query, fts=True)) == expected
 
 
 @pytest.mark.parametrize("query", ['"unbalanced', "foo AND", "a:b(", "NEAR(", "(x"])
-def test_fts_syntax_error_is_one_line_usage_error(index: SearchIndex, query: str) -> None:
+def test_fts_syntax_error_is_one_line_usage_error(index: IndexBase, query: str) -> None:
     with pytest.raises(UsageError) as info:
         index.search(query, fts=True)
     msg = str(info.value)
     assert "\n" not in msg and "bad search query" in msg and "without --fts" in msg
 
 
-def test_regex_mode(index: SearchIndex) -> None:
+def test_regex_mode(index: IndexBase) -> None:
     hits = index.search(r"app\.py:\d+:", regex=True)
     assert [(h.key[0], h.line) for h in hits] == [("b", 1), ("b", 2)]
     assert hits[0].excerpt.startswith("src/app.py:12")
@@ -91,16 +130,16 @@ def test_regex_mode(index: SearchIndex) -> None:
         index.search("(unclosed", regex=True)
 
 
-def test_add_is_idempotent_and_shares_lines_across_sessions(index: SearchIndex) -> None:
+def test_add_is_idempotent_and_shares_lines_across_sessions(index: IndexBase) -> None:
     assert index.add("a" * 32, PYTEST_LOG, "s1") is False
     assert index.add("a" * 32, PYTEST_LOG, "s3") is True
     assert len(index.search('"No module named"')) == 1  # lines are stored once per key
     assert [h.line for h in index.search('"No module named"', session="s3")] == [6]
 
 
-def test_rebuild_follows_the_registry_and_the_hook_indexes_on_put(tmp_path: Path) -> None:
+def test_rebuild_follows_the_registry_and_the_hook_indexes_on_put(tmp_path: Path, make_index: Make) -> None:
     registry = Registry(tmp_path / "artifacts")
-    idx = SearchIndex(tmp_path / "search.sqlite3")
+    idx = make_index()
     hook = index_hook(idx, lambda: "live")
     key = registry.put(
         b"Traceback (most recent call last):\n  ValueError: bad token sk-ant-api03-" + b"x" * 40
@@ -120,11 +159,23 @@ def test_index_file_is_private(tmp_path: Path) -> None:
     assert stat.S_IMODE((tmp_path / "d" / "search.sqlite3").stat().st_mode) == 0o600
 
 
-def test_hook_fails_open(tmp_path: Path) -> None:
-    idx = SearchIndex(tmp_path / "search.sqlite3")
-    idx.close()
-    index_hook(idx, "s")("c" * 32, b"text\n")  # closed connection: no exception reaches the registry
-    assert SearchIndex(tmp_path / "search.sqlite3").keys() == set()  # and nothing half-written
+def test_hook_fails_open(make_index: Make) -> None:
+    idx = make_index()
+    backend = getattr(idx, "backend", None)
+    (backend.pool if backend is not None else idx).close()  # the connection, or the pool, is gone
+    index_hook(idx, "s")("c" * 32, b"text\n")  # no exception reaches the registry
+    assert make_index().keys() == set()  # and nothing half-written
+
+
+def test_what_one_connection_indexes_another_finds(tmp_path: Path, make_index: Make) -> None:
+    """Two processes of a gateway: one archives (the registry's hook), the other searches, no ensure."""
+    archiving, searching = make_index(), make_index()
+    registry = Registry(tmp_path / "artifacts", on_put=index_hook(archiving, "s1"))
+    key = registry.put(PYTEST_LOG.encode())
+    assert searching.keys() == {key} and searching.sessions() == ["s1"]
+    assert [(h.key, h.line) for h in searching.search("yaml_loader")] == [(key, 6)]
+    assert searching.search("yaml_loader", within={"0" * 32}) == []  # another user's keys only
+    assert [h.line for h in searching.search(r"^FAILED", regex=True, within={key})] == [7]
 
 
 @settings(max_examples=60, deadline=None)
@@ -160,19 +211,19 @@ PUNCTUATED = (
         ('"unbalanced', []),
     ],
 )
-def test_literal_text_is_the_default(tmp_path: Path, query: str, lines: list[int]) -> None:
-    idx = SearchIndex(tmp_path / "search.sqlite3")
+def test_literal_text_is_the_default(make_index: Make, query: str, lines: list[int]) -> None:
+    idx = make_index()
     idx.add("c" * 32, PUNCTUATED, "s1")
     assert sorted(h.line for h in idx.search(query)) == lines
 
 
-def test_fts_and_regex_exclude_each_other(index: SearchIndex) -> None:
+def test_fts_and_regex_exclude_each_other(index: IndexBase) -> None:
     with pytest.raises(UsageError, match="--regex and --fts"):
         index.search("x", regex=True, fts=True)
 
 
-def test_scores_are_bm25_and_not_rounded_to_zero(tmp_path: Path) -> None:
-    idx = SearchIndex(tmp_path / "search.sqlite3")
+def test_scores_are_ranks_and_not_rounded_to_zero(make_index: Make) -> None:
+    idx = make_index()
     idx.add("d" * 32, "error here\nerror error there\nerror\nno match\n", "s1")  # "error" on most lines
     hits = idx.search("error")
     assert len(hits) == 3 and all(h.score is not None and h.score > 0 for h in hits)
@@ -180,11 +231,11 @@ def test_scores_are_bm25_and_not_rounded_to_zero(tmp_path: Path) -> None:
     assert all(h.score is None for h in idx.search("err", regex=True))  # a regex match has no rank
 
 
-def test_a_backtracking_regex_is_stopped_in_time(tmp_path: Path) -> None:
+def test_a_backtracking_regex_is_stopped_in_time(make_index: Make) -> None:
     """Measured before: ^(a+)+$ over 34 "a" and "!" gave no answer in 45 s and blocked the next call."""
     import time
 
-    idx = SearchIndex(tmp_path / "i.sqlite3")
+    idx = make_index()
     idx.add("c" * 32, "a" * 34 + "!\n" + "a" * 60 + "!\nsomething else\n", "s")
     t0 = time.monotonic()
     assert idx.search("^(a+)+$", regex=True) == []  # the regex engine answers this one at once
@@ -194,3 +245,62 @@ def test_a_backtracking_regex_is_stopped_in_time(tmp_path: Path) -> None:
         idx.search("^(a|aa)+$", regex=True)  # this one still backtracks: stopped at the budget
     assert time.monotonic() - t0 < 10
     assert [h.line for h in idx.search("^some", regex=True)] == [3]  # the index still answers
+
+
+PARITY_QUERIES = [
+    ("yaml_loader", {}),
+    ("module named", {}),
+    ('"No module"', {}),
+    ("test_config.py", {}),
+    ("path/to/file.py", {}),
+    ("quasar", {}),
+    ("->", {}),
+    ("ModuleNot", {}),
+    ("cfg OR collected FAILED", {"fts": True}),
+    ("yaml_loader NOT src", {"fts": True}),
+    ("(yaml OR quasar) NOT src", {"fts": True}),
+    ("(yaml OR quasar) AND NOT src", {"fts": True}),  # an error in FTS5 syntax: on both
+    ("a OR", {"fts": True}),
+    ("mod* + named", {"fts": True}),
+    ('"quasar lattice" OR "foo_bar"', {"fts": True}),
+    ("import NOT cfg OR step", {"fts": True}),
+    (r"\d+:", {"regex": True}),
+]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("query", "kwargs"), PARITY_QUERIES)
+def test_both_backends_find_the_same_lines(
+    tmp_path: Path, pg_url: str, query: str, kwargs: dict[str, bool]
+) -> None:
+    from lightmem_plugin.store.pg_search import PgSearchIndex
+    from lightmem_plugin.store.postgres import PgBackend
+
+    backend = PgBackend(pg_url, pool_size=2)
+    try:
+        found: list[object] = []
+        for idx in (SearchIndex(tmp_path / "search.sqlite3"), PgSearchIndex(backend)):
+            for key, text in (("a", PYTEST_LOG), ("b", GREP_OUT), ("c", PUNCTUATED)):
+                idx.add(key * 32, text, "s")
+            try:
+                hits = idx.search(query, limit=50, **kwargs)
+            except UsageError as err:
+                found.append(str(err).split(":")[0])  # "bad search query '...' (FTS5 syntax, --fts)"
+                continue
+            found.append(sorted((h.key[0], h.line, h.excerpt) for h in hits))
+        assert found[0] == found[1] and found[0]
+    finally:
+        backend.close()
+
+
+def test_without_store_url_the_stores_index_is_the_data_dirs(isolated_home: Path) -> None:
+    from lightmem_plugin.config import Config
+    from lightmem_plugin.store import open_stores
+
+    stores = open_stores(Config())
+    try:
+        index = stores.search_index()
+        assert type(index).__name__ == "SearchIndex" and stores.search_index() is index
+        assert (isolated_home / "search.sqlite3").exists()
+    finally:
+        stores.close()

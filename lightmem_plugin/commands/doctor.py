@@ -1,7 +1,8 @@
 """doctor [--json]: check the installation, one ``[pass]``, ``[warn]`` or ``[fail]`` line per check.
 
 Checks: the config file against the schema; the artifact registry directory (writable, private 0700);
-the shared database when ``store.url`` names one (reachable, schema version, room for the pool);
+the shared database when ``store.url`` names one (reachable, schema version, its search index in step
+with its artifacts, room for the pool);
 the shipped tokenizer file (present, sha256 verified); the ``lightmem2 serve`` proxy (not running is
 only a warning); each host agent (OpenClaw, Claude Code, Codex: installed, version supported,
 lightmem2 wired in); the LLM estimator endpoint when ``estimator.kind`` is ``llm``; errors that any
@@ -24,6 +25,7 @@ from ..errors import ConfigError, LightMemError, StoreError, TokenizerError
 from ..faults import FAULTS_FILE, Fault, FaultSink
 from ..ledger import LEDGER_FILE, Ledger
 from ..pipeline import LightMem
+from ..registry import Registry
 from ..sealing import KEY_ENV, key_path, load_key
 from ..search_index import INDEX_FILE, SearchIndex
 from ..session_state import STATE_FILE, StateStore
@@ -118,6 +120,9 @@ def check_database(config: Config) -> Check:
             row = conn.execute("SELECT current_setting('max_connections')::int").fetchone()
         limit = int(row[0]) if row else 0
         sessions = len(stores.states.sessions()) if stores.states is not None else 0
+        index = stores.search_index()
+        indexed = len(index.keys())
+        stale = index.stale(stores.registry_like(Registry(data_dir() / "artifacts")))
     except LightMemError as err:
         return Check("database", "fail", str(err).split("; ")[0], "check store.url and the server's log")
     finally:
@@ -125,13 +130,15 @@ def check_database(config: Config) -> Check:
     pool = config.store.poolSize
     detail = (
         f"{backend.where} reachable, schema version {stores.schema_version}, {sessions} sessions with "
-        f"state; pool {pool} connections per process, server max_connections {limit} "
-        f"(room for {limit // pool} processes)"
+        f"state, search index of {indexed} artifacts ({stale} stale); pool {pool} connections per "
+        f"process, server max_connections {limit} (room for {limit // pool} processes)"
     )
     if limit < pool:
         return Check(
             "database", "fail", detail, f"lower store.poolSize below {limit} or raise max_connections"
         )
+    if stale:
+        return Check("database", "warn", detail, "run `lightmem2 doctor --fix` to re-index the artifacts")
     return Check("database", "pass", detail)
 
 
@@ -366,7 +373,11 @@ def run(
 def configure(parser: argparse.ArgumentParser) -> None:
     """``--json``, ``--fix``."""
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--fix", action="store_true", help="rebuild the search index if missing or stale")
+    parser.add_argument(
+        "--fix",
+        action="store_true",
+        help="rebuild the search index (the database's with store.url) if missing or stale",
+    )
 
 
 def main(args: argparse.Namespace) -> Outcome:
@@ -374,7 +385,8 @@ def main(args: argparse.Namespace) -> Outcome:
     fixed = fix_stores(data_dir()) if args.fix else []
     text, ok = run(as_json=args.json)
     if args.fix:
-        text = "\n".join([*fixed, fix_index(LightMem.from_config().registry), text])
+        plugin = LightMem.from_config()  # its index is the stores' (the database's with store.url)
+        text = "\n".join([*fixed, fix_index(plugin.registry, plugin.search_index), text])
     return text, 0 if ok else 1
 
 

@@ -7,7 +7,9 @@ line. QUERY is literal text, punctuation included (``file.py:17``, ``foo_bar.baz
 space-separated term must appear on the line, ignoring case, from the start of a word; a query in
 double quotes is one phrase. ``--fts`` takes FTS5 query syntax instead ("a phrase", prefix*, AND, OR,
 NOT), ``--regex`` a Python regular expression (matches have no score). Without ``--session`` the
-session that archived last is searched; ``--all`` searches every session.
+session that archived last is searched; ``--all`` searches every session. With ``store.url`` set this
+searches the team gateway's index in the database (what every process archived; ranked by PostgreSQL's
+``ts_rank``, and ``--fts`` without NEAR, column filters or ``^``).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..config import load_config
 from ..errors import UsageError
 from ..registry import Registry
-from ..search_index import Hit, SearchIndex
+from ..search_index import Hit, IndexBase, SearchIndex
+from ..store import open_stores
 from ._format import to_json
 from .base import Command, Outcome
 
@@ -29,7 +33,7 @@ def recover_call(hit: Hit) -> str:
     return f"lightmem2 recover {hit.key} --lines {hit.line}:{hit.line}"
 
 
-def _scope(index: SearchIndex, session: str | None, all_sessions: bool) -> str | None:
+def _scope(index: IndexBase, session: str | None, all_sessions: bool) -> str | None:
     if session is not None and all_sessions:
         raise UsageError("--session and --all exclude each other; pass one of them")
     if session is not None:
@@ -56,7 +60,7 @@ def hit_dict(hit: Hit) -> dict[str, Any]:
 
 
 def run(
-    index: SearchIndex,
+    index: IndexBase,
     query: str,
     session: str | None = None,
     all_sessions: bool = False,
@@ -93,8 +97,9 @@ def run(
     return "\n".join(lines)
 
 
-def fix_index(registry: Registry, index: SearchIndex | None = None) -> str:
-    """``doctor --fix``: rebuild the search index when it is missing or stale; one status line."""
+def fix_index(registry: Registry, index: IndexBase | None = None) -> str:
+    """``doctor --fix``: rebuild the search index (the data dir's by default) when it is missing or
+    stale; one status line."""
     index = index or SearchIndex.default()
     stale = index.stale(registry)
     if not stale:
@@ -111,16 +116,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--all", action="store_true")
     syntax = parser.add_mutually_exclusive_group()
     syntax.add_argument("--regex", action="store_true", help="QUERY is a Python regular expression")
-    syntax.add_argument("--fts", action="store_true", help="QUERY is FTS5 query syntax")
+    syntax.add_argument(
+        "--fts",
+        action="store_true",
+        help="QUERY is FTS5 query syntax (with store.url: no NEAR, column filters or ^)",
+    )
     parser.add_argument("--limit", type=int, default=10, metavar="N")
     parser.add_argument("--json", action="store_true")
 
 
 def main(args: argparse.Namespace) -> Outcome:
-    """``lightmem2 search`` in the user's index."""
-    return run(
-        SearchIndex.default(), args.query, args.session, args.all, args.regex, args.limit, args.json, args.fts
-    )
+    """``lightmem2 search`` in the user's index (the shared one when ``store.url`` is set)."""
+    config = load_config()
+    if not config.store.url:
+        index: IndexBase = SearchIndex.default()
+        return run(index, args.query, args.session, args.all, args.regex, args.limit, args.json, args.fts)
+    stores = open_stores(config)  # StoreUnavailable: one line naming the URL and the fix
+    try:
+        index = stores.search_index()
+        return run(index, args.query, args.session, args.all, args.regex, args.limit, args.json, args.fts)
+    finally:
+        stores.close()
 
 
 COMMAND = Command("search", __doc__, configure, main)

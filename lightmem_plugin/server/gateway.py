@@ -23,6 +23,7 @@ Routes for a user (token required; JSON; another user's session or key is 404, a
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -165,8 +166,12 @@ def gateway_routes(get_proxy: Callable[[], Proxy], gate: Gate) -> list[Route]:
         if not isinstance(limit, int) or not 1 <= limit <= 50:
             raise ValueError(f"limit: got {json.dumps(limit)[:40]}, expected a number of hits from 1 to 50")
         owned = plugin.registry.owned(user)
-        with SearchIndex.default() as index:
-            index.ensure(plugin.registry, owned)  # what other processes of the gateway archived too
+        with contextlib.ExitStack() as opened:
+            # the stores' index: with store.url the fleet's one, which every process's archiving fills
+            index = plugin.search_index or opened.enter_context(SearchIndex.default())
+            # the user's archives it lacks: archived by another process (embedded store: each process
+            # has its own file), before the index existed, or when indexing failed open
+            index.ensure(plugin.registry, owned)
             hits = index.search(query, regex=body.get("regex") is True, limit=limit, within=owned)
         return {"hits": [hit_dict(h) for h in hits]}
 

@@ -274,7 +274,8 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
         from ..search_index import SearchIndex
 
         def find(query: str, limit: int) -> str:
-            return bounded(search_cmd.run(SearchIndex.default(), query, None, True, False, limit))
+            index = get_proxy().plugin.search_index or SearchIndex.default()  # the stores' index
+            return bounded(search_cmd.run(index, query, None, True, False, limit))
 
         try:
             body = await _body(request, get_proxy())

@@ -3,9 +3,10 @@
 ``store.url`` unset (the default): files and SQLite in the data dir, as always
 (:class:`~lightmem_plugin.session_state.StateStore`, :class:`~lightmem_plugin.ledger.Ledger`).
 ``store.url = "postgresql://user@host/db"``: every ``lightmem2 serve`` process on that database serves
-the same sessions as one would (:mod:`.postgres`, artifacts in :mod:`.pg_artifacts`; needs
-``pip install 'lightmem2[team]'``). The interface both implement is in :mod:`.base`; the artifact
-registry's is :class:`~lightmem_plugin.registry.Registry` itself (the database one subclasses it).
+the same sessions as one would (:mod:`.postgres`, artifacts in :mod:`.pg_artifacts`, the search index
+in :mod:`.pg_search`; needs ``pip install 'lightmem2[team]'``). The interface both implement is in
+:mod:`.base`; the artifact registry's is :class:`~lightmem_plugin.registry.Registry` itself (the
+database one subclasses it), the search index's :class:`~lightmem_plugin.search_index.IndexBase`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import StoreUnavailable
@@ -22,6 +23,7 @@ from .base import CallLedger, SessionStates
 if TYPE_CHECKING:
     from ..config import Config
     from ..registry import Registry
+    from ..search_index import IndexBase
 
 __all__ = ["CallLedger", "SessionStates", "Stores", "open_stores", "session_lock"]
 
@@ -35,6 +37,23 @@ class Stores:
     kind: str = "embedded"
     """``embedded`` or ``postgresql``."""
     schema_version: int | None = None
+    _index: IndexBase | None = field(default=None, repr=False)
+
+    def search_index(self) -> IndexBase:
+        """The search index of these stores, opened on first use: ``search.sqlite3`` in the data dir
+        when embedded (``OSError``/``sqlite3.Error`` when it cannot open), the database's tables on the
+        same pool otherwise (every process then searches what any of them archived)."""
+        if self._index is None:
+            backend = getattr(self.states, "backend", None)
+            if backend is None:
+                from ..search_index import SearchIndex
+
+                self._index = SearchIndex.default()
+            else:
+                from .pg_search import PgSearchIndex
+
+                self._index = PgSearchIndex(backend)
+        return self._index
 
     def registry_like(self, registry: Registry) -> Registry:
         """The artifact registry of these stores with ``registry``'s settings (size cap, redaction,
@@ -47,7 +66,9 @@ class Stores:
         return PgRegistry(backend, registry)
 
     def close(self) -> None:
-        """Close the ledger, the state store and the pool behind them."""
+        """Close the search index, the ledger, the state store and the pool behind them."""
+        if self._index is not None:
+            self._index.close()
         if self.ledger is not None:
             self.ledger.close()
         if self.states is not None:

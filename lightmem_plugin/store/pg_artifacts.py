@@ -136,6 +136,8 @@ class PgRegistry(Registry):
                     total -= int(size)
                 conn.execute("DELETE FROM lm_artifacts WHERE key = ANY(%s)", (removed,))
                 conn.execute("DELETE FROM lm_artifact_owners WHERE key = ANY(%s)", (removed,))
+                # the search index in the same database stays in step (docs and lines cascade)
+                conn.execute("DELETE FROM lm_search_keys WHERE key = ANY(%s)", (removed,))
             return removed
 
         return self.backend.run(None, work)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -74,6 +74,22 @@ CREATE SEQUENCE lm_artifacts_clock;
         """
 CREATE TABLE lm_artifact_owners (owner text NOT NULL, key text NOT NULL, PRIMARY KEY (owner, key));
 CREATE INDEX lm_artifact_owners_by_key ON lm_artifact_owners (key);
+""",
+    ),
+    (
+        4,
+        "search index (lightmem2 search, the gateway's search route)",
+        """
+CREATE TABLE lm_search_keys (key text PRIMARY KEY);
+CREATE TABLE lm_search_docs (key text NOT NULL REFERENCES lm_search_keys ON DELETE CASCADE,
+    session text NOT NULL, seq bigint NOT NULL, PRIMARY KEY (key, session));
+CREATE INDEX lm_search_docs_by_session ON lm_search_docs (session, key);
+CREATE TABLE lm_search_lines (id bigserial PRIMARY KEY,
+    key text NOT NULL REFERENCES lm_search_keys ON DELETE CASCADE, line_no integer NOT NULL,
+    text text NOT NULL, words tsvector NOT NULL);
+CREATE INDEX lm_search_lines_words ON lm_search_lines USING gin (words);
+CREATE INDEX lm_search_lines_by_key ON lm_search_lines (key);
+CREATE SEQUENCE lm_search_clock;
 """,
     ),
 )
@@ -137,6 +153,20 @@ class PgBackend:
                 return work(held)
             with self.pool.connection() as conn:
                 return work(conn)
+        except PoolTimeout as err:
+            raise self.unavailable("no free connection (store.poolSize) to", err) from None
+        except psycopg.Error as err:
+            raise self.unavailable("a query failed on", err) from None
+
+    def stream(self, sql: str, params: Sequence[Any], batch: int = 500) -> Generator[tuple[Any, ...]]:
+        """The rows of a read-only ``sql``, fetched ``batch`` at a time through a server-side cursor
+        (a caller that stops early does not read the rest); database errors become
+        :class:`StoreUnavailable`. Close it (``contextlib.closing``) to give the connection back."""
+        try:
+            with self.pool.connection() as conn, conn.transaction(), conn.cursor(name="lm_stream") as cur:
+                cur.itersize = batch
+                cur.execute(sql, params)
+                yield from cur
         except PoolTimeout as err:
             raise self.unavailable("no free connection (store.poolSize) to", err) from None
         except psycopg.Error as err:
