@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from .commands import search
 from .errors import LightMemError
 from .faults import tool_failure
+from .gateway_client import gateway
 from .search_index import IndexBase, SearchIndex
 
 if TYPE_CHECKING:
@@ -58,6 +59,14 @@ def register_search_tool(server: MCPServer, index: IndexBase | None = None) -> N
     def lightmem2_search(
         query: str, session: str | None = None, regex: bool = False, limit: int = 10, fts: bool = False
     ) -> str:
+        try:
+            found = gateway() if index is None else None  # a team gateway user's archives live there
+            if found is not None:
+                return bounded(search.remote(*found, query, session, regex, min(limit, MAX_HITS), fts=fts))
+        except LightMemError as err:
+            raise ToolError(f"lightmem2: {err}") from None
+        except Exception as err:  # fail-open (I5)
+            raise ToolError(tool_failure(TOOL, err)) from None
         try:
             store = index if index is not None else SearchIndex.default()
         except Exception as err:  # fail-open (I5): a tool error for the model, a fault for doctor

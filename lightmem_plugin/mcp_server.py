@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ._version import __version__
 from .errors import LightMemError
 from .faults import tool_failure
+from .gateway_client import gateway
 from .mcp_search import register_search_tool
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def build_server(registry: Registry | None = None, index: IndexBase | None = Non
         from .commands import recover  # lazy: it imports the pipeline (see store())
 
         try:
-            found = recover.gateway() if registry is None else None  # a team gateway user's archives
+            found = gateway() if registry is None else None  # a team gateway user's archives
             if found is not None:
                 return recover.remote(*found, key, lines)
             return recover.run(store(), key, lines)

@@ -9,15 +9,12 @@ gateway, which gives each user only what their own sessions archived.
 from __future__ import annotations
 
 import argparse
-import os
 
-from ..errors import ArtifactNotFound, RegistryError, UsageError
+from ..errors import RegistryError
+from ..gateway_client import gateway, post
 from ..pipeline import LightMem
 from ..registry import Registry
 from .base import Command, Outcome
-
-GATEWAY_ENV = "LIGHTMEM2_GATEWAY_URL"
-TOKEN_ENV = "LIGHTMEM2_TOKEN"
 
 
 def run(registry: Registry, key: str, lines: str | None = None) -> str:
@@ -25,47 +22,16 @@ def run(registry: Registry, key: str, lines: str | None = None) -> str:
     return registry.recover(key.strip(), lines)
 
 
-def gateway() -> tuple[str, str] | None:
-    """(base URL, token) of the team gateway the environment names, None when it names none."""
-    url = os.environ.get(GATEWAY_ENV, "").strip()
-    if not url:
-        return None
-    token = os.environ.get(TOKEN_ENV, "").strip()
-    if not token:
-        raise UsageError(
-            f"${GATEWAY_ENV} is set ({url[:80]}) but ${TOKEN_ENV} is not; set it to your gateway token "
-            "(an admin prints one with `lightmem2 gateway add-user NAME`), or unset the URL"
-        )
-    return url.rstrip("/"), token
-
-
 def remote(url: str, token: str, key: str, lines: str | None = None, timeout_s: float = 30.0) -> str:
     """The archived text from the gateway at ``url``, as the user whose ``token`` it is may see it."""
-    import httpx
-
-    from ..tenancy import TOKEN_HEADER
-
-    body: dict[str, str] = {"key": key.strip()}
+    body: dict[str, object] = {"key": key.strip()}
     if lines is not None:
         body["lines"] = lines
-    try:
-        r = httpx.post(
-            url + "/lightmem2/v1/recover", json=body, headers={TOKEN_HEADER: token}, timeout=timeout_s
-        )
-        answer = r.json()
-    except (httpx.HTTPError, ValueError) as err:
-        raise RegistryError(
-            f"cannot recover {key[:40]} from the gateway {url} ({type(err).__name__}: {err}); check "
-            f"${GATEWAY_ENV} and that the gateway runs"
-        ) from None
-    if r.status_code == 200 and isinstance(answer.get("text"), str):
-        return str(answer["text"])
-    message = str(answer.get("error") if isinstance(answer, dict) else answer)[:300]
-    if r.status_code == 404:
-        raise ArtifactNotFound(f"{message} (gateway {url})")
-    if r.status_code in (400, 401):
-        raise UsageError(f"the gateway {url} refused: {message}")
-    raise RegistryError(f"the gateway {url} answered {r.status_code}: {message}")
+    answer = post(url, token, "/lightmem2/v1/recover", body, f"recover {key[:40]}", timeout_s)
+    text = answer.get("text")
+    if not isinstance(text, str):
+        raise RegistryError(f"the gateway {url} answered without the text of {key[:40]}: {str(answer)[:200]}")
+    return text
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,9 @@ double quotes is one phrase. ``--fts`` takes FTS5 query syntax instead ("a phras
 NOT), ``--regex`` a Python regular expression (matches have no score). Without ``--session`` the
 session that archived last is searched; ``--all`` searches every session. With ``store.url`` set this
 searches the team gateway's index in the database (what every process archived; ranked by PostgreSQL's
-``ts_rank``, and ``--fts`` without NEAR, column filters or ``^``).
+``ts_rank``, and ``--fts`` without NEAR, column filters or ``^``). A user of a team gateway who sets
+``LIGHTMEM2_GATEWAY_URL`` and ``LIGHTMEM2_TOKEN`` (as for ``recover``) searches there: all of their own
+sessions' archives, literal text or ``--regex``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import argparse
 from typing import Any
 
 from ..config import load_config
-from ..errors import UsageError
+from ..errors import RegistryError, UsageError
+from ..gateway_client import gateway, post
 from ..registry import Registry
 from ..search_index import Hit, IndexBase, SearchIndex
 from ..store import open_stores
@@ -70,11 +73,22 @@ def run(
     fts: bool = False,
 ) -> str:
     """The text ``lightmem2 search`` prints."""
-    if not 1 <= limit <= MAX_LIMIT:
-        raise UsageError(f"bad --limit {limit}; use 1 to {MAX_LIMIT}")
+    _check_limit(limit)
     scope = _scope(index, session, all_sessions)
     hits = index.search(query, session=scope, regex=regex, limit=limit, fts=fts)
     where = f"session {scope}" if scope is not None else "all sessions"
+    return render(hits, query, where, scope, regex, fts, as_json)
+
+
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_LIMIT:
+        raise UsageError(f"bad --limit {limit}; use 1 to {MAX_LIMIT}")
+
+
+def render(
+    hits: list[Hit], query: str, where: str, scope: str | None, regex: bool, fts: bool, as_json: bool
+) -> str:
+    """The hits as ``lightmem2 search`` prints them (``where``: what was searched, for the reader)."""
     if as_json:
         return to_json(
             {
@@ -95,6 +109,51 @@ def run(
         lines.append(f"     {hit.excerpt}")
         lines.append(f"     {recover_call(hit)}")
     return "\n".join(lines)
+
+
+GATEWAY_LIMIT = 50  # the gateway's search route answers at most this many hits
+
+
+def remote(
+    url: str,
+    token: str,
+    query: str,
+    session: str | None = None,
+    regex: bool = False,
+    limit: int = 10,
+    as_json: bool = False,
+    fts: bool = False,
+) -> str:
+    """``lightmem2 search`` for a user of a team gateway (``LIGHTMEM2_GATEWAY_URL``): the gateway
+    searches what that user's sessions archived, on every process of the fleet, and nobody else's.
+
+    The gateway takes literal text or a regex over all of the user's archives: ``--session`` and
+    ``--fts`` are refused here rather than silently ignored."""
+    if session is not None:
+        raise UsageError(
+            f"--session {session[:60]} is not available through a team gateway (it searches all of your "
+            "sessions); drop --session, or unset $LIGHTMEM2_GATEWAY_URL to search this machine's archives"
+        )
+    if fts:
+        raise UsageError(
+            "--fts is not available through a team gateway; search the literal text or pass --regex"
+        )
+    if not 1 <= limit <= GATEWAY_LIMIT:
+        raise UsageError(f"bad --limit {limit}; a team gateway answers 1 to {GATEWAY_LIMIT} hits")
+    if not query.strip():
+        raise UsageError("empty search query; give words to look for, e.g. ImportError")
+    answer = post(
+        url, token, "/lightmem2/v1/search", {"query": query, "regex": regex, "limit": limit}, "search"
+    )
+    rows = answer.get("hits")
+    if not isinstance(rows, list):
+        raise RegistryError(f"the gateway {url} answered without hits: {str(answer)[:200]}")
+    hits = [
+        Hit(str(h["key"]), int(h["line"]), str(h["excerpt"]), h.get("score"))
+        for h in rows
+        if isinstance(h, dict) and {"key", "line", "excerpt"} <= h.keys()
+    ]
+    return render(hits, query, f"your sessions on the gateway {url}", None, regex, fts, as_json)
 
 
 def fix_index(registry: Registry, index: IndexBase | None = None) -> str:
@@ -127,6 +186,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> Outcome:
     """``lightmem2 search`` in the user's index (the shared one when ``store.url`` is set)."""
+    found = gateway()
+    if found is not None:  # a user of a team gateway: their archives live there
+        return remote(*found, args.query, args.session, args.regex, args.limit, args.json, args.fts)
     config = load_config()
     if not config.store.url:
         index: IndexBase = SearchIndex.default()

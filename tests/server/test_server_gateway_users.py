@@ -10,6 +10,7 @@ the token never leaves the gateway and the provider's key is never stored.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +21,11 @@ import pytest
 from fake_upstream import FakeUpstream
 from server_harness import ServerThread
 
-from lightmem_plugin import tenancy
-from lightmem_plugin.commands import recover
+from lightmem_plugin import gateway_client, tenancy
+from lightmem_plugin.commands import recover, search
 from lightmem_plugin.errors import ArtifactNotFound, UsageError
+from lightmem_plugin.mcp_search import TOOL as SEARCH_TOOL
+from lightmem_plugin.mcp_server import TOOL, build_server
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import STUB_RE
 from lightmem_plugin.registry import content_key
@@ -144,20 +147,44 @@ def test_each_user_sees_only_their_own(
         # the CLI (and the MCP tool) on a user's own machine, pointed at the gateway by two variables
         for user, expected in (("alice", text), ("bob", None)):
             with pytest.MonkeyPatch.context() as env:
-                env.setenv(recover.GATEWAY_ENV, url)
-                env.setenv(recover.TOKEN_ENV, TOKENS[user])
+                env.setenv(gateway_client.GATEWAY_ENV, url)
+                env.setenv(gateway_client.TOKEN_ENV, TOKENS[user])
                 args = argparse.Namespace(key=key, lines=None)
                 if expected is not None:
                     assert recover.main(args) == expected
                 else:
                     with pytest.raises(ArtifactNotFound, match="of yours"):
                         recover.main(args)
+                # search goes to the gateway too: her line for her, never for bob
+                asked = argparse.Namespace(
+                    query=query, session=None, all=False, regex=False, limit=50, json=True, fts=False
+                )
+                keys = {h["key"] for h in json.loads(str(search.main(asked)))["hits"]}
+                assert (key in keys) is (expected is not None) and (user == "alice" or keys <= bob_keys)
+                with pytest.raises(UsageError, match="--fts is not available through a team gateway"):
+                    search.main(argparse.Namespace(**{**vars(asked), "fts": True}))
+                # the MCP tools of that machine (Claude Code, Codex) ask the gateway the same way
+                said = asyncio.run(
+                    _mcp(build_server(), [(TOOL, {"key": key}), (SEARCH_TOOL, {"query": query})])
+                )
+                assert said[0] == (expected if expected is not None else said[0])
+                assert ("no artifact" in said[0]) is (expected is None)
+                assert (key in said[1]) is (expected is not None)
     # the provider's key and the tokens are kept nowhere: not in a file of the home, not in the database
     stored = b"".join(p.read_bytes() for p in isolated_home.rglob("*") if p.is_file())
     if plugin.config.store.url:
         stored += _dump_database(plugin.config.store.url)
     for secret in (API_KEY, *TOKENS.values()):
         assert secret.encode() not in stored
+
+
+async def _mcp(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """What each MCP tool call answers (its text, or its error's), in process."""
+    from mcp import Client
+
+    async with Client(server) as client:
+        results = [await client.call_tool(name, args) for name, args in calls]
+    return ["".join(getattr(c, "text", "") for c in r.content) for r in results]
 
 
 def _dump_database(url: str) -> bytes:
