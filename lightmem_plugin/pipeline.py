@@ -49,7 +49,7 @@ from .recorder import Recorder
 from .redaction import Redactor
 from .reduction import passes
 from .reduction.base import PassContext, prefers_shell
-from .reduction.dedup import DedupIndex, Repeats, call_key
+from .reduction.dedup import DedupIndex, Repeats, call_key, scope_of
 from .reduction.kinds import ToolCall
 from .reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_text
 from .reduction.verbatim import passes_verbatim
@@ -417,14 +417,19 @@ class Session:
         return Request(messages, list(req.tools), dict(req.extra), dict(req.hints))
 
     def _scoped(self, messages: list[Message]) -> Iterator[Message]:
-        """``messages``, setting the repeat scope to the task each one belongs to before it is reduced
-        (with finished tasks leaving: a repeat never points into a task that may leave)."""
+        """``messages``, setting the repeat scope before each is reduced: the history the host still
+        sends (its oldest tool result, :func:`scope_of`: a repeat never points into outputs the host
+        compacted away) and, with finished tasks leaving, the task (nor into a task that may leave)."""
         scoped = self.cfg.mode_table().eviction and self.cfg.eviction.finishedTasks
+        first = next(
+            (p.tool_call_id for m in messages for p in m.parts if isinstance(p, ToolResultPart)), ""
+        )
         goals = 0
+        self.repeats.scope = scope_of(first, 0)
         for msg in messages:
             if scoped and is_goal(msg):
                 goals += 1
-                self.repeats.scope = goals - 1
+                self.repeats.scope = scope_of(first, goals - 1)
             yield msg
 
     def _evict_step(self, original: Request, reduced: Request) -> Request:

@@ -9,7 +9,8 @@
 - ``UserPromptSubmit``: ``/lightmem2 ...`` is answered with ``{"decision": "block", "reason": TEXT}``:
   Claude Code shows TEXT and makes no model call.
 - ``SessionStart``: records the transcript path and makes sure ``lightmem2 serve`` runs (traffic
-  reaches it through ``ANTHROPIC_BASE_URL``).
+  reaches it through ``ANTHROPIC_BASE_URL``). After a ``compact`` or ``clear`` the outputs before it
+  are gone from what the model reads, so later outputs are compared only with what came since.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..reduction.dedup import scope_of
 from ..reduction.kinds import ToolCall
 from . import _common
 
@@ -34,6 +36,8 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 Reducer = Callable[[str, str], str]
+HISTORY_DROPPED = ("compact", "clear")
+"""SessionStart sources after which the model no longer reads the session's earlier outputs."""
 
 
 def supports_updated_tool_output(version: tuple[int, int, int]) -> bool:
@@ -90,6 +94,11 @@ def post_tool_use(payload: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(tool, str) or response is None:
         return None
     session = _common.reducing_session(payload)
+    from .transcripts import history  # lazy, as in session_start
+
+    dropped = history(_common.session_id(payload))
+    if dropped:  # after a compact or a clear, no repeat refers to an output from before it
+        session.repeats.scope = scope_of(f"history-{dropped}")
     # the model reads the hook's stub inside Claude Code, which has Bash but lists our recover tool only
     # when the MCP server is registered: the shell command works either way (recoverHint "auto")
     session.prefer_shell = True
@@ -121,7 +130,8 @@ def session_start(payload: dict[str, Any], host: str = "claude-code") -> dict[st
 
     path = payload.get("transcript_path")
     if isinstance(path, str) and path:
-        transcripts.record(_common.session_id(payload), host, path)
+        dropped = payload.get("source") in HISTORY_DROPPED
+        transcripts.record(_common.session_id(payload), host, path, dropped)
     serve_ctl.ensure_running(load_config())
     return None
 

@@ -2,8 +2,9 @@
 
 Why keep it: ``report``/``replay`` can then read the transcript of a session that ran without
 lightmem2 in the request path and show what it would have saved. The index is a small JSON object
-``{session_id: {"host": ..., "path": ...}}`` in the data dir, written atomically, newest
-``MAX_ENTRIES`` kept.
+``{session_id: {"host": ..., "path": ..., "history": N}}`` in the data dir, written atomically, newest
+``MAX_ENTRIES`` kept. ``history`` counts the times the host dropped the session's history (a compact
+or a clear): the hooks compare a new output only with outputs the model can still read.
 """
 
 from __future__ import annotations
@@ -33,18 +34,30 @@ def load() -> dict[str, dict[str, str]]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return {
-        str(k): {"host": str(v.get("host", "")), "path": str(v.get("path", ""))}
-        for k, v in data.items()
-        if isinstance(v, dict) and isinstance(v.get("path"), str)
-    }
+    out: dict[str, dict[str, str]] = {}
+    for k, v in data.items():
+        if isinstance(v, dict) and isinstance(v.get("path"), str):
+            out[str(k)] = {"host": str(v.get("host", "")), "path": str(v.get("path", ""))}
+            if str(v.get("history", "")).isdigit():
+                out[str(k)]["history"] = str(v["history"])
+    return out
 
 
-def record(session_id: str, host: str, path: str) -> bool:
-    """Remember ``path`` for ``session_id``; False when it was already known (nothing written)."""
+def history(session_id: str) -> int:
+    """How many times the host dropped ``session_id``'s history so far (0: never, or not known)."""
+    return int(load().get(session_id, {}).get("history", "0"))
+
+
+def record(session_id: str, host: str, path: str, dropped: bool = False) -> bool:
+    """Remember ``path`` for ``session_id`` (``dropped``: the host just compacted or cleared its
+    history); False when nothing changed (nothing written)."""
     entries = load()
+    known = entries.get(session_id, {})
     entry = {"host": host, "path": path}
-    if entries.get(session_id) == entry:
+    count = int(known.get("history", "0")) + (1 if dropped else 0)
+    if count:
+        entry["history"] = str(count)
+    if known == entry:
         return False
     entries.pop(session_id, None)
     entries[session_id] = entry

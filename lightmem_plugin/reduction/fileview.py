@@ -8,6 +8,9 @@ those sat in the middle of the view, where head + tail truncation cut them (the 
 function signatures, decorators) and the imports, then its head and tail under the same budget,
 each elided region behind a line-range marker that recovers it, never a blind cut in the middle of
 the code. Error lines in a view (a script that ran after the ``cat``) stay too.
+
+A subagent's report (kind ``report``) is read the same way: another agent wrote it for this one, so
+it is what this agent asked to see.
 """
 
 from __future__ import annotations
@@ -62,5 +65,5 @@ PASS = PassSpec(
     "a file view stays whole, or keeps its outline, head and tail",
     select,
     WHAT,
-    kinds=("file_view",),
+    kinds=("file_view", "report"),
 )

@@ -123,6 +123,30 @@ def test_a_repeated_output_refers_to_the_first_call_across_hook_processes() -> N
     assert updated(claude_code.handle("PostToolUse", other)) == first
 
 
+def test_after_a_compact_no_output_refers_to_one_from_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code's compact drops the earlier outputs from what the model reads: a reference to
+    toolu_1_0 after it would point at nothing. A resume keeps the history (and the references)."""
+    from lightmem_plugin.hooks import serve_ctl
+
+    monkeypatch.setattr(serve_ctl, "ensure_running", lambda *a, **k: "running")
+    start = {
+        "session_id": "sess-1",
+        "transcript_path": str(tmp_path / "t.jsonl"),
+        "hook_event_name": "SessionStart",
+    }
+    first = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG), tool_use_id="toolu_1_0")))
+    claude_code.handle("SessionStart", {**start, "source": "resume"})
+    again = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG), tool_use_id="toolu_2_0")))
+    assert again["stdout"].startswith("[lightmem2: identical to the output of tool call toolu_1_0 (")
+    claude_code.handle("SessionStart", {**start, "source": "compact"})
+    after = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG), tool_use_id="toolu_3_0")))
+    assert after == first  # reduced on its own, as the first was
+    later = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG), tool_use_id="toolu_4_0")))
+    assert later["stdout"].startswith("[lightmem2: identical to the output of tool call toolu_3_0 (")
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.lists(
