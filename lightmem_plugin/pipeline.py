@@ -230,7 +230,7 @@ class Session:
         self.repeats = Repeats(DedupIndex(plugin.config.reduction.dedupMaxRepeats))
         self.stabilizer = Stabilizer(plugin.config.stabilizer)
         self.evictor = Evictor(
-            plugin.config.eviction, plugin.registry.put, plugin.counter, plugin.config.estimator
+            plugin.config.eviction, plugin.registry.put_short, plugin.counter, plugin.config.estimator
         )
         # a restarted sidecar or proxy continues the session's call numbering instead of overwriting rows
         self.calls = self._recorded_calls(plugin.ledger, session_id)
@@ -325,7 +325,7 @@ class Session:
         return PassContext(
             cfg.mode_table(),
             cfg.reduction,
-            self.plugin.registry.put,
+            self.plugin.registry.put_short,
             call,
             self.prefer_shell,
             ids_as_sent=not self.respelled_ids,
@@ -421,9 +421,10 @@ class Session:
         sends (its oldest tool result, :func:`scope_of`: a repeat never points into outputs the host
         compacted away) and, with finished tasks leaving, the task (nor into a task that may leave)."""
         scoped = self.cfg.mode_table().eviction and self.cfg.eviction.finishedTasks
-        first = next(
-            (p.tool_call_id for m in messages for p in m.parts if isinstance(p, ToolResultPart)), ""
-        )
+        first = next((p.tool_call_id for m in messages for p in m.parts if isinstance(p, ToolResultPart)), "")
+        origin = next(iter(self.repeats.outputs.names), "")  # the session's first call, as keyed
+        if not origin or call_key(first) == origin:
+            first = ""  # the host still sends the session from its start: the session's own scope
         goals = 0
         self.repeats.scope = scope_of(first, 0)
         for msg in messages:

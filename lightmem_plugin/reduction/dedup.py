@@ -138,21 +138,23 @@ class DedupIndex:
         return call_base(self.names.get(first, first)) if seen <= self.max_repeats else None
 
 
-def scope_of(first_result: str, goal: int = 0) -> int:
-    """The repeat scope of a request whose oldest tool result is ``first_result`` (its call id, ""
-    when it has none), within user goal ``goal`` (0 unless finished tasks leave the context).
+def scope_of(dropped_to: str, goal: int = 0) -> int:
+    """The repeat scope of a request whose host dropped the history before tool call ``dropped_to``
+    ("" when it still sends the session from its first tool call), within user goal ``goal`` (0
+    unless finished tasks leave the context).
 
-    Why the oldest tool result: a repeat marker or reference says "shown in an earlier output", and that
-    is only true while the host still sends that output. A host that compacts or trims its history
-    (Claude Code's auto-compact, a sliding window) drops its oldest outputs, and then a reference into
-    them points at nothing: measured on the dev Claude Code sessions, 49 later uses of one file's lines
-    were behind "[lightmem2 repeat: lines 1:69 as shown in an earlier output]" whose earlier output had
-    been compacted away. Dropping the oldest output changes the scope, so later outputs are compared only
-    with what was added since. Derived from the request alone: the same history gives the same scope
-    in any process, after any restart."""
-    if not first_result:
+    Why: a repeat marker or reference says "shown in an earlier output", and that is only true while
+    the host still sends that output. A host that compacts or trims its history (Claude Code's
+    auto-compact, a sliding window) drops its oldest outputs, and then a reference into them points at
+    nothing: measured on the dev Claude Code sessions, 49 later uses of one file's lines were behind
+    "[lightmem2 repeat: lines 1:69 as shown in an earlier output]" whose earlier output had been
+    compacted away. A request whose oldest tool result is not the session's first opens the scope of
+    that result, so later outputs are compared only with what came since. Derived from the request
+    and the session's first call: the same history gives the same scope in any process, after any
+    restart."""
+    if not dropped_to:
         return goal
-    return int(xxhash.xxh3_64_intdigest(f"{call_key(first_result)}\x00{goal}".encode("utf-8", "surrogatepass")))
+    return int(xxhash.xxh3_64_intdigest(f"{call_key(dropped_to)}\x00{goal}".encode("utf-8", "surrogatepass")))
 
 
 @dataclass
