@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 TOOL = "lightmem2_recover"
 DESCRIPTION = (
     "Print an original that lightmem2 archived when it shortened a tool output. "
-    "`key` is the 32-hex-char key in a stub such as "
+    "`key` is the key (12 to 32 hex chars) in a stub such as "
     '[lightmem2: 12,345 chars archived as KEY; recover with lightmem2_recover("KEY", lines="a:b")]; '
     '`lines` (optional) is a 1-based inclusive range "A:B" ("A:" means to the end).'
 )

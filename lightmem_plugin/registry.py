@@ -22,6 +22,7 @@ import contextlib
 import os
 import re
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -34,6 +35,16 @@ from .redaction import Redactor
 from .sealing import KEY_ENV, OVERHEAD, Sealer, sealed
 
 KEY_RE = re.compile(r"^[0-9a-f]{32}$")
+SHORT_KEY_CHARS = 12
+"""A stub names its artifact by the shortest prefix of the key, from this many hex chars, that no
+other artifact claimed first (:meth:`Registry.short`). Why: every stub is re-read on every later call,
+and the whole key was 18.9 of its tokens on average (12 hex chars: 7.6). 48 bits: with a million
+artifacts in one store the chance that any prefix is already taken is about 0.2% (that artifact's
+stubs then name 13 chars), and a name once claimed is never given to another key."""
+NAME_RE = re.compile(rf"^[0-9a-f]{{{SHORT_KEY_CHARS},32}}$")
+ALIAS_SUFFIX = ".alias"
+NAMES_DIR = "names"  # claims live apart from the artifacts (``??/KEY``): listing and gc never see them
+_SHORTS_KEPT = 100_000  # the per-process memo of short names (cleared when it grows past this)
 OWNERS_FILE = "owners.sqlite3"
 _OWNERS_SQL = (
     "CREATE TABLE IF NOT EXISTS owners (owner TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (owner, key));"
@@ -78,6 +89,7 @@ class Registry:
         self._size: int | None = None
         self._owners: sqlite3.Connection | None = None
         self._owners_lock = threading.Lock()
+        self._shorts: dict[str, str] = {}
 
     def _ensure_root(self) -> None:
         try:
@@ -89,7 +101,9 @@ class Registry:
     def path_of(self, key: str) -> Path:
         """Where the artifact ``key`` lives (it may not exist)."""
         if not KEY_RE.match(key):
-            raise ArtifactNotFound(f'"{key[:60]}" is not an artifact key; keys are 32 hex chars from a stub')
+            raise ArtifactNotFound(
+                f'"{key[:60]}" is not an artifact key; keys are {SHORT_KEY_CHARS} to 32 hex chars from a stub'
+            )
         return self.root / key[:2] / key
 
     def _stored_form(self, data: bytes) -> tuple[str, bytes, int]:
@@ -117,6 +131,82 @@ class Registry:
             self._own(owner, key)
         return key
 
+    def put_short(self, data: bytes) -> str:
+        """:meth:`put` ``data``; the short name a stub gives it (:meth:`short`)."""
+        return self.short(self.put(data))
+
+    def short(self, key: str) -> str:
+        """The name of ``key`` for a stub: its shortest prefix of at least :data:`SHORT_KEY_CHARS`
+        that no other key claimed, claimed now if nobody had (the whole key if all are taken).
+
+        A claim is permanent and exclusive, also across processes sharing the store: a name in a stub
+        always means the artifact it meant when the stub was written (after that artifact's gc it is
+        "not found", never another artifact). Same key and store, same name: stubs stay byte-stable."""
+        known = self._shorts.get(key)
+        if known is not None:
+            return known
+        name = key
+        for n in range(SHORT_KEY_CHARS, len(key)):
+            if self._claim(key[:n], key) == key:
+                name = key[:n]
+                break
+        if len(self._shorts) >= _SHORTS_KEPT:
+            self._shorts.clear()
+        self._shorts[key] = name
+        return name
+
+    def resolve(self, name: str) -> str:
+        """The key a stub's ``name`` stands for: a whole key as it is, a short name by its claim."""
+        if KEY_RE.match(name):
+            return name
+        if not NAME_RE.match(name):
+            raise ArtifactNotFound(
+                f'"{name[:60]}" is not an artifact key; keys are {SHORT_KEY_CHARS} to 32 hex chars from a stub'
+            )
+        key = self._claimed(name)
+        if key is None:
+            raise ArtifactNotFound(f"no artifact {name} in {self.where}; check the key in the stub")
+        return key
+
+    def _alias_path(self, name: str) -> Path:
+        return self.root / NAMES_DIR / name[:2] / (name + ALIAS_SUFFIX)
+
+    def _claimed(self, name: str) -> str | None:
+        """The key ``name`` was claimed for, None when nobody claimed it."""
+        try:
+            value = self._alias_path(name).read_text(encoding="ascii").strip()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except (OSError, UnicodeDecodeError) as err:
+            raise RegistryError(f"cannot read the claim of {name} under {self.root}: {err}") from None
+        return value if KEY_RE.match(value) and value.startswith(name) else None
+
+    def _claim(self, name: str, key: str) -> str | None:
+        """Claim ``name`` for ``key`` unless another key holds it; the key that holds it now.
+
+        Atomic across processes: the claim is written to a temp file and hard-linked into place,
+        which fails when the name exists, so a reader never sees a half-written claim."""
+        held = self._claimed(name)
+        if held is not None:
+            return held
+        path = self._alias_path(name)
+        self._ensure_root()
+        try:
+            for folder in (path.parent.parent, path.parent):  # private, as every directory here
+                folder.mkdir(mode=0o700, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX)
+            try:
+                with os.fdopen(fd, "w", encoding="ascii") as fh:
+                    fh.write(key)
+                os.chmod(tmp, 0o600)
+                with contextlib.suppress(FileExistsError):
+                    os.link(tmp, path)
+            finally:
+                Path(tmp).unlink(missing_ok=True)
+        except OSError as err:
+            raise RegistryError(f"cannot claim the name {name} under {self.root}: {err}") from None
+        return self._claimed(name)
+
     def _store(self, data: bytes) -> str:
         """Store ``data`` once; its key."""
         key, data, size = self._stored_form(data)
@@ -137,7 +227,9 @@ class Registry:
         return key
 
     def peek(self, key: str) -> bytes:
-        """The archived bytes of ``key``, verified, without making it recent (for index rebuilds)."""
+        """The archived bytes of ``key`` (or its short name), verified, without making it recent
+        (for index rebuilds)."""
+        key = self.resolve(key)
         path = self.path_of(key)
         try:
             blob = path.read_bytes()
@@ -168,15 +260,16 @@ class Registry:
 
     def get(self, key: str) -> bytes:
         """The archived bytes of ``key``, verified against the key; reading makes it recent (LRU)."""
+        key = self.resolve(key)
         data = self.peek(key)
         with contextlib.suppress(OSError):
             os.utime(self.path_of(key))
         return data
 
     def exists(self, key: str) -> bool:
-        """True when ``key`` is stored."""
+        """True when ``key`` (or its short name) is stored."""
         try:
-            return self.path_of(key).exists()
+            return self.path_of(self.resolve(key)).exists()
         except ArtifactNotFound:
             return False
 
@@ -217,7 +310,11 @@ class Registry:
 
     def owns(self, owner: str, key: str) -> bool:
         """True when one of ``owner``'s sessions archived ``key`` (and it is still stored)."""
-        if not KEY_RE.match(key) or not (self.root / OWNERS_FILE).exists():
+        try:
+            key = self.resolve(key)
+        except ArtifactNotFound:
+            return False
+        if not (self.root / OWNERS_FILE).exists():
             return False
         sql = "SELECT 1 FROM owners WHERE owner = ? AND key = ?"
         return bool(self._owners_query(sql, (owner, key))) and self.exists(key)

@@ -17,7 +17,7 @@ import pytest
 from lightmem_plugin.config import Config
 from lightmem_plugin.errors import ArtifactCorrupt, ArtifactNotFound, StaleState, StoreError, StoreUnavailable
 from lightmem_plugin.ledger import CallRecord, Ledger
-from lightmem_plugin.registry import Registry, content_key
+from lightmem_plugin.registry import SHORT_KEY_CHARS, Registry, content_key
 from lightmem_plugin.sealing import OVERHEAD, Sealer
 from lightmem_plugin.session_state import StateStore
 from lightmem_plugin.store import CallLedger, SessionStates, Stores, open_stores
@@ -148,10 +148,10 @@ def test_migrations_run_once_in_order_and_a_newer_schema_is_refused(
         b.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
         rows = conn.execute("SELECT version FROM lm_schema_migrations ORDER BY version").fetchall()
-        assert [r[0] for r in rows] == [v for v, _name, _sql in MIGRATIONS] == [1, 2, 3, 4]
+        assert [r[0] for r in rows] == [v for v, _name, _sql in MIGRATIONS] == [1, 2, 3, 4, 5]
         assert conn.execute("SELECT COUNT(*) FROM lm_artifacts").fetchone() == (0,)
         conn.execute("INSERT INTO lm_schema_migrations (version, name) VALUES (99, 'from the future')")
-    with pytest.raises(StoreUnavailable, match=r"schema version 99, newer than this lightmem2 knows \(4\)"):
+    with pytest.raises(StoreUnavailable, match=r"schema version 99, newer than this lightmem2 knows \(5\)"):
         PgBackend(pg_url)
 
 
@@ -228,6 +228,30 @@ def test_artifacts_are_content_addressed_byte_exact_and_stored_once(registry: Re
         registry.get("0" * 32)
 
 
+def test_a_stub_names_a_short_prefix_claimed_once_and_it_recovers_that_artifact(registry: Registry) -> None:
+    """12 hex chars instead of 32 (7.6 tokens instead of 18.9 in every stub, re-read on every call);
+    a prefix another key claimed first is never shared: the second key's name grows a char."""
+    data = b"the archived original\n"
+    key = registry.put(data)
+    name = registry.put_short(data)
+    assert name == key[:SHORT_KEY_CHARS] and registry.short(key) == name
+    assert registry.recover(name) == registry.recover(key) == data.decode() and registry.exists(name)
+    assert registry.resolve(name) == key and registry.resolve(key) == key
+    # another artifact whose key starts like this one (forged here: a real collision is 1 in 2^48)
+    twin = name + "f" * (32 - SHORT_KEY_CHARS)
+    assert registry._claim(name, twin) == key  # the claim stays with the first key
+    assert registry._claim(twin[: SHORT_KEY_CHARS + 1], twin) == twin
+    # once collected, its name says "not found", never another artifact's bytes
+    registry.max_bytes = 0
+    assert registry.gc() == [key]
+    with pytest.raises(ArtifactNotFound, match=f"no artifact {key}"):
+        registry.recover(name)
+    with pytest.raises(ArtifactNotFound, match="12 to 32 hex chars"):
+        registry.recover(name[:8])
+    with pytest.raises(ArtifactNotFound, match=f"no artifact {'0' * 12}"):
+        registry.recover("0" * 12)
+
+
 def test_gc_drops_the_least_recently_used_and_never_a_live_key(registry: Registry) -> None:
     registry.max_bytes = 3 * (1000 + OVERHEAD)
     keys = [registry.put(bytes([65 + i]) * 1000) for i in range(5)]
@@ -263,7 +287,7 @@ def test_doctor_checks_the_database(pg_url: str) -> None:
     ok = check_database(Config.model_validate({"store": {"url": pg_url, "poolSize": 50}}))
     assert ok.status == "pass", ok
     assert (
-        "reachable, schema version 4, 0 sessions with state, search index of 0 artifacts (0 stale)"
+        "reachable, schema version 5, 0 sessions with state, search index of 0 artifacts (0 stale)"
         in ok.detail
     )
     assert "pool 50 connections per process, server max_connections 300 (room for 6 processes)" in ok.detail

@@ -267,7 +267,7 @@ export default {
         additionalProperties: false,
         required: ["key"],
         properties: {
-          key: { type: "string", description: "Artifact key from the stub (32 hex characters)." },
+          key: { type: "string", description: "Artifact key from the stub (12 to 32 hex characters)." },
           lines: { type: "string", description: "Optional 1-based inclusive line range, e.g. 10:40." },
         },
       },

@@ -1,6 +1,7 @@
 """recover KEY [--lines A:B]: print an archived original, byte-exact, or a line range of it.
 
-The key is the 32-hex-char name in a ``[lightmem2: ... archived as KEY ...]`` stub. Lines are 1-based
+The key is the name in a ``[lightmem2: ... archived as KEY ...]`` stub (12 to 32 hex chars: a short
+prefix of the content key, or the whole key, as search prints it). Lines are 1-based
 and inclusive; ``A:`` means from A to the end. A user of a team gateway sets ``LIGHTMEM2_GATEWAY_URL``
 (the gateway's base URL) and ``LIGHTMEM2_TOKEN`` (their token): the original then comes from the
 gateway, which gives each user only what their own sessions archived.
@@ -36,7 +37,7 @@ def remote(url: str, token: str, key: str, lines: str | None = None, timeout_s: 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """``KEY``, ``--lines A:B``."""
-    parser.add_argument("key", help="artifact key from a stub (32 hex chars)")
+    parser.add_argument("key", help="artifact key from a stub (12 to 32 hex chars)")
     parser.add_argument("--lines", metavar="A:B", help="1-based inclusive line range")
 
 

@@ -54,10 +54,11 @@ class ReductionSettings(Protocol):
 
 
 Archiver = Callable[[bytes], str]
-"""Stores bytes in the artifact registry and returns their content key (32 hex chars)."""
+"""Stores bytes in the artifact registry and returns the name a stub gives them: the shortest
+claimed prefix of their content key, 12 to 32 hex chars (:meth:`Registry.short`)."""
 
 STUB_PREFIX = "[lightmem2: "
-STUB_RE = re.compile(r"\[lightmem2: [^\]\n]*?(?:archived as|lightmem2 recover) ([0-9a-f]{32})[^\]\n]*\]")
+STUB_RE = re.compile(r"\[lightmem2: [^\]\n]*?(?:archived as|lightmem2 recover) ([0-9a-f]{12,32})\b[^\]\n]*\]")
 
 
 @dataclass(frozen=True)

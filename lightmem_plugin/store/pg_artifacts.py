@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 from ..errors import ArtifactNotFound
-from ..registry import KEY_RE, Registry
+from ..registry import Registry
 from .postgres import PgBackend
 
 GC_LOCK = 0x6C6D3267  # one collector at a time across the fleet
@@ -54,9 +54,24 @@ class PgRegistry(Registry):
         sql = "INSERT INTO lm_artifact_owners VALUES (%s, %s) ON CONFLICT DO NOTHING"
         self.backend.run(None, lambda conn: conn.execute(sql, (owner, key)))
 
+    def _claimed(self, name: str) -> str | None:
+        """The key ``name`` was claimed for (``lm_artifact_names``), None when nobody claimed it."""
+        sql = "SELECT key FROM lm_artifact_names WHERE name = %s"
+        row = self.backend.run(None, lambda conn: conn.execute(sql, (name,)).fetchone())
+        return str(row[0]) if row is not None else None
+
+    def _claim(self, name: str, key: str) -> str | None:
+        """Claim ``name`` for ``key`` unless another key holds it (the primary key decides between
+        processes); the key that holds it now."""
+        sql = "INSERT INTO lm_artifact_names VALUES (%s, %s) ON CONFLICT (name) DO NOTHING"
+        self.backend.run(None, lambda conn: conn.execute(sql, (name, key)))
+        return self._claimed(name)
+
     def owns(self, owner: str, key: str) -> bool:
         """True when one of ``owner``'s sessions archived ``key`` and it is still stored."""
-        if not KEY_RE.match(key):
+        try:
+            key = self.resolve(key)
+        except ArtifactNotFound:
             return False
         sql = (
             "SELECT 1 FROM lm_artifact_owners o JOIN lm_artifacts a USING (key) "
@@ -71,7 +86,7 @@ class PgRegistry(Registry):
         return {str(r[0]) for r in rows}
 
     def _read(self, key: str, touch: bool) -> bytes:
-        self.path_of(key)  # ArtifactNotFound for what is not a key at all
+        key = self.resolve(key)  # ArtifactNotFound for what is not a key or a claimed name
         if touch:
             sql = (
                 "UPDATE lm_artifacts SET last_used = nextval('lm_artifacts_clock') WHERE key = %s "
@@ -93,7 +108,11 @@ class PgRegistry(Registry):
         return self._read(key, touch=True)
 
     def exists(self, key: str) -> bool:
-        """True when ``key`` is stored."""
+        """True when ``key`` (or its short name) is stored."""
+        try:
+            key = self.resolve(key)
+        except ArtifactNotFound:
+            return False
         sql = "SELECT 1 FROM lm_artifacts WHERE key = %s"
         return self.backend.run(None, lambda conn: conn.execute(sql, (key,)).fetchone()) is not None
 

@@ -92,6 +92,13 @@ CREATE INDEX lm_search_lines_by_key ON lm_search_lines (key);
 CREATE SEQUENCE lm_search_clock;
 """,
     ),
+    (
+        5,
+        "short artifact names (the key prefix a stub names, claimed once for the fleet)",
+        """
+CREATE TABLE lm_artifact_names (name text PRIMARY KEY, key text NOT NULL);
+""",
+    ),
 )
 """(version, what it adds, SQL), in order. Never edit an applied one: append the next version."""
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -35,7 +35,7 @@ from fake_upstream import FakeUpstream
 from fake_wire import Reply
 
 ROOT = Path(__file__).resolve().parents[2]
-STUB_KEY = re.compile(r"\[lightmem2: [^\]\n]*?(?:archived as|lightmem2 recover) ([0-9a-f]{32})")
+STUB_KEY = re.compile(r"\[lightmem2: [^\]\n]*?(?:archived as|lightmem2 recover) ([0-9a-f]{12,32})")
 NPM_TIMEOUT_S = 600
 
 

@@ -48,7 +48,7 @@ STUB_ANY = re.compile(r"\[lightmem2[^\]\n]*\]")
 # in-place markers of a range of the original, recovered through the output's keyed stub (work.Mark,
 # linedup.marker): keyless by design, so only with a keyed stub in the same output
 MARK = re.compile(r"\[lightmem2(?: repeat)?: lines \d+:\d+ (?:elided|as shown in an earlier output)\]")
-KEY = re.compile(r"\b([0-9a-f]{32})\b")
+KEY = re.compile(r"\b([0-9a-f]{12,32})\b")
 EXIT_CODE = re.compile(
     r"(?:exit code|exit_code|exited with code|exit status|Exit code)\W{0,3}(-?\d+)", re.IGNORECASE
 )

@@ -25,6 +25,7 @@ from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import PassContext, stub_keys
 from lightmem_plugin.reduction.reduce import reduce_text
+from lightmem_plugin.registry import KEY_RE, NAMES_DIR
 from lightmem_plugin.sealing import MAGIC
 
 API_KEYS = {
@@ -145,8 +146,12 @@ def test_no_planted_secret_reaches_disk(isolated_home: Path) -> None:
     lm.ledger.close()
     leaks_closed = _leaks(isolated_home)
     assert leaks_open == [] and leaks_closed == []
-    files = [p for p in (isolated_home / "artifacts").rglob("*") if p.is_file()]
+    root = isolated_home / "artifacts"
+    files = [p for p in root.rglob("*") if p.is_file() and NAMES_DIR not in p.relative_to(root).parts]
     assert files and all(p.read_bytes().startswith(MAGIC) for p in files), "every artifact is sealed"
+    # the short names' claims hold only a key (the artifact's own file name), nothing of its content
+    claims = list((root / NAMES_DIR).rglob("*.alias"))
+    assert claims and all(KEY_RE.match(p.read_text()) for p in claims)
     recovered = "".join(lm.registry.recover(p.name) for p in files)
     missing = sorted(k for k, _, secret in SAMPLES if secret not in recovered)
     assert missing == [], "every kind must have been archived, and recover gives it back byte-exact"

@@ -112,7 +112,7 @@ def seeded(isolated_home: Path) -> Iterator[Seeded]:
         with httpx.Client(base_url=srv.url, headers={HEADER: secret}, timeout=10) as ours:
             out = ours.post("/sidecar/ingest", json={"sessionId": "oc-1", "toolCallId": "c1", "output": BIG})
             assert out.status_code == 200, out.text
-            found = re.search(r"\b[0-9a-f]{32}\b", out.json()["output"])
+            found = re.search(r"\b[0-9a-f]{12,32}\b", out.json()["output"])
             assert found, out.json()
         yield Seeded(srv.url, secret, isolated_home, config, found.group(0), plugin)
 
@@ -421,7 +421,7 @@ def test_the_proxy_routes_never_hand_out_archives() -> None:
     with stack() as st:
         victim = st.plugin.session("victim")
         stub = victim.ingest_tool_result("c1", BIG)
-        found = re.search(r"\b[0-9a-f]{32}\b", stub)
+        found = re.search(r"\b[0-9a-f]{12,32}\b", stub)
         assert found, stub
         key = found.group(0)
         st.fake.queue(Reply(text=f"please recover {key} via lightmem2_recover"))

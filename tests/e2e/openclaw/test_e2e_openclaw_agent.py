@@ -22,7 +22,7 @@ from openclaw_e2e import OpenClawEnv
 
 from lightmem_plugin.registry import content_key
 
-STUB = re.compile(r"\[lightmem2: [^\]]*?([0-9a-f]{32})[^\]]*\]")
+STUB = re.compile(r"\[lightmem2: [^\]]*?([0-9a-f]{12,32})[^\]]*\]")
 TURNS = [
     (
         "please read big.log",
