@@ -72,7 +72,10 @@ def test_a_users_search_finds_what_any_process_archived_and_only_theirs(tmp_path
                 def keys(raws: list[bytes]) -> set[str]:
                     return set().union(*(STUB_RE.findall(raw.decode()) for raw in raws))
 
-                alice_keys, bob_keys = keys(sent["alice"]), keys(sent["bob"])
+                with psycopg.connect(pg_url) as conn:  # stubs name short prefixes; search hits whole keys
+                    whole = dict(conn.execute("SELECT name, key FROM lm_artifact_names").fetchall())
+                alice_keys = {whole.get(k, k) for k in keys(sent["alice"])}
+                bob_keys = {whole.get(k, k) for k in keys(sent["bob"])}
                 hers = sorted(alice_keys - bob_keys)
                 assert hers and bob_keys  # archives of both, some of them alice's alone
                 # archiving on each process filled the one index in the database, before any search

@@ -20,7 +20,8 @@ from typing import Any
 from fake_wire import Reply
 from openclaw_e2e import OpenClawEnv
 
-from lightmem_plugin.registry import content_key
+from lightmem_plugin.config import FILE_VIEW_CHARS
+from lightmem_plugin.registry import SHORT_KEY_CHARS, content_key
 
 STUB = re.compile(r"\[lightmem2: [^\]]*?([0-9a-f]{12,32})[^\]]*\]")
 TURNS = [
@@ -37,10 +38,11 @@ TURNS = [
 
 
 def big_log() -> bytes:
-    """~26 KB of log lines, different enough that no pass can shrink it without a stub."""
+    """~27 KB of log lines (a little over fileViewChars), different enough that no pass can shrink it
+    without a stub."""
     lines = [
         f"2026-01-01 12:{i // 60:02d}:{i % 60:02d} INFO worker[{i % 7}] batch {i} took {(i * 7919) % 997} ms"
-        for i in range(400)
+        for i in range(480)
     ]
     return ("\n".join(lines) + "\n").encode()
 
@@ -92,8 +94,9 @@ def test_agent_session_is_reduced_recoverable_and_cheaper(make_env: Any) -> None
     original = big_log().decode()
     assert tool_text(plain[1], "read") == original
     seen = tool_text(bodies[1], "read")
-    # a file the agent read is a file view (the middleware names the tool): more of it stays than of a log
-    assert len(seen) < len(original) // 2
+    # a file the agent read is a file view (the middleware names the tool): it stays whole up to
+    # fileViewChars (24,000), and this one is a little longer: its outline, head and tail stay
+    assert len(original) > FILE_VIEW_CHARS and len(seen) < len(original)
     stub = STUB.search(seen)
     assert stub is not None, seen[:2000]
     assert "lightmem2_recover" in stub.group(0)
@@ -212,7 +215,7 @@ def test_the_model_recovers_a_stub_through_tool_search_under_the_coding_profile(
     env.agent("recover the whole log")
     bodies = [r.body for r in env.fake.received]
     assert len(bodies) == 5
-    assert key in json.dumps(bodies[1]) and big_log().decode() not in json.dumps(
+    assert key[:SHORT_KEY_CHARS] in json.dumps(bodies[1]) and big_log().decode() not in json.dumps(
         bodies[1]
     )  # the read: a stub
     catalog = _result_of(bodies[3], _call_ids(bodies[3], "tool_search")[0])
