@@ -285,7 +285,10 @@ def test_claude_code_aggressive_collapses_a_finished_task(
     fake = ScriptedUpstream(two_goal_policy)
     work = tmp_path / "work"
     with ServerThread(fake.app) as up:
-        write_lightmem_config(isolated_home, free_port(), up.url, mode="aggressive")
+        # file views cut above 6,000 chars, as aggressive mode did before fileViewChars became 24,000:
+        # each 7 KB read then carries a stub, which the collapse must keep recoverable
+        views = {"aggressive": {"fileViewChars": 6000}}
+        write_lightmem_config(isolated_home, free_port(), up.url, mode="aggressive", reduction=views)
         print(installer.run(uninstall=False, project=None))
         env = _env(host_home, isolated_home)
         try:

@@ -20,7 +20,6 @@ from typing import Any
 from fake_wire import Reply
 from openclaw_e2e import OpenClawEnv
 
-from lightmem_plugin.config import FILE_VIEW_CHARS
 from lightmem_plugin.registry import SHORT_KEY_CHARS, content_key
 
 STUB = re.compile(r"\[lightmem2: [^\]]*?([0-9a-f]{12,32})[^\]]*\]")
@@ -37,12 +36,14 @@ TURNS = [
 ]
 
 
+VIEW_CHARS = 8000  # reduction.normal.fileViewChars in the session whose read is cut
+
+
 def big_log() -> bytes:
-    """~27 KB of log lines (a little over fileViewChars), different enough that no pass can shrink it
-    without a stub."""
+    """~23 KB of log lines, different enough that no pass can shrink it without a stub."""
     lines = [
         f"2026-01-01 12:{i // 60:02d}:{i % 60:02d} INFO worker[{i % 7}] batch {i} took {(i * 7919) % 997} ms"
-        for i in range(480)
+        for i in range(400)
     ]
     return ("\n".join(lines) + "\n").encode()
 
@@ -82,6 +83,9 @@ def test_agent_session_is_reduced_recoverable_and_cheaper(make_env: Any) -> None
     vanilla = make_env("vanilla", plugin=False)
     plain = run_session(vanilla)
     env = make_env("lightmem2")
+    # the reduce-and-recover path needs a read over fileViewChars; OpenClaw's read stops near 32 KB,
+    # and the default (24,000) would leave too little to cut, so the view budget is set where a user sets it
+    env.set_lightmem2_keys(reduction={"normal": {"fileViewChars": VIEW_CHARS}})
     bodies = run_session(env)
     assert len(bodies) == len(plain) == 5
 
@@ -94,9 +98,9 @@ def test_agent_session_is_reduced_recoverable_and_cheaper(make_env: Any) -> None
     original = big_log().decode()
     assert tool_text(plain[1], "read") == original
     seen = tool_text(bodies[1], "read")
-    # a file the agent read is a file view (the middleware names the tool): it stays whole up to
-    # fileViewChars (24,000), and this one is a little longer: its outline, head and tail stay
-    assert len(original) > FILE_VIEW_CHARS and len(seen) < len(original)
+    # a file the agent read is a file view (the middleware names the tool): whole up to fileViewChars,
+    # set to 8,000 here (the default, 24,000, keeps this whole), then its outline, head and tail
+    assert len(original) > VIEW_CHARS and len(seen) < len(original) // 2
     stub = STUB.search(seen)
     assert stub is not None, seen[:2000]
     assert "lightmem2_recover" in stub.group(0)
@@ -199,6 +203,7 @@ def test_the_model_recovers_a_stub_through_tool_search_under_the_coding_profile(
     data = env.config()
     data.setdefault("tools", {})["profile"] = "coding"
     env.write_config(data)
+    env.set_lightmem2_keys(reduction={"normal": {"fileViewChars": VIEW_CHARS}})  # the read gets a stub
     (env.workspace / "big.log").write_bytes(big_log())
     key = content_key(big_log())
     env.fake.queue(*TURNS[0][1])

@@ -38,10 +38,11 @@ BATCH_TURN = 4  # see the module docstring
 
 
 def log_text(name: str) -> str:
-    """~20 KB of log lines, distinct per file: reduced with a stub in aggressive mode."""
+    """~26 KB of log lines, distinct per file: over fileViewChars (24,000), so a read of it is cut with
+    a stub."""
     return "".join(
         f"2026-01-01 12:{i // 60:02d}:{i % 60:02d} INFO {name}[{i % 7}] batch {i} took {(i * 7919) % 997} ms\n"
-        for i in range(300)
+        for i in range(520)
     )
 
 
