@@ -112,9 +112,6 @@ class ConservativeTable(ModeTable):
     tailChars: int = Field(600, ge=0, description="Characters kept verbatim after a truncation stub.")
     passes: list[PassName] = Field(default_factory=lambda: list(LOSSLESS_PASSES), description="Passes on.")
     eviction: bool = Field(False, description="Page out finished tasks in batches.")
-    fileViewChars: int = Field(
-        FILE_VIEW_CHARS, ge=0, description="File views and search results up to this stay whole."
-    )
 
 
 class NormalTable(ModeTable):
@@ -126,9 +123,6 @@ class NormalTable(ModeTable):
     tailChars: int = Field(400, ge=0, description="Characters kept verbatim after a truncation stub.")
     passes: list[PassName] = Field(default_factory=lambda: list(ALL_PASSES), description="Passes on.")
     eviction: bool = Field(False, description="Page out finished tasks in batches.")
-    fileViewChars: int = Field(
-        FILE_VIEW_CHARS, ge=0, description="File views and search results up to this stay whole."
-    )
 
 
 class AggressiveTable(ModeTable):
@@ -140,9 +134,6 @@ class AggressiveTable(ModeTable):
     tailChars: int = Field(300, ge=0, description="Characters kept verbatim after a truncation stub.")
     passes: list[PassName] = Field(default_factory=lambda: list(ALL_PASSES), description="Passes on.")
     eviction: bool = Field(True, description="Page out finished tasks in batches.")
-    fileViewChars: int = Field(
-        FILE_VIEW_CHARS, ge=0, description="File views and search results up to this stay whole."
-    )
 
 
 class ReductionConfig(_Model):

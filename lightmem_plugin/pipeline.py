@@ -17,6 +17,7 @@ the session, even if the mode changes (mode switches apply to new content only).
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import os
 import sqlite3
@@ -155,6 +156,16 @@ class LightMem:
             return  # search is a convenience: archiving works without it
         self.search_index = index
         self.registry.on_put = index_hook(index, lambda: self.active_session)
+
+    @contextlib.contextmanager
+    def searching(self) -> Iterator[IndexBase]:
+        """The index archiving fills (:meth:`attach_search_index`: the stores' one), or, when it could
+        not be opened then, the data dir's, opened for this search and closed after it."""
+        if self.search_index is not None:
+            yield self.search_index
+            return
+        with SearchIndex.default() as index:
+            yield index
 
     def session(self, session_id: str) -> Session:
         """The session with this id (created on first use, or reloaded from the session store, also

@@ -51,6 +51,12 @@ _OWNERS_SQL = (
 )
 
 
+def _not_a_key(name: str) -> ArtifactNotFound:
+    return ArtifactNotFound(
+        f'"{name[:60]}" is not an artifact key; keys are {SHORT_KEY_CHARS} to 32 hex chars from a stub'
+    )
+
+
 def content_key(data: bytes) -> str:
     """The registry key of ``data``: xxh3-128 as 32 lowercase hex chars."""
     return str(xxhash.xxh3_128_hexdigest(data))
@@ -101,9 +107,7 @@ class Registry:
     def path_of(self, key: str) -> Path:
         """Where the artifact ``key`` lives (it may not exist)."""
         if not KEY_RE.match(key):
-            raise ArtifactNotFound(
-                f'"{key[:60]}" is not an artifact key; keys are {SHORT_KEY_CHARS} to 32 hex chars from a stub'
-            )
+            raise _not_a_key(key)
         return self.root / key[:2] / key
 
     def _stored_form(self, data: bytes) -> tuple[str, bytes, int]:
@@ -160,9 +164,7 @@ class Registry:
         if KEY_RE.match(name):
             return name
         if not NAME_RE.match(name):
-            raise ArtifactNotFound(
-                f'"{name[:60]}" is not an artifact key; keys are {SHORT_KEY_CHARS} to 32 hex chars from a stub'
-            )
+            raise _not_a_key(name)
         key = self._claimed(name)
         if key is None:
             raise ArtifactNotFound(f"no artifact {name} in {self.where}; check the key in the stub")

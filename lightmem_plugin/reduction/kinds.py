@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 Kind = Literal[
     "file_view",
@@ -36,19 +36,7 @@ Kind = Literal[
     "report",
     "other",
 ]
-KINDS: tuple[Kind, ...] = (
-    "file_view",
-    "search",
-    "test_run",
-    "traceback",
-    "build_log",
-    "diff",
-    "json",
-    "html",
-    "listing",
-    "report",
-    "other",
-)
+KINDS: tuple[Kind, ...] = get_args(Kind)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ Routes for a user (token required; JSON; another user's session or key is 404, a
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -159,16 +158,13 @@ def gateway_routes(get_proxy: Callable[[], Proxy], gate: Gate) -> list[Route]:
 
     def search(plugin: LightMem, user: str, request: Request, body: dict[str, Any]) -> Any:
         from ..commands.search import hit_dict
-        from ..search_index import SearchIndex
 
         query = _str(body, "query")
         limit = body.get("limit", 10)
         if not isinstance(limit, int) or not 1 <= limit <= 50:
             raise ValueError(f"limit: got {json.dumps(limit)[:40]}, expected a number of hits from 1 to 50")
         owned = plugin.registry.owned(user)
-        with contextlib.ExitStack() as opened:
-            # the stores' index: with store.url the fleet's one, which every process's archiving fills
-            index = plugin.search_index or opened.enter_context(SearchIndex.default())
+        with plugin.searching() as index:  # with store.url the fleet's one, every process fills it
             # the user's archives it lacks: archived by another process (embedded store: each process
             # has its own file), before the index existed, or when indexing failed open
             index.ensure(plugin.registry, owned)

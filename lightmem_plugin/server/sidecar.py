@@ -271,11 +271,10 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
     async def search(request: Request) -> Response:
         from ..commands import search as search_cmd
         from ..mcp_search import bounded
-        from ..search_index import SearchIndex
 
         def find(query: str, limit: int) -> str:
-            index = get_proxy().plugin.search_index or SearchIndex.default()  # the stores' index
-            return bounded(search_cmd.run(index, query, None, True, False, limit))
+            with get_proxy().plugin.searching() as index:  # the stores' index
+                return bounded(search_cmd.run(index, query, None, True, False, limit))
 
         try:
             body = await _body(request, get_proxy())
