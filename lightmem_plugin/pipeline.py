@@ -278,16 +278,30 @@ class Session:
     def _load_state(self, store: SessionStates) -> None:
         """Continue the session from what was saved (a restart, or dropped from memory): same bytes."""
         loaded = store.load(self.id)
+        recorded = self.calls
         try:
             if not loaded.empty:
                 session_snapshot.restore(self, loaded, self.plugin.config.stabilizer)
                 self._saved_batch_check = self.evictor.state.version
+                stored = int((loaded.blobs.get("core") or {}).get("calls", 0))
+                if recorded == stored + 1:
+                    self._take_unsaved_call(stored)
         except Exception:
             store.forget(self.id)  # a damaged or outdated state: start the session over, cleanly
             self.journal = Journal(store, self.id)
             raise
         self.journal = Journal(store, self.id, loaded)
         self._loaded = loaded
+
+    def _take_unsaved_call(self, stored: int) -> None:
+        """The ledger holds one call more than the saved decisions: its process wrote the row and died
+        before it saved them (the window between the two writes), so the model never had that call.
+        Number the next call as the decisions say, and let its row replace the dead one's; numbered
+        from the ledger instead, the session's eviction batches would run one call late from then on."""
+        last = self.plugin.ledger.calls(self.id)[-1:] if self.plugin.ledger is not None else []
+        if last and last[0].call_index == stored + 1:
+            self.calls = stored
+            self.writer = last[0].writer
 
     def _take_retry(self, request_key: str) -> None:
         """A session just loaded from the store whose last call was this same request (its process

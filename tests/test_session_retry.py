@@ -70,3 +70,35 @@ def test_a_call_retried_elsewhere_is_sent_as_it_was(config: dict[str, Any], isol
     assert [r.call_index for r in rows] == list(range(1, len(calls) + 1))  # the retried rows replaced
     a.die()
     b.die()
+
+
+def test_a_call_recorded_but_not_saved_before_the_process_died(
+    config: dict[str, Any], isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process wrote the call's ledger row and died before its decisions were saved (the window
+    between the two writes): the next process numbers the call as the state says, not one further,
+    and its row replaces the dead one's (seen in bench_gateway's kill run: one session differed from
+    the call after the kill on, its eviction batches one call late)."""
+    from lightmem_plugin.pipeline import Session
+
+    calls = [c.prompt for c in load_trace(TRACE).calls]
+    alone = Process({**config, "store": {}} if "store" in config else config)
+    reference = [alone.send("ref", p) for p in calls]
+    alone.die()
+    died_at = (7, 14, 22, 29)
+    a, b = Process(config), Process(config)
+    got: list[bytes] = []
+    real_save = Session._save
+    for i, prompt in enumerate(calls):
+        if i in died_at:
+            monkeypatch.setattr(Session, "_save", lambda self: None)  # killed after the ledger row
+            a.send("s", prompt)
+            monkeypatch.setattr(Session, "_save", real_save)
+            a.die()
+            a, b = b, Process(config)
+        got.append(a.send("s", prompt))
+    assert [i for i, (x, y) in enumerate(zip(reference, got, strict=True)) if x != y] == []
+    rows = a.plugin.ledger.calls("s") if a.plugin.ledger is not None else []
+    assert [r.call_index for r in rows] == list(range(1, len(calls) + 1))  # the dead rows replaced
+    a.die()
+    b.die()
