@@ -1,9 +1,8 @@
 """Chat messages as token-id chunks for the cache models, with the calibrated template overhead.
 
 Why a calibration: traces record the provider's own token counts, while we count with o200k_base
-and see only the message texts. On the swe traces (58 sessions, 4655 calls, DeepSeek) the o200k count
-of the texts is 13.6% below the reported ``prompt_tokens``; a constant head per request plus a
-constant per message close that gap (replay: -0.3% prompt tokens, hit rate -0.45 points, see
+and see only the message texts and tool call ids. On the swe traces (58 sessions, 4655 calls,
+DeepSeek) a constant head per request plus a constant per message close the rest of the gap (see
 ``tests/test_chat_tokens.py``). The template tokens are stand-in negative ids: they never collide
 with real token ids, and they are the same for every message of a role, so caching is unaffected.
 """
@@ -22,17 +21,18 @@ Encode = Callable[[str], Sequence[int]]
 M = TypeVar("M")
 H = TypeVar("H", bound=Hashable)
 
-MESSAGE_OVERHEAD_TOKENS = 28
-"""Tokens each chat message adds beyond its text (role markers, tool-call wrapper, tokenizer gap).
+MESSAGE_OVERHEAD_TOKENS = 9
+"""Tokens each chat message adds beyond its text and call ids (role markers, tool-call wrapper).
 
 Fitted on the swe traces (4655 calls): DeepSeek's reported ``prompt_tokens`` minus the o200k_base
-count of the message texts grows by ~28.7 per message (least squares, with a constant head). The
-template's own markers are ~10 of that (tool-call JSON fence and markers on assistant messages, output
-markers on tool messages); the rest is DeepSeek's tokenizer needing ~8% more tokens than o200k on
-logs and code, which a per-message constant absorbs well enough for hit rates and totals.
+count of the message texts, tool names, arguments and call ids grows by 8.9 per message (least
+squares, with a constant head of 410): the template's markers (tool-call JSON fence and markers on
+assistant messages, output markers on tool messages). The call ids are counted as what they are:
+8.3% of the recorded prompt tokens. Before they were, the per-message constant was 28.7 and absorbed
+them, so a request whose ids were shorter cost the same.
 """
 
-REQUEST_OVERHEAD_TOKENS = 375
+REQUEST_OVERHEAD_TOKENS = 410
 """Tokens a request carries outside its messages (tool definitions, BOS): the fitted constant head."""
 
 _ROLE_MARK = {"system": -1, "developer": -2, "user": -3, "assistant": -4, "tool": -5}
@@ -60,8 +60,8 @@ def chat_tokens(
     """One chat-form message as a chunk: marker ids for the template, then its text's token ids.
 
     The marker ids are negative, so they never collide with real token ids; the first one names the
-    role, so equal texts under different roles stay different prefixes. Tool calls count their name
-    and arguments; an image counts as one marker (its identity, not its price, matters here).
+    role, so equal texts under different roles stay different prefixes. Tool calls count their id, name
+    and arguments, a tool message the id it answers; an image counts as one marker (its identity, not its price, matters here).
     """
     role = str(message.get("role", ""))
     ids: list[int] = [_ROLE_MARK.get(role, _PAD)] + [_PAD] * max(0, overhead - 1)
@@ -76,8 +76,14 @@ def chat_tokens(
                 ids.extend(encode(str(part.get("text", ""))))
             else:
                 ids.append(_image_mark(part))
+    answers = message.get("tool_call_id")
+    if isinstance(answers, str):
+        ids.extend(encode(answers))
     for call in message.get("tool_calls") or ():
-        function = call.get("function", {}) if isinstance(call, Mapping) else {}
+        if not isinstance(call, Mapping):
+            continue
+        function = call.get("function", {})
+        ids.extend(encode(str(call.get("id", ""))))
         ids.extend(encode(str(function.get("name", ""))))
         ids.extend(encode(str(function.get("arguments", ""))))
     return ids

@@ -73,6 +73,11 @@ class StabilizerConfig(_Model):
     headMessages: int = Field(
         2, ge=0, description="Leading messages (system/developer plus the first user turn) to stabilise."
     )
+    shortCallIds: bool = Field(
+        True,
+        description="Respell each tool call id as nine letters and digits derived from it (the pairs of "
+        "calls and results unchanged); not on the Responses API, whose ids the provider keeps.",
+    )
 
 
 FILE_VIEW_CHARS = 24_000

@@ -19,6 +19,13 @@ from typing import Any, Literal
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 JSON = dict[str, Any]
 
+CALL_ID_HINTS = ("result_content",)
+"""Message hints keyed by tool call id (Anthropic: each tool_result's content layout): a step that
+respells call ids (:mod:`~.call_ids`) renames their keys with them."""
+SERVER_CALL_IDS = "server_call_ids"
+"""A request hint: the call ids are the provider's own records, never respelled (the Responses API:
+an output may answer a call the provider stored from an earlier response)."""
+
 
 @dataclass
 class TextPart:

@@ -33,6 +33,7 @@ import xxhash
 
 from . import session_snapshot, tenancy
 from .accounting import CallFacts
+from .call_ids import Respeller, respellable, short_id
 from .chat_adapter import ChatAdapter
 from .config import Config, ConfigHolder, data_dir
 from .errors import LightMemError
@@ -212,6 +213,11 @@ class LightMem:
             del self.sessions[sid]
 
 
+def _unknown_spelling(call_id: str) -> None:
+    """Outside a request, the spelling the model will read of a call id is not known."""
+    return None
+
+
 def _digest(text: str) -> str:
     return str(xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass")))
 
@@ -248,6 +254,8 @@ class Session:
         self.last_record_renders: dict[str, str] = {}  # the session record last stored, per level
         # -- per process --
         self.chat = ChatAdapter()
+        self.respeller = Respeller()
+        self._respelling = False  # this call's ids go out short (decided per request, see call_ids)
         self.recorder = Recorder(plugin.ledger, plugin.counter, plugin.registry.peek, self.fail)
         self._evicted_now = False
         self._record_call = 0  # the call the session record was last snapshotted at
@@ -347,6 +355,11 @@ class Session:
     # -- ingestion ---------------------------------------------------------------------------------
     def _context(self, call: ToolCall | None = None) -> PassContext:
         cfg = self.cfg
+        respell: Callable[[str], str | None] | None = None
+        if self._in_call and self._respelling:
+            respell = short_id
+        elif not self._in_call and self._short_ids():
+            respell = _unknown_spelling  # a hook cannot tell whether a proxy respells this session's ids
         return PassContext(
             cfg.mode_table(),
             cfg.reduction,
@@ -354,6 +367,7 @@ class Session:
             call,
             self.prefer_shell,
             ids_as_sent=not self.respelled_ids,
+            respell=respell,
         )
 
     def ingest_tool_result(self, call_id: str, output: str, call: ToolCall | None = None) -> str:
@@ -487,11 +501,22 @@ class Session:
         """The head made byte-stable (session values to placeholders), the per-call tail last."""
         return self.stabilizer.apply(req)
 
+    def _short_ids(self) -> bool:
+        """Whether this session's requests get short call ids (:mod:`~.call_ids`). Not for a host that
+        assembles the context once per turn (OpenClaw): the calls inside a turn reach the provider
+        with the host's ids, so respelling them at the next turn would break the cached prefix."""
+        return self.cfg.stabilizer.shortCallIds and not self.respelled_ids
+
+    def _call_ids_step(self, original: Request, req: Request) -> Request:
+        """Every tool call id in a few tokens (:mod:`~.call_ids`), when this request allows it."""
+        return self.respeller.apply(req) if self._respelling else req
+
     STEPS: tuple[tuple[str, Callable[[Session, Request, Request], Request]], ...] = (
         ("reduction", _reduce_step),
         ("eviction", _evict_step),
         ("record", _record_step),
         ("stabilizer", _stabilize_step),
+        ("call_ids", _call_ids_step),
     )
     """The transformer chain, in order: each step gets the host's request and the previous step's
     result, and a step that fails hands its input on unchanged (counted under its name)."""
@@ -518,6 +543,7 @@ class Session:
         self.calls += 1
         self.cfg = self.plugin.config
         errors_before = Counter(self.fail.errors)
+        self._respelling = self._short_ids() and self.fail.run("call_ids", lambda: respellable(req), False)
         self._in_call = True
         try:
             out = self.fail.run("pipeline", lambda: self._transform(req), req)

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lightmem_plugin.call_ids import short_id
 from lightmem_plugin.config import Config
 from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
@@ -95,7 +96,9 @@ def test_repeated_output_becomes_reference(tmp_path: Path) -> None:
     same = "x = 1\n" * 100
     out = s.before_model_call(chat_session([same, same]))
     assert out[3]["content"] == same
-    assert "identical to the output of tool call call_0" in str(out[5]["content"])
+    first = out[2]["tool_calls"][0]["id"]  # as the model reads it (short call ids)
+    assert out[3]["tool_call_id"] == first != "call_0"
+    assert f"identical to the output of tool call {first} (" in str(out[5]["content"])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -140,7 +143,7 @@ def test_append_only_history_keeps_prefix_except_at_eviction_batches(tmp_path: P
     assert prev is not None
     by_id = {m.get("tool_call_id"): m for m in prev}
     for cid in batches[0].call_ids:
-        keys = stub_keys(str(by_id[cid]["content"]))
+        keys = stub_keys(str(by_id[short_id(cid)]["content"]))
         original = outs[int(cid.removeprefix("call_"))]
         assert keys and original in lm.registry.recover(keys[0])
 

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 from ..model import (
     JSON,
+    SERVER_CALL_IDS,
     ImagePart,
     Message,
     OpaquePart,
@@ -91,6 +92,7 @@ def _decode_request(payload: object) -> Request:
     else:
         fail("input", raw, "a string or a list of input items")
     tools, tool_hints = decode_tools(obj)
+    hints[SERVER_CALL_IDS] = True  # an output may answer a call stored upstream (previous_response_id)
     return Request(messages=messages, tools=tools, extra=extra, hints={**hints, **tool_hints})
 
 

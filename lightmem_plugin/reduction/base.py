@@ -85,6 +85,9 @@ class PassContext:
     prefer_shell: bool = False  # the host offers a shell but no lightmem2_recover tool (recoverHint auto)
     base: Elided | None = None  # the text being reduced was derived from this original
     ids_as_sent: bool = True  # the call ids we see are the ones the model sees (see dedup.reference)
+    respell: Callable[[str], str | None] | None = None
+    """How the model reads a host call id, when not as the host sent it (short call ids: the id it
+    reads; None from it: the spelling is not known here, so a reference names no call)."""
 
 
 def stub(

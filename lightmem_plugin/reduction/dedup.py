@@ -186,7 +186,10 @@ def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Ca
         key = ctx.archive(text.encode("utf-8", "surrogatepass"))
         # a host that respells ids (OpenClaw): name the first call only as a request spelled it
         named = ctx.ids_as_sent or repeats.outputs.named(first)
-        return reference(first if named else None, key, len(text), shell_hint(ctx))
+        shown = first if named else None
+        if shown is not None and ctx.respell is not None:  # short call ids: the one the model reads
+            shown = ctx.respell(shown)
+        return reference(shown, key, len(text), shell_hint(ctx))
     elided = repeats.lines.reduce(text, ctx.archive, shell_hint(ctx))
     if elided is None:
         return inner(text)

@@ -12,6 +12,7 @@ import pytest
 from lightmem_plugin.codecs import openai_responses
 from lightmem_plugin.errors import PayloadError
 from lightmem_plugin.model import (
+    SERVER_CALL_IDS,
     ImagePart,
     Message,
     OpaquePart,
@@ -105,7 +106,10 @@ def test_editing_one_tool_output_changes_exactly_that_item(message: int, expecte
 
 def test_string_input_stays_a_string_until_a_pass_adds_messages() -> None:
     req = openai_responses.decode_request(SMALL[0])
-    assert [m.role for m in req.messages] == ["user"] and req.hints == {"input": "string"}
+    assert [m.role for m in req.messages] == ["user"] and req.hints == {
+        "input": "string",
+        SERVER_CALL_IDS: True,
+    }
     req.messages[0].parts[0] = TextPart("Tell me a story.")
     assert openai_responses.encode_request(req)["input"] == "Tell me a story."
     req.messages.append(Message("assistant", [TextPart("Once upon a time...")]))

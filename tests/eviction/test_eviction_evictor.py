@@ -20,7 +20,11 @@ PYDICOM = DATA / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
 def eager(tmp_path: Path) -> LightMem:
     """Aggressive mode with a cost rule that expects a long session, so batches do fire."""
     cfg = Config.model_validate(
-        {"mode": "aggressive", "eviction": {"expectedRemainingCalls": 500, "keepRecentTurns": 2}}
+        {
+            "mode": "aggressive",
+            "eviction": {"expectedRemainingCalls": 500, "keepRecentTurns": 2},
+            "stabilizer": {"shortCallIds": False},  # the tests find the sent messages by the host's ids
+        }
     )
     return LightMem(config=cfg, registry=Registry(tmp_path / "reg"))
 
@@ -95,7 +99,9 @@ def test_stale_reads_are_paged_out_recoverably_and_reapplied_identically(tmp_pat
 def test_batches_respect_batch_turns_and_prefix_breaks_only_at_batches(
     tmp_path: Path, trace: Path, eviction: dict[str, object], n_batches: int
 ) -> None:
-    cfg = Config.model_validate({"mode": "aggressive", "eviction": eviction})
+    cfg = Config.model_validate(
+        {"mode": "aggressive", "eviction": eviction, "stabilizer": {"shortCallIds": False}}
+    )
     lm = LightMem(config=cfg, registry=Registry(tmp_path / "reg"))
     s = lm.session("real")
     calls = load_trace(trace).calls

@@ -268,7 +268,8 @@ def _anthropic_bodies() -> list[dict[str, Any]]:
 
 
 def test_the_collapsed_request_is_valid_on_the_messages_api(tmp_path: Path) -> None:
-    lm = LightMem(config=Config(mode="aggressive"), registry=Registry(tmp_path / "reg"))
+    cfg = Config.model_validate({"mode": "aggressive", "stabilizer": {"shortCallIds": False}})  # verbatim ids
+    lm = LightMem(config=cfg, registry=Registry(tmp_path / "reg"))
     s = lm.session("wire")
     bodies = _anthropic_bodies()
     sent = [anthropic.encode_request(s.process(anthropic.decode_request(b))) for b in bodies]

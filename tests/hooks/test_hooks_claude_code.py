@@ -109,9 +109,22 @@ def test_the_hook_writes_the_stub_the_proxy_would() -> None:
     assert again == out  # I1: same input, same bytes
 
 
-def test_a_repeated_output_refers_to_the_first_call_across_hook_processes() -> None:
+def host_ids(home: Path) -> None:
+    """Config: the model reads the host's call ids (a hook's reference may name one; by default the
+    proxy respells them, so a hook's reference names no call: see test_call_ids)."""
+    (home / "config.json").write_text(json.dumps({"stabilizer": {"shortCallIds": False}}))
+
+
+def test_a_repeated_output_refers_to_the_first_call_across_hook_processes(isolated_home: Path) -> None:
     """Each PostToolUse is its own process (a fresh plugin here): the second identical Bash output of
     the session still becomes a reference to the first call, the rest of the session is unchanged."""
+    for n in range(2):  # by default (short call ids) the repeat names no call
+        hooked = payload("Bash", bash(LOG), tool_use_id=f"toolu_0_{n}", session_id="sess-0")
+        unnamed = updated(claude_code.handle("PostToolUse", hooked))
+    assert unnamed["stdout"].startswith(
+        "[lightmem2: identical to an earlier tool output in this conversation ("
+    )
+    host_ids(isolated_home)
     first = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG), tool_use_id="toolu_1_0")))
     again = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG), tool_use_id="toolu_6_0")))
     assert again["stdout"].startswith("[lightmem2: identical to the output of tool call toolu_1_0 (")
@@ -124,11 +137,13 @@ def test_a_repeated_output_refers_to_the_first_call_across_hook_processes() -> N
 
 
 def test_after_a_compact_no_output_refers_to_one_from_before_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path
 ) -> None:
     """Claude Code's compact drops the earlier outputs from what the model reads: a reference to
     toolu_1_0 after it would point at nothing. A resume keeps the history (and the references)."""
     from lightmem_plugin.hooks import serve_ctl
+
+    host_ids(isolated_home)
 
     monkeypatch.setattr(serve_ctl, "ensure_running", lambda *a, **k: "running")
     start = {

@@ -20,6 +20,10 @@ CODE_MODE = (
     + "}"
 )
 
+# the model reads the host's call ids (a repeat reference names them; with short call ids, the default,
+# an output ingested outside a request names no call: see test_call_ids)
+HOST_IDS = Config.model_validate({"stabilizer": {"shortCallIds": False}})
+
 
 def test_text_header_is_kept_and_the_body_reduced() -> None:
     session = LightMem(Config()).session("s")
@@ -40,7 +44,7 @@ def test_code_mode_json_keeps_every_field_but_output() -> None:
 
 
 def test_a_repeat_keeps_its_own_header() -> None:
-    session = LightMem(Config(mode="conservative")).session("s")
+    session = LightMem(HOST_IDS.model_copy(update={"mode": "conservative"})).session("s")
     small = "".join(f"line {i} of the listing\n" for i in range(30))
     session.ingest_tool_result("call_1", HEADER + small)
     again = HEADER.replace("code 3", "code 0") + small
@@ -78,7 +82,7 @@ def test_unchanged_body_returns_the_text_itself() -> None:
 def test_a_repeated_code_mode_result_names_the_call_the_model_knows() -> None:
     """A code-mode output is a list of parts (the status line, then the result object), reduced as
     ``call#1``; the repeat must name ``call_1``, the call id in the model's history, not ``call_1#1``."""
-    session = LightMem(Config()).session("s")
+    session = LightMem(HOST_IDS).session("s")
     session.ingest_tool_result("call_1", "Script completed\nWall time 0.4 seconds\nOutput:\n")
     session.ingest_tool_result("call_1#1", CODE_MODE)
     again = session.ingest_tool_result("call_2#1", CODE_MODE.replace("86557f", "4087a6"))
