@@ -263,6 +263,10 @@ class Session:
         self._processed: PerObject[Message, Message] = PerObject(self._process_message)
         self._tool_calls: dict[str, ToolCall] = {}
         self.prefer_shell = False  # stubs name the shell command (see reduction.base.prefers_shell)
+        self.proxy_respells = False
+        """Outputs ingested outside a request reach the model through this plugin's proxy on a wire
+        whose ids it respells (a Claude Code hook whose ``ANTHROPIC_BASE_URL`` is our ``serve``), so a
+        repeat may name the short id; otherwise a hook's repeat names no call."""
         self.respelled_ids = False
         """The host may respell call ids after we see them (OpenClaw, for some providers: letters and
         digits only, just before each request): a repeat then names no call id (dedup.reference)."""
@@ -358,8 +362,8 @@ class Session:
         respell: Callable[[str], str | None] | None = None
         if self._in_call and self._respelling:
             respell = short_id
-        elif not self._in_call and self._short_ids():
-            respell = _unknown_spelling  # a hook cannot tell whether a proxy respells this session's ids
+        elif not self._in_call and self._short_ids():  # a hook: the proxy may respell the ids, or not
+            respell = short_id if self.proxy_respells else _unknown_spelling
         return PassContext(
             cfg.mode_table(),
             cfg.reduction,

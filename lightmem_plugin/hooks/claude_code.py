@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from . import _common
 
 if TYPE_CHECKING:
     from ..commands.base import LineRunner
+    from ..config import Config
 
 MIN_UPDATED_OUTPUT = (2, 1, 121)
 VERIFIED = (2, 1, 332)
@@ -36,6 +38,7 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 Reducer = Callable[[str, str], str]
+ENV_BASE_URL = "ANTHROPIC_BASE_URL"  # where Claude Code sends its requests (the installer points it at serve)
 HISTORY_DROPPED = ("compact", "clear")
 """SessionStart sources after which the model no longer reads the session's earlier outputs."""
 
@@ -87,6 +90,15 @@ def reduce_response(tool: str, response: Any, reduce: Reducer, key: str) -> Any:
     return {**response, **changed} if changed else response
 
 
+def _through_our_proxy(config: Config) -> bool:
+    """True when Claude Code sends its requests to the configured ``serve`` (the ``env`` of its
+    settings, which its hooks inherit): the proxy then respells call ids (Anthropic wire)."""
+    from . import serve_ctl
+
+    sent_to = os.environ.get(ENV_BASE_URL, "").rstrip("/")
+    return bool(sent_to) and sent_to == serve_ctl.base_url(config)
+
+
 def post_tool_use(payload: dict[str, Any]) -> dict[str, Any] | None:
     """The updated output for a large tool result, None to leave it as it is."""
     tool = payload.get("tool_name")
@@ -102,6 +114,7 @@ def post_tool_use(payload: dict[str, Any]) -> dict[str, Any] | None:
     # the model reads the hook's stub inside Claude Code, which has Bash but lists our recover tool only
     # when the MCP server is registered: the shell command works either way (recoverHint "auto")
     session.prefer_shell = True
+    session.proxy_respells = _through_our_proxy(session.cfg)
     tool_input = payload.get("tool_input")
     call = ToolCall(tool, json.dumps(tool_input) if isinstance(tool_input, dict) else "")
 

@@ -23,11 +23,12 @@ from typing import Any
 
 from ..config import load_config
 from ..errors import UsageError
+from ..hooks.claude_code import ENV_BASE_URL
 from ..hooks.serve_ctl import base_url
 from . import _edits, _hooks_json, _upstream
 
 HOST = "claude-code"
-ENV_KEY = "ANTHROPIC_BASE_URL"
+ENV_KEY = ENV_BASE_URL
 COMMAND_MD = """\
 ---
 description: lightmem2 status, report, doctor, mode, recover (answered locally, no model call)

@@ -124,6 +124,17 @@ def test_a_repeated_output_refers_to_the_first_call_across_hook_processes(isolat
     assert unnamed["stdout"].startswith(
         "[lightmem2: identical to an earlier tool output in this conversation ("
     )
+    # Claude Code sent to our serve (its settings' env, which hooks inherit): the proxy respells the ids
+    from lightmem_plugin.call_ids import short_id
+    from lightmem_plugin.hooks.serve_ctl import base_url
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("ANTHROPIC_BASE_URL", base_url(LightMem().config))
+        hooked = payload("Bash", bash(LOG), tool_use_id="toolu_0_2", session_id="sess-0")
+        named = updated(claude_code.handle("PostToolUse", hooked))
+    assert named["stdout"].startswith(
+        f"[lightmem2: identical to the output of tool call {short_id('toolu_0_0')} ("
+    )
     host_ids(isolated_home)
     first = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG), tool_use_id="toolu_1_0")))
     again = updated(claude_code.handle("PostToolUse", payload("Bash", bash(LOG), tool_use_id="toolu_6_0")))
