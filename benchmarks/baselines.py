@@ -10,7 +10,8 @@ sessions and the same cache model, what each costs and what each loses:
 - ``clear_tool_results``: Anthropic-style clearing: only the 3 most recent tool results keep content.
 - ``codex_limit``: Codex-style tool output limit: at most 256 lines / 10 KiB, head and tail halves.
 - ``oracle``: keep at ingestion only the lines of each tool output that the agent later uses, the rest
-  archived (a stub names it): the limit of any policy at full retention.
+  archived (a stub names it), call ids sent short as lightmem2 sends them (:mod:`~lightmem_plugin.call_ids`:
+  no foresight needed, so the bound has them too): the limit of any policy at full retention.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from lightmem_plugin.call_ids import short_id
 from lightmem_plugin.registry import content_key
 from lightmem_plugin.retention import RetentionTracker
 from lightmem_plugin.traces.base import Trace
@@ -148,6 +150,16 @@ def _used_lines(text: str, spans: list[str]) -> str:
     return "".join(kept)
 
 
+def _short_ids(m: ChatMessage) -> ChatMessage:
+    """``m`` with its call ids as lightmem2 sends them."""
+    out = dict(m)
+    if isinstance(m.get("tool_call_id"), str):
+        out["tool_call_id"] = short_id(m["tool_call_id"])
+    if m.get("tool_calls"):
+        out["tool_calls"] = [{**c, "id": short_id(c["id"])} if "id" in c else c for c in m["tool_calls"]]
+    return out
+
+
 def oracle() -> Callable[[Trace], Transform]:
     """Keep only the later-used lines of each tool output; archive the original behind a stub."""
 
@@ -160,16 +172,21 @@ def oracle() -> Callable[[Trace], Transform]:
         policy = Transform(lambda _i, p: p)
 
         def one(m: ChatMessage) -> ChatMessage:
+            hit = reduced.get(id(m))
+            if hit is None or hit[0] is not m:
+                hit = reduced[id(m)] = (m, _short_ids(reduce(m)))
+            return hit[1]
+
+        def reduce(m: ChatMessage) -> ChatMessage:
             text = m.get("content")
             if m.get("role") != "tool" or not isinstance(text, str) or len(text) < 200:
                 return m
-            hit = reduced.get(id(m))
-            if hit is None or hit[0] is not m:
-                key = content_key(text.encode("utf-8", "surrogatepass"))
-                policy.archive[key] = text
-                stub = f'[lightmem2: {len(text):,} chars archived as {key}; recover with lightmem2_recover("{key}")]'
-                hit = reduced[id(m)] = (m, _with_content(m, _used_lines(text, spans) + stub))
-            return hit[1]
+            key = content_key(text.encode("utf-8", "surrogatepass"))
+            policy.archive[key] = text
+            stub = (
+                f'[lightmem2: {len(text):,} chars archived as {key}; recover with lightmem2_recover("{key}")]'
+            )
+            return _with_content(m, _used_lines(text, spans) + stub)
 
         policy._fn = lambda _i, prompt: [one(m) for m in prompt]
         return policy
