@@ -479,6 +479,7 @@ class Session:
     def _evict_step(self, original: Request, reduced: Request) -> Request:
         """Re-apply past evictions; in a mode with eviction, run a batch when one is due and pays."""
         self._evicted_now = False
+        self.evictor.spell = short_id if self._respelling else str
         if self.cfg.mode_table().eviction:
             hint = self.cfg.reduction.recoverHint
             shell = hint == "shell" or (hint == "auto" and self.prefer_shell)

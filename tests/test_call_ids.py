@@ -148,3 +148,32 @@ def test_a_repeat_names_its_call_as_the_model_reads_it_and_a_hook_names_none() -
     assert "identical to an earlier tool output in this conversation" in hooked.ingest_tool_result(
         "call_1", same
     )
+
+
+def test_what_an_eviction_batch_archived_names_each_call_as_the_model_read_it(tmp_path: Path) -> None:
+    """Recovering an evicted batch gives back outputs headed by the ids of the calls as the request
+    around the stub spelled them, not the host's ids the model never read."""
+    import re
+
+    sys.path.insert(0, str(ROOT / "tests" / "eviction"))
+    from test_eviction_evictor import session_messages
+
+    from lightmem_plugin.registry import Registry
+
+    cfg = Config.model_validate(
+        {"mode": "aggressive", "eviction": {"expectedRemainingCalls": 500, "keepRecentTurns": 2}}
+    )
+    lm = LightMem(config=cfg, registry=Registry(tmp_path / "reg"))
+    s = lm.session("ev")
+    full = session_messages(24)
+    sent: list[dict[str, Any]] = []
+    for t in range(6, len(full) + 1, 2):
+        sent = s.before_model_call(full[:t])
+    assert s.evictor.state.batches, "no eviction batch fired"
+    read = {i for _, i in pairs(sent)}
+    named = set()
+    for batch in s.evictor.state.batches:
+        named |= set(
+            re.findall(r"=== lightmem2: output of tool call (\S+) ===", lm.registry.recover(batch.key))
+        )
+    assert named and named <= read, (named, read)

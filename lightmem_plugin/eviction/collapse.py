@@ -17,7 +17,7 @@ exactly when the same messages are there again, and never onto messages a host r
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import xxhash
@@ -121,11 +121,16 @@ GOAL_HEADER = "--- user (the request) ---"
 
 
 def archive_document(
-    number: int, first: int, last: int, messages: Sequence[Message], request: str | None = None
+    number: int,
+    first: int,
+    last: int,
+    messages: Sequence[Message],
+    request: str | None = None,
+    spell: Callable[[str], str] = str,
 ) -> str:
     """The archived text of a finished task: its request when that left too (under a header after
     the title line, so its lines are ``3`` to ``2 +`` its line count), then every message of its
-    work, verbatim, with headers."""
+    work, verbatim, with headers naming each call as the model read it (``spell``)."""
     lines = [f"=== lightmem2: task {number}, messages {first}-{last} ==="]
     if request is not None:
         lines += [GOAL_HEADER, request]
@@ -134,10 +139,10 @@ def archive_document(
             if isinstance(p, TextPart) and msg.role != "tool":
                 lines += [f"--- {msg.role} ---", p.text]
             elif isinstance(p, ToolCallPart):
-                lines += [f"--- call {p.id}: {p.name} ---", argument_text(p.arguments)]
+                lines += [f"--- call {spell(p.id)}: {p.name} ---", argument_text(p.arguments)]
             elif isinstance(p, ToolResultPart):
                 status = " (error)" if p.is_error else ""
-                lines.append(f"--- output of {p.tool_call_id}{status} ---")
+                lines.append(f"--- output of {spell(p.tool_call_id)}{status} ---")
                 for sub in p.content:
                     lines.append(
                         sub.text

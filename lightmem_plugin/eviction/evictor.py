@@ -156,6 +156,9 @@ class Evictor:
         self._requests: dict[int, tuple[Message, Message]] = {}  # task -> (its request, what is sent)
         self._sizes: PerObject[Message, int] = PerObject(self._size_of)
         self.last_evicted_tokens = 0
+        self.spell: Callable[[str], str] = str  # as the host sent it
+        """How the model reads a host call id in this request (short call ids: :mod:`~..call_ids`); the
+        archived text of a batch or a task names each call so, as the context around its stub did."""
         self.remaining_hint: Callable[[int], tuple[float, float]] | None = None
         # (first, last) message ranges of the last applied request that became one message each
         self.collapsed: list[tuple[int, int]] = []
@@ -611,7 +614,7 @@ class Evictor:
             span = original.messages[t.first : t.last + 1]
             leaves = self._request_stub(t, original.messages, "0" * 32, shell) is not None
             request = request_text(original.messages[t.goal]) if leaves else None
-            doc = archive_document(t.number, t.first, t.last, span, request)
+            doc = archive_document(t.number, t.first, t.last, span, request, self.spell)
             key = self.archive(doc.encode("utf-8", "surrogatepass"))
             text = summary(t.number, key, span, self._events_in(t, owners), created, shell)
             collapse = Collapse(
@@ -653,11 +656,11 @@ class Evictor:
                 cid = it.ident[5:]
                 call = _call(original.messages[it.index], cid)
                 value = _largest_leaf(call.arguments) if call is not None else None
-                lines.append(f"=== lightmem2: arguments of tool call {cid} ===")
+                lines.append(f"=== lightmem2: arguments of tool call {self.spell(cid)} ===")
                 text = value[1] if value is not None else ""
             else:
                 cid = it.ident
-                lines.append(f"=== lightmem2: output of tool call {cid} ===")
+                lines.append(f"=== lightmem2: output of tool call {self.spell(cid)} ===")
                 text = turn_text(view[index[cid]])
             start = len(lines) + 1
             lines.extend(text.split("\n"))
