@@ -178,6 +178,8 @@ def _decode_leaf(obj: JSON, path: str) -> LeafPart:
         outer = rest(obj, "type", "source")
         if source.get("type") == "base64":
             media_type = req_str(source, "media_type", src_path, "a media type such as image/png")
+            if not media_type:  # refused here as on the way out: inline data needs its type
+                fail(at(src_path, "media_type"), media_type, "a media type such as image/png")
             data = req_str(source, "data", src_path, "base64 text")
             extra = nest(outer, "source", rest(source, "type", "media_type", "data"))
             return ImagePart(media_type=media_type, data=data, extra=extra)

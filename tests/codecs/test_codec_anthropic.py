@@ -159,6 +159,15 @@ BAD = [
         "messages[0].content[0].content",
         "7",
     ),
+    (  # found by the fuzz test: decoded, then refused on the way out
+        {
+            "messages": [
+                msg("user", [{"type": "image", "source": {"type": "base64", "media_type": "", "data": "x"}}])
+            ]
+        },
+        "messages[0].content[0].source.media_type",
+        "a media type",
+    ),
     (
         {"messages": [msg("user", [{"type": "tool_result", "tool_use_id": "a"}] * 2)]},
         "messages[0].content[1].tool_use_id",
