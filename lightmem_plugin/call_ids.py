@@ -93,7 +93,6 @@ class Respeller:
         self._messages: PerObject[Message, Message] = PerObject(respell_message)
 
     def apply(self, req: Request) -> Request:
-        """``req`` with every call id short (unchanged when :func:`respellable` says no)."""
-        if not respellable(req):
-            return req
+        """``req`` with every call id short; the caller asked :func:`respellable` first (once per
+        request: the pipeline decides before its passes run, so a repeat can name the short id)."""
         return replace(req, messages=self._messages.map(req.messages))

@@ -360,9 +360,9 @@ class Session:
     def _context(self, call: ToolCall | None = None) -> PassContext:
         cfg = self.cfg
         respell: Callable[[str], str | None] | None = None
-        if self._in_call and self._respelling:
-            respell = short_id
-        elif not self._in_call and self._short_ids():  # a hook: the proxy may respell the ids, or not
+        if self._in_call:
+            respell = self._id_as_read
+        elif self._short_ids():  # a hook: the proxy may respell the ids, or not
             respell = short_id if self.proxy_respells else _unknown_spelling
         return PassContext(
             cfg.mode_table(),
@@ -479,7 +479,7 @@ class Session:
     def _evict_step(self, original: Request, reduced: Request) -> Request:
         """Re-apply past evictions; in a mode with eviction, run a batch when one is due and pays."""
         self._evicted_now = False
-        self.evictor.spell = short_id if self._respelling else str
+        self.evictor.spell = self._id_as_read
         if self.cfg.mode_table().eviction:
             hint = self.cfg.reduction.recoverHint
             shell = hint == "shell" or (hint == "auto" and self.prefer_shell)
@@ -505,6 +505,12 @@ class Session:
     def _stabilize_step(self, original: Request, req: Request) -> Request:
         """The head made byte-stable (session values to placeholders), the per-call tail last."""
         return self.stabilizer.apply(req)
+
+    @property
+    def _id_as_read(self) -> Callable[[str], str]:
+        """How the model reads a host call id in the current request: the one answer that the
+        repeat references, the eviction archives and the ``call_ids`` step all follow."""
+        return short_id if self._respelling else str
 
     def _short_ids(self) -> bool:
         """Whether this session's requests get short call ids (:mod:`~.call_ids`). Not for a host that

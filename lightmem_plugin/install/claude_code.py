@@ -28,7 +28,6 @@ from ..hooks.serve_ctl import base_url
 from . import _edits, _hooks_json, _upstream
 
 HOST = "claude-code"
-ENV_KEY = ENV_BASE_URL
 COMMAND_MD = """\
 ---
 description: lightmem2 status, report, doctor, mode, recover (answered locally, no model call)
@@ -59,12 +58,12 @@ def undo_settings(text: str, facts: dict[str, Any]) -> str | None:
     """settings.json without our hooks and with the base URL the user had (surgical uninstall)."""
     data = _hooks_json.remove(json.loads(text), HOST)
     env = data.get("env")
-    if isinstance(env, dict) and env.get(ENV_KEY) == facts.get("proxy"):
+    if isinstance(env, dict) and env.get(ENV_BASE_URL) == facts.get("proxy"):
         previous = facts.get("previous_base_url")
         if isinstance(previous, str):
-            env[ENV_KEY] = previous
+            env[ENV_BASE_URL] = previous
         else:
-            env.pop(ENV_KEY, None)
+            env.pop(ENV_BASE_URL, None)
             if not env and not facts.get("had_env"):
                 del data["env"]
     return _dump(data)
@@ -84,14 +83,14 @@ def add(project: str | None) -> str:
     env = data.get("env")
     if env is not None and not isinstance(env, dict):
         raise UsageError(f'{settings}: "env" must be an object; fix it and rerun')
-    previous = (env or {}).get(ENV_KEY)
+    previous = (env or {}).get(ENV_BASE_URL)
     facts: dict[str, Any] = {"proxy": proxy, "had_env": env is not None}
     reports: list[str] = []
     if isinstance(previous, str) and previous.rstrip("/") != proxy:
         facts["previous_base_url"] = previous
         reports.append(_upstream.set_upstream(HOST, ["anthropic"], previous.rstrip("/")))
     data = _hooks_json.add(data, HOST)
-    data["env"] = {**(env or {}), ENV_KEY: proxy}
+    data["env"] = {**(env or {}), ENV_BASE_URL: proxy}
     reports.append(_edits.apply(settings, _dump(data), facts))
     reports.append(_edits.apply(folder / "commands" / "lightmem2.md", COMMAND_MD, {}))
     notes = (

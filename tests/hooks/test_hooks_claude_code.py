@@ -126,10 +126,11 @@ def test_a_repeated_output_refers_to_the_first_call_across_hook_processes(isolat
     )
     # Claude Code sent to our serve (its settings' env, which hooks inherit): the proxy respells the ids
     from lightmem_plugin.call_ids import short_id
+    from lightmem_plugin.config import load_config
     from lightmem_plugin.hooks.serve_ctl import base_url
 
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("ANTHROPIC_BASE_URL", base_url(LightMem().config))
+        env.setenv("ANTHROPIC_BASE_URL", base_url(load_config()))
         hooked = payload("Bash", bash(LOG), tool_use_id="toolu_0_2", session_id="sess-0")
         named = updated(claude_code.handle("PostToolUse", hooked))
     assert named["stdout"].startswith(
