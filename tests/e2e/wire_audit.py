@@ -30,6 +30,7 @@ ledger's estimate of what lightmem2 removed is in the provider's own units and t
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -342,6 +343,23 @@ def audit_output(
         )
 
 
+DUMP_ENV = "LIGHTMEM2_E2E_DUMP"
+
+
+def dump(api: str, with_lm: list[dict[str, Any]], without: list[dict[str, Any]]) -> Path | None:
+    """With ``LIGHTMEM2_E2E_DUMP=DIR``, every request body the provider received in both runs, as
+    ``DIR/API-N.json`` (``{"with": [...], "without": [...]}``), to read what the model received
+    request by request; nothing without it."""
+    folder = os.environ.get(DUMP_ENV)
+    if not folder:
+        return None
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{api}-{len(list(out.glob(f'{api}-*.json')))}.json"
+    path.write_text(json.dumps({"with": with_lm, "without": without}, indent=1), encoding="utf-8")
+    return path
+
+
 def audit(
     api: str,
     with_lm: list[dict[str, Any]],
@@ -356,6 +374,7 @@ def audit(
     request may start anew). ``transient_tail``: trailing messages a host rebuilds on every call
     (OpenClaw's runtime context), left out of the prefix check.
     """
+    dump(api, with_lm, without)
     result = Audit()
     if len(with_lm) != len(without):
         result.fault("session", f"{len(with_lm)} model calls with lightmem2, {len(without)} without")
