@@ -1,6 +1,6 @@
 """A real recorded session replayed through lightmem2, for the search and export tests.
 
-The pydicom session archives three tool outputs and keeps a session record; the search index is filled
+The pydicom session archives two tool outputs and keeps a session record; the search index is filled
 the way ``doctor --fix`` does (``rebuild``), standing in for the registry's ``on_put`` hook.
 """
 
@@ -31,8 +31,9 @@ def replay(root: Path, index: IndexBase | None = None) -> Replayed:
     """Replay the trace with a registry, record store and index under ``root`` (or into ``index``)."""
     trace = load_trace(TRACE)
     registry = Registry(root / "artifacts")
-    # file views up to 1,000 chars stay whole (default 8,000), so this session's views are archived too
-    config = Config.model_validate({"reduction": {"normal": {"fileViewChars": 1000}}})
+    # file views up to 1,000 chars stay whole (default 24,000) and outputs over 1,000 chars are
+    # reduced (default 2,200), so this short session archives several outputs
+    config = Config.model_validate({"reduction": {"normal": {"fileViewChars": 1000, "triggerChars": 1000}}})
     plugin = LightMem(config=config, registry=registry)
     plugin.records = RecordStore(root / "records")
     session = plugin.session(trace.id)

@@ -190,14 +190,21 @@ def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Ca
         if shown is not None and ctx.respell is not None:  # short call ids: the one the model reads
             shown = ctx.respell(shown)
         return reference(shown, key, len(text), shell_hint(ctx))
-    elided = repeats.lines.reduce(text, ctx.archive, shell_hint(ctx))
+    elided = repeats.lines.reduce(text, ctx.archive, shell_hint(ctx), ctx.table.keepErrorLines)
     if elided is None:
         return inner(text)
     derived, stub_line, base = elided
     if base is None:
-        return inner(derived) + "\n" + stub_line
+        return _with_stub(inner(derived), stub_line)
     reduced = inner(derived, base)  # its stubs name the original's key and line numbers
-    return derived + "\n" + stub_line if reduced == derived else reduced
+    return _with_stub(derived, stub_line) if reduced == derived else reduced
+
+
+def _with_stub(text: str, stub_line: str) -> str:
+    """``text`` and the stub as its last line, before the final line break if it has one (the
+    break belongs to what follows: an envelope's closing tag would otherwise sit under a blank line
+    the original never had)."""
+    return f"{text[:-1]}\n{stub_line}\n" if text.endswith("\n") else f"{text}\n{stub_line}"
 
 
 PASS = PassSpec("dedup", "repeat", True, "repeated outputs and runs of lines already shown", apply)

@@ -92,3 +92,38 @@ def test_a_repeated_code_mode_result_names_the_call_the_model_knows() -> None:
     twice = "".join(f"line {i} printed twice\n" for i in range(60))
     session.ingest_tool_result("call_3", twice)
     assert "identical to the output" not in session.ingest_tool_result("call_3#1", twice)
+
+
+# mini-swe-agent's frame around what a bash command printed (the swe traces)
+VIEW = "".join(f"    def method_{i}(self, value):  # line {i} of the module\n" for i in range(30))
+
+
+def _framed(rc: int, body: str) -> str:
+    return f"<returncode>{rc}</returncode>\n<output>\n{body}</output>"
+
+
+def test_xml_frame_keeps_the_return_code_when_the_body_repeats_earlier_lines() -> None:
+    """Before, the whole text went to the repeat pass: ``<returncode>1</returncode>`` was a line seen
+    many times before, so it was folded into ``[lightmem2 repeat: lines 1:33 ...]`` with the body and
+    the model could not tell a failed command from one that worked (456 of 4,598 swe outputs)."""
+    from lightmem_plugin.fidelity import changed_lines
+
+    session = LightMem(Config()).session("s")
+    session.ingest_tool_result("call_1", _framed(0, "header of the first view\n" + VIEW))
+    failed = _framed(1, VIEW + "tail line printed only by the second run\n")
+    out = session.ingest_tool_result("call_2", failed)
+    assert out.startswith("<returncode>1</returncode>\n<output>\n"), out
+    assert "\ntail line printed only by the second run\n[lightmem2: " in out and out.endswith(")]\n</output>")
+    assert "[lightmem2 repeat: lines 1:30 as shown in an earlier output]" in out
+    assert changed_lines(failed, out) == []  # no blank line or merged closing tag of ours
+    body = failed[len("<returncode>1</returncode>\n<output>\n") : -len("</output>")]
+    assert session.plugin.registry.recover(stub_keys(out)[0]) == body  # the body, line break included
+
+
+def test_xml_frame_reduces_only_the_body() -> None:
+    text = _framed(2, BODY)
+    assert envelope.apply(text, lambda b: "R") == "<returncode>2</returncode>\n<output>\nR\n</output>"
+    assert envelope.apply(text, lambda b: b) == text
+    # not the frame: anything before the return code, or no closing tag at the end
+    assert envelope.apply("x\n" + text, lambda b: "R") == "R"
+    assert envelope.apply(text + "\ntrailer", lambda b: "R") == "R"

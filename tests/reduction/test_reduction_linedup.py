@@ -162,3 +162,45 @@ def test_no_repeat_points_into_outputs_the_host_compacted_away(tmp_path: Path) -
         [*summary, *_turn("c3", "sed -n '1,60p' app.py", view), *_turn("c4", "cat -n app.py", view)]
     )
     assert later[2]["content"] == view and later[4]["content"] != view  # c3 shows it now: c4 may refer to it
+
+
+TRACE = (
+    "Traceback (most recent call last):\n"
+    + "".join(
+        f'  File "/testbed/pkg/mod_{i}.py", line {10 + i}, in step_{i}\n    result = step_{i + 1}(value)\n'
+        for i in range(6)
+    )
+    + "AttributeError: 'NoneType' object has no attribute 'shape'"
+)
+
+
+def test_a_rerun_that_fails_the_same_way_keeps_its_traceback_in_place() -> None:
+    """A run of repeated lines never stands for an error line or a frame's code line: before, a re-run
+    showed "[lightmem2 repeat: lines 2:14 ...]" where its frames and exception were (88 of the 426 swe
+    outputs with error lines), which says neither which output nor that the error is still there."""
+    from lightmem_plugin.error_lines import error_lines
+
+    idx = LineIndex()
+    setup = "".join(f"setting up fixture number {i} for the run\n" for i in range(12))
+    idx.add(setup + TRACE)
+    again = setup + TRACE
+    out = idx.reduce(again, archive_into({}))
+    assert out is not None
+    shown = out[0].split("\n")
+    assert "[lightmem2 repeat: lines 1:12 as shown in an earlier output]" in shown  # the setup still folds
+    for line in error_lines(again):
+        assert line in shown
+    for i in range(6):
+        assert f"    result = step_{i + 1}(value)" in shown
+    # a mode that does not keep error lines folds the traceback too
+    loose = idx.reduce(again, archive_into({}), errors=False)
+    assert loose is not None and "AttributeError" not in loose[0]
+
+
+def test_a_status_line_is_never_folded() -> None:
+    idx = LineIndex()
+    body = "".join(f"compiled module number {i} without warnings\n" for i in range(10))
+    for status in ("Process exited with code 1", "<returncode>1</returncode>", "Exit code: 1"):
+        idx.add(status + "\n" + body)
+        out = idx.reduce(status + "\n" + body, archive_into({}), errors=False)
+        assert out is not None and out[0].split("\n")[0] == status, out

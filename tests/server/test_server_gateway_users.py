@@ -35,7 +35,9 @@ from lightmem_plugin.traces import load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
-BOB_CALLS = 8
+BOB_CALLS = 5  # with REDUCTION, this session's two archives first appear at calls 4 and 6
+# file views over 1,000 chars are cut and outputs over 1,000 chars reduced, so the session archives several
+REDUCTION = {"normal": {"fileViewChars": 1000, "triggerChars": 1000}}
 API_KEY = "sk-provider-key-0123456789abcdefABCDEF"
 TOKENS = {"alice": tenancy.new_token(), "bob": tenancy.new_token()}
 
@@ -52,6 +54,7 @@ def gateway(isolated_home: Path, store_url: str | None) -> Iterator[tuple[str, F
         config: dict[str, Any] = {
             "server": {"upstreams": {"openai": up.url + "/v1"}},
             "gateway": {"users": [{"name": n, "tokenSha256": tenancy.digest(t)} for n, t in TOKENS.items()]},
+            "reduction": REDUCTION,
         }
         if store_url:
             config["store"] = {"url": store_url}
