@@ -29,7 +29,9 @@ pytestmark = pytest.mark.postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
-BOB_CALLS = 8
+BOB_CALLS = 5  # with REDUCTION, this session's two archives first appear at calls 4 and 6
+# file views over 1,000 chars are cut and outputs over 1,000 chars reduced, so the session archives several
+REDUCTION = {"normal": {"fileViewChars": 1000, "triggerChars": 1000}}
 API_KEY = "sk-provider-key-0123456789abcdefABCDEF"
 TOKENS = {"alice": tenancy.new_token(), "bob": tenancy.new_token()}
 
@@ -40,6 +42,7 @@ def _serve(home: Path, upstream: str, store_url: str) -> ServeProcess:
         "server": {"upstreams": {"openai": upstream + "/v1"}},
         "store": {"url": store_url},
         "gateway": {"users": [{"name": n, "tokenSha256": tenancy.digest(t)} for n, t in TOKENS.items()]},
+        "reduction": REDUCTION,
     }
     (home / "config.json").write_text(json.dumps(config))
     return ServeProcess(home, {KEY_ENV: ARCHIVE_KEY})
