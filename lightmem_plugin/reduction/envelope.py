@@ -26,9 +26,10 @@ and only the body. Three shapes, two from Codex's ``exec_command``:
       <output>
       <body></output>
 
-  Measured on the swe traces before this frame was known: in normal mode 456 of 4,598 outputs
-  reached the model without their ``<returncode>`` line, folded into a ``[lightmem2 repeat: ...]``
-  marker with the lines around it, so a failed command could not be told from one that worked.
+  Measured on the swe traces before this frame was known (``benchmarks/frame_audit.py``): in
+  normal mode 484 of 4,598 outputs reached the model without their ``<returncode>`` line, most of
+  them folded into a ``[lightmem2 repeat: ...]`` marker with the lines around it, so a failed
+  command could not be told from one that worked.
 
 Anything else is reduced as a whole, as before.
 """

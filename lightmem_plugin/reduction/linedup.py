@@ -9,8 +9,8 @@ the earlier output), and the original is archived byte-exact behind one stub.
 Never folded into a marker: a line that says how the command ended (``<returncode>1</returncode>``,
 ``Process exited with code 1``: the model must see whether it failed), and, where the mode keeps
 error lines, the error lines and frame code lines (:mod:`~..error_lines`) of the output. A re-run
-that fails the same way keeps its traceback in place: measured on the swe traces in normal mode,
-88 of the 426 outputs with error lines reached the model with some of them behind "as shown in an
+that fails the same way keeps its traceback in place: measured on the swe traces in normal mode
+(``benchmarks/frame_audit.py``), 88 of the 426 outputs with error lines reached the model with some of them behind "as shown in an
 earlier output", which says neither which output nor that the error is still there.
 
 Session-level and order-dependent by nature: the index holds the lines of what the model was shown, in

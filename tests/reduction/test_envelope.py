@@ -105,7 +105,7 @@ def _framed(rc: int, body: str) -> str:
 def test_xml_frame_keeps_the_return_code_when_the_body_repeats_earlier_lines() -> None:
     """Before, the whole text went to the repeat pass: ``<returncode>1</returncode>`` was a line seen
     many times before, so it was folded into ``[lightmem2 repeat: lines 1:33 ...]`` with the body and
-    the model could not tell a failed command from one that worked (456 of 4,598 swe outputs)."""
+    the model could not tell a failed command from one that worked (484 of 4,598 swe outputs)."""
     from lightmem_plugin.fidelity import changed_lines
 
     session = LightMem(Config()).session("s")

@@ -1,0 +1,98 @@
+"""What the model reads of how each command ended and what failed: an audit of replayed sessions.
+
+For every tool output in the last prompt of each replayed session, compared with the host's output:
+
+- ``status_hidden``: outputs that open with a status line (mini-swe-agent's
+  ``<returncode>N</returncode>``, ``Exit code N``, ``Process exited with code N``) whose form the
+  model reads does not open with it;
+- ``errors_hidden``: outputs whose form the model reads lacks one of the output's error lines
+  (:mod:`lightmem_plugin.error_lines`).
+
+Outputs replaced whole are counted apart (``whole``): a reference to an identical earlier output
+(inside the host's frame, which stays), or an eviction stub (aggressive mode). Those name where the
+text is and say so.
+
+Run: ``.venv/bin/python benchmarks/frame_audit.py --traces ../shared/traces/swe --mode normal``.
+Measured on the swe traces in normal mode before the fix (238e9c2): 484 outputs with the status
+hidden and 88 with error lines hidden; after it, 0 and 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from lightmem_plugin.error_lines import error_lines
+from lightmem_plugin.replay import replay_paths, trace_files
+from lightmem_plugin.traces import load_trace
+
+STATUS = re.compile(r"(?:<returncode>-?\d+</returncode>|Exit code:? -?\d+|Process exited with code -?\d+)\n")
+WHOLE = ("[lightmem2: identical to ", "[lightmem2: output of finished work archived as ")
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content or () if isinstance(b, dict))
+
+
+def audit(paths: list[Path], mode: str) -> dict[str, int]:
+    """The counts of the module docstring over the sessions under ``paths`` replayed in ``mode``."""
+    counts = {"sessions": 0, "outputs": 0, "with_status": 0, "with_errors": 0, "whole": 0}
+    counts |= {"status_hidden": 0, "errors_hidden": 0}
+    with tempfile.TemporaryDirectory(prefix="lightmem2-frame-audit-") as tmp:
+        dumps = Path(tmp)
+        replay_paths(paths, mode, dump_dir=dumps)
+        for path in trace_files(paths):
+            trace = load_trace(path)
+            dump = dumps / f"{trace.id}.jsonl"
+            if not trace.calls or not dump.exists():
+                continue
+            with dump.open(encoding="utf-8") as f:
+                last = json.loads(f.readlines()[-1])["messages"]
+            originals = [m for m in trace.calls[-1].prompt if m.get("role") == "tool"]
+            sent = [m for m in last if m.get("role") == "tool"]
+            if len(originals) != len(sent):  # a finished task left as one message: outputs do not pair
+                continue
+            counts["sessions"] += 1
+            for original, shown in zip(originals, sent, strict=True):
+                before, after = _text(original), _text(shown)
+                counts["outputs"] += 1
+                status = STATUS.match(before)
+                errors = error_lines(before)
+                counts["with_status"] += status is not None
+                counts["with_errors"] += bool(errors)
+                if any(line.startswith(WHOLE) for line in after.split("\n")):
+                    counts["whole"] += 1
+                    continue
+                if status is not None and not after.startswith(status.group(0)):
+                    counts["status_hidden"] += 1
+                lines = set(after.split("\n"))
+                if any(line not in lines for line in errors):
+                    counts["errors_hidden"] += 1
+    return counts
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces" / "swe")
+    )
+    ap.add_argument("--mode", default="normal", choices=("conservative", "normal", "aggressive"))
+    args = ap.parse_args()
+    root = Path(args.traces)
+    if not root.exists():
+        print(f"no traces at {root}: pass --traces DIR (a directory of recorded sessions)", file=sys.stderr)
+        return 2
+    print(json.dumps(audit([root], args.mode), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,33 @@
+"""``benchmarks/frame_audit.py`` on the bundled real sessions: the model reads how each command ended and
+every error line, in the modes that reduce; and the audit does see it when they are hidden."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from frame_audit import audit  # noqa: E402
+
+SESSIONS = sorted((ROOT / "tests" / "data").glob("deepseek_*.json.gz"))
+
+
+@pytest.mark.parametrize("mode", ["normal", "aggressive"])
+def test_no_status_line_or_error_line_is_hidden(mode: str) -> None:
+    counts = audit(SESSIONS, mode)
+    assert counts["sessions"] == 2 and counts["with_status"] >= 40 and counts["with_errors"] >= 1
+    assert counts["status_hidden"] == 0 and counts["errors_hidden"] == 0, counts
+
+
+def test_the_audit_sees_a_status_line_folded_away(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As before the frame was known: the whole text reduced, repeated status lines folded."""
+    from lightmem_plugin.reduction import envelope, linedup
+
+    monkeypatch.setattr(envelope, "_XML", re.compile(r"(?!)"))
+    monkeypatch.setattr(linedup, "protected_lines", lambda lines, text, errors: set())
+    assert audit(SESSIONS, "normal")["status_hidden"] >= 1
