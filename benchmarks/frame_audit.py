@@ -6,15 +6,17 @@ For every tool output in the last prompt of each replayed session, compared with
   ``<returncode>N</returncode>``, ``Exit code N``, ``Process exited with code N``) whose form the
   model reads does not open with it;
 - ``errors_hidden``: outputs whose form the model reads lacks one of the output's error lines
-  (:mod:`lightmem_plugin.error_lines`).
+  (:mod:`lightmem_plugin.error_lines`);
+- ``matches_hidden``: search outputs (``grep``, ``rg``...) whose form the model reads lacks one of
+  the lines the search's pattern matches (:mod:`lightmem_plugin.reduction.search_terms`).
 
 Outputs replaced whole are counted apart (``whole``): a reference to an identical earlier output
 (inside the host's frame, which stays), or an eviction stub (aggressive mode). Those name where the
 text is and say so.
 
 Run: ``.venv/bin/python benchmarks/frame_audit.py --traces ../shared/traces/swe --mode normal``.
-Measured on the swe traces in normal mode before the fix (238e9c2): 484 outputs with the status
-hidden and 88 with error lines hidden; after it, 0 and 0.
+Measured on the swe traces in normal mode at 238e9c2: 484 outputs with the status hidden, 88 with
+error lines hidden and 77 of 1,229 searches with a match hidden; now 0, 0 and 0.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from lightmem_plugin.error_lines import error_lines
+from lightmem_plugin.reduction.kinds import ToolCall, kind_of_command
+from lightmem_plugin.reduction.search_terms import search_patterns
 from lightmem_plugin.replay import replay_paths, trace_files
 from lightmem_plugin.traces import load_trace
 
@@ -45,7 +49,7 @@ def _text(message: dict[str, Any]) -> str:
 def audit(paths: list[Path], mode: str) -> dict[str, int]:
     """The counts of the module docstring over the sessions under ``paths`` replayed in ``mode``."""
     counts = {"sessions": 0, "outputs": 0, "with_status": 0, "with_errors": 0, "whole": 0}
-    counts |= {"status_hidden": 0, "errors_hidden": 0}
+    counts |= {"searches": 0, "status_hidden": 0, "errors_hidden": 0, "matches_hidden": 0}
     with tempfile.TemporaryDirectory(prefix="lightmem2-frame-audit-") as tmp:
         dumps = Path(tmp)
         replay_paths(paths, mode, dump_dir=dumps)
@@ -56,7 +60,14 @@ def audit(paths: list[Path], mode: str) -> dict[str, int]:
                 continue
             with dump.open(encoding="utf-8") as f:
                 last = json.loads(f.readlines()[-1])["messages"]
-            originals = [m for m in trace.calls[-1].prompt if m.get("role") == "tool"]
+            prompt = trace.calls[-1].prompt
+            calls = {
+                c.get("id"): c.get("function", {})
+                for m in prompt
+                for c in m.get("tool_calls") or ()
+                if isinstance(c, dict)
+            }
+            originals = [m for m in prompt if m.get("role") == "tool"]
             sent = [m for m in last if m.get("role") == "tool"]
             if len(originals) != len(sent):  # a finished task left as one message: outputs do not pair
                 continue
@@ -76,6 +87,14 @@ def audit(paths: list[Path], mode: str) -> dict[str, int]:
                 lines = set(after.split("\n"))
                 if any(line not in lines for line in errors):
                     counts["errors_hidden"] += 1
+                fn = calls.get(original.get("tool_call_id"), {})
+                call = ToolCall(str(fn.get("name", "")), str(fn.get("arguments", "")))
+                patterns = search_patterns(call) if kind_of_command(call) == "search" else []
+                if patterns:
+                    counts["searches"] += 1
+                    body = before.split("\n")
+                    if any(line not in lines for line in body if any(p.search(line) for p in patterns)):
+                        counts["matches_hidden"] += 1
     return counts
 
 

@@ -8,7 +8,8 @@ the earlier output), and the original is archived byte-exact behind one stub.
 
 Never folded into a marker: a line that says how the command ended (``<returncode>1</returncode>``,
 ``Process exited with code 1``: the model must see whether it failed), and, where the mode keeps
-error lines, the error lines and frame code lines (:mod:`~..error_lines`) of the output. A re-run
+error lines, the error lines and frame code lines (:mod:`~..error_lines`) of the output; nor the
+match lines of a search (:mod:`.search_terms`: the answer the agent asked for). A re-run
 that fails the same way keeps its traceback in place: measured on the swe traces in normal mode
 (``benchmarks/frame_audit.py``), 88 of the 426 outputs with error lines reached the model with some of them behind "as shown in an
 earlier output", which says neither which output nor that the error is still there.
@@ -20,7 +21,7 @@ history order, so the result is a pure function of the history (restarts replay 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 
 import xxhash
@@ -41,13 +42,17 @@ _STATUS = re.compile(
 _STATUS_GUARD = re.compile(r"returncode|exit", re.I)
 
 
-def protected_lines(lines: list[str], text: str, errors: bool) -> set[int]:
-    """Indexes of the lines no marker may stand for: status lines, and with ``errors`` the error
-    lines with the code line under each frame."""
+def protected_lines(
+    lines: list[str], text: str, errors: bool, matches: Sequence[re.Pattern[str]] = ()
+) -> set[int]:
+    """Indexes of the lines no marker may stand for: status lines, with ``errors`` the error lines
+    with the code line under each frame, and the lines a search's ``matches`` patterns find."""
     out = {i for i, line in enumerate(lines) if _STATUS.match(line)} if _STATUS_GUARD.search(text) else set()
     if errors and error_lines.error_lines(text):
         marks = {i for i, line in enumerate(lines) if error_lines.is_error_line(line)}
         out |= marks | error_lines.frame_code_lines(lines)
+    if matches:
+        out |= {i for i, line in enumerate(lines) if any(p.search(line) for p in matches)}
     return out
 
 
@@ -108,17 +113,23 @@ class LineIndex:
         return runs
 
     def reduce(
-        self, text: str, archive: Callable[[bytes], str], shell: bool = False, errors: bool = True
+        self,
+        text: str,
+        archive: Callable[[bytes], str],
+        shell: bool = False,
+        errors: bool = True,
+        matches: Sequence[re.Pattern[str]] = (),
     ) -> tuple[str, str, Elided | None] | None:
         """(``text`` with repeated runs replaced by markers, the stub naming the archived original, and
         the line map from the first to the original for the text passes that reduce it further).
 
         None when there is nothing worth replacing. The map is None when ``text`` holds line breaks
         other than ``\\n`` (the registry numbers lines with ``str.splitlines``; then they differ).
-        ``errors``: the mode keeps error lines (:func:`protected_lines`).
+        ``errors``: the mode keeps error lines; ``matches``: the patterns of the search that printed
+        ``text`` (:func:`protected_lines`).
         """
         lines = text.split("\n")
-        runs = self._runs(lines, protected_lines(lines, text, errors))
+        runs = self._runs(lines, protected_lines(lines, text, errors, matches))
         saved = sum(sum(len(x) + 1 for x in lines[a:b]) for a, b in runs) - 60 * len(runs) - STUB_CHARS
         if not runs or saved < MIN_SAVING_CHARS:
             return None
