@@ -7,12 +7,13 @@ with the same traceback. Replacing such runs loses nothing the model can see (th
 the earlier output), and the original is archived byte-exact behind one stub.
 
 Never folded into a marker: a line that says how the command ended (``<returncode>1</returncode>``,
-``Process exited with code 1``: the model must see whether it failed), and, where the mode keeps
-error lines, the error lines and frame code lines (:mod:`~..error_lines`) of the output; nor the
-match lines of a search (:mod:`.search_terms`: the answer the agent asked for). A re-run
-that fails the same way keeps its traceback in place: measured on the swe traces in normal mode
-(``benchmarks/frame_audit.py``), 88 of the 426 outputs with error lines reached the model with some of them behind "as shown in an
-earlier output", which says neither which output nor that the error is still there.
+``Process exited with code 1``: the model must see whether it failed); where the mode keeps error
+lines, the error lines and frame code lines (:mod:`~..error_lines`) of the output; and the match
+lines of a search (:mod:`.search_terms`: the answer the agent asked for). So a re-run that fails
+the same way keeps its traceback in place. Measured on the swe traces in normal mode with
+``benchmarks/frame_audit.py`` before this: 88 of the 426 outputs with error lines reached the model
+with some of them behind "as shown in an earlier output", which says neither which output nor that
+the error is still there.
 
 Session-level and order-dependent by nature: the index holds the lines of what the model was shown, in
 history order, so the result is a pure function of the history (restarts replay it the same way).
@@ -35,7 +36,8 @@ MIN_RUN_LINES = 2
 MIN_SAVING_CHARS = 100
 STUB_CHARS = 160
 _STATUS = re.compile(
-    r"^\s*(?:<returncode>-?\d+</returncode>|\(?(?:Process |Command )?(?:exited with|exit) (?:code|status):? -?\d+\)?"
+    r"^\s*(?:<returncode>-?\d+</returncode>"
+    r"|\(?(?:Process |Command )?(?:exited with|exit) (?:code|status):? -?\d+\)?"
     r"|Exit code:? -?\d+)\s*$",
     re.I,
 )

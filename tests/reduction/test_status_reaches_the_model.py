@@ -2,7 +2,8 @@
 
 mini-swe-agent frames each result as ``<returncode>N</returncode>`` + ``<output>`` + body. Before the
 frame was an envelope, a repeat marker could stand for the return code line with the lines after it
-(484 of 4,598 swe outputs in normal mode, ``benchmarks/frame_audit.py``), so a failed command read like any other.
+(484 of 4,598 swe outputs in normal mode, ``benchmarks/frame_audit.py``), so a failed command read
+like any other.
 """
 
 from __future__ import annotations
