@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lightmem_plugin.error_lines import error_lines
-from lightmem_plugin.reduction.kinds import ToolCall, kind_of_command
+from lightmem_plugin.reduction.kinds import ToolCall
 from lightmem_plugin.reduction.search_terms import search_patterns
 from lightmem_plugin.replay import replay_paths, trace_files
 from lightmem_plugin.traces import load_trace
@@ -89,7 +89,7 @@ def audit(paths: list[Path], mode: str) -> dict[str, int]:
                     counts["errors_hidden"] += 1
                 fn = calls.get(original.get("tool_call_id"), {})
                 call = ToolCall(str(fn.get("name", "")), str(fn.get("arguments", "")))
-                patterns = search_patterns(call) if kind_of_command(call) == "search" else []
+                patterns = search_patterns(call)
                 if patterns:
                     counts["searches"] += 1
                     body = before.split("\n")

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 import xxhash
 
 from .base import shell_hint
-from .kinds import kind_of_command
 from .linedup import LineIndex
 from .search_terms import search_patterns
 from .spec import PassSpec
@@ -192,7 +191,7 @@ def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Ca
         if shown is not None and ctx.respell is not None:  # short call ids: the one the model reads
             shown = ctx.respell(shown)
         return reference(shown, key, len(text), shell_hint(ctx))
-    matches = search_patterns(ctx.call) if kind_of_command(ctx.call) == "search" else []
+    matches = search_patterns(ctx.call)
     elided = repeats.lines.reduce(text, ctx.archive, shell_hint(ctx), ctx.table.keepErrorLines, matches)
     if elided is None:
         return inner(text)

@@ -154,14 +154,14 @@ search budget then kept a 24 KB build log nearly whole)."""
 _NUMBERED_LINE = re.compile(r"^\s*\d+(?:\t| {1,3}|→)")
 
 
-HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n.*?\n\s*\1\s*(?:\n|$)", re.S)
+_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n.*?\n\s*\1\s*(?:\n|$)", re.S)
 
 
-def programs(command: str) -> list[str]:
+def _programs(command: str) -> list[str]:
     """The program part of each segment of a shell chain (``cd``, env assignments and heredoc
     bodies dropped: a heredoc is data the command writes, not a command)."""
     out: list[str] = []
-    command = HEREDOC.sub("<<HEREDOC\n", command)
+    command = _HEREDOC.sub("<<HEREDOC\n", command)
     for segment in _SEGMENT_SPLIT.split(command.strip()):
         for piece in segment.split("|"):
             words = piece.strip()
@@ -183,17 +183,17 @@ def kind_of_command(call: ToolCall | None) -> Kind | None:
     named = _TOOL_KINDS.get(call.name.lower())
     if named is not None:
         return named
-    segments = programs(call.command)
-    if not segments:
+    programs = _programs(call.command)
+    if not programs:
         return None
-    joined = " ".join(segments)
+    joined = " ".join(programs)
     if _TEST_PROGRAMS.search(joined):
         return "test_run"
-    telling = [p for p in segments if not _SETUP.match(p)]
+    telling = [p for p in programs if not _SETUP.match(p)]
     if not telling:
         return None
     first = telling[0]
-    segments = telling
+    programs = telling
     if _RUN.match(first):
         return None  # a script's output: its content decides (a traceback, a log, plain prints)
     if _DIFF_CMD.match(first):
@@ -204,11 +204,11 @@ def kind_of_command(call: ToolCall | None) -> Kind | None:
         return "search"
     if _VIEW.match(first):
         # `cat -n f | grep x` is a search over a file view; `grep x f | head` stays a search
-        return "search" if any(_SEARCH.match(p) for p in segments[1:]) else "file_view"
+        return "search" if any(_SEARCH.match(p) for p in programs[1:]) else "file_view"
     if _LIST.match(first):
-        return "search" if any(_SEARCH.match(p) for p in segments[1:]) else "listing"
+        return "search" if any(_SEARCH.match(p) for p in programs[1:]) else "listing"
     if _SHOW.match(first):
-        return "search" if any(_SEARCH.match(p) for p in segments[1:]) else "report"
+        return "search" if any(_SEARCH.match(p) for p in programs[1:]) else "report"
     return None
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 
-from .kinds import HEREDOC, ToolCall
+from ..eviction.shell import split_commands, strip_prefixes
+from .kinds import ToolCall, kind_of_command
 
 _PROGRAMS = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}
 _WITH_VALUE = {"-A", "-B", "-C", "-m", "-d", "-D", "-g", "-t", "-T", "-M", "-j", "--include", "--exclude"}
@@ -29,26 +29,6 @@ _WITH_VALUE |= {"--before-context", "--max-depth", "--color", "--colour"}
 _PATTERN_OPTS = {"-e", "--regexp"}
 _FILE_OPTS = {"-f", "--file"}
 _BRE = ((r"\|", "|"), (r"\(", "("), (r"\)", ")"), (r"\+", "+"), (r"\?", "?"), (r"\{", "{"), (r"\}", "}"))
-
-
-_OPERATORS = {"|", "||", "&&", ";", "&", "|&", ";;", "(", ")"}
-
-
-def _commands(command: str) -> list[list[str]]:
-    """The words of each simple command of a shell line (quotes respected, heredoc bodies dropped)."""
-    lexer = shlex.shlex(HEREDOC.sub("<<HEREDOC\n", command), posix=True, punctuation_chars=";&|()\n")
-    lexer.whitespace = " \t\r"  # a line break ends a command, as ``;`` does
-    lexer.whitespace_split = True
-    out: list[list[str]] = [[]]
-    try:
-        for token in lexer:
-            if token in _OPERATORS or not token.strip():
-                out.append([])
-            else:
-                out[-1].append(token)
-    except ValueError:  # an unbalanced quote: what it searched for is not known
-        return []
-    return [words for words in out if words]
 
 
 def _compile(pattern: str, fixed: bool, flags: int, words: bool, basic: bool = False) -> re.Pattern[str]:
@@ -116,9 +96,10 @@ def _from_argv(argv: list[str]) -> list[re.Pattern[str]]:
 
 
 def search_patterns(call: ToolCall | None) -> list[re.Pattern[str]]:
-    """The compiled patterns ``call`` searched for: every search program of its command line, or a
-    named search tool's ``pattern`` argument (Claude Code's ``Grep``); [] when none can be read."""
-    if call is None:
+    """The compiled patterns ``call`` searched for, when its output is search results
+    (:func:`~.kinds.kind_of_command`): every search program of its command line, or a named search
+    tool's ``pattern`` argument (Claude Code's ``Grep``); [] when none can be read."""
+    if call is None or kind_of_command(call) != "search":
         return []
     if call.name.lower() in ("grep", "search"):
         try:
@@ -129,9 +110,8 @@ def search_patterns(call: ToolCall | None) -> list[re.Pattern[str]]:
         flags = re.IGNORECASE if isinstance(args, dict) and args.get("-i") else 0
         return [_compile(pattern, False, flags, False)] if isinstance(pattern, str) and pattern else []
     out: list[re.Pattern[str]] = []
-    for argv in _commands(call.command):
-        while argv and re.match(r"^[A-Za-z_]\w*=", argv[0]):  # VAR=value before the program
-            argv = argv[1:]
+    for command in split_commands(call.command):
+        argv = strip_prefixes(command.argv)
         if argv and argv[0].rsplit("/", 1)[-1] in _PROGRAMS | {"git"}:
             out.extend(_from_argv(argv))
     return out
