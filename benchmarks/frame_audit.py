@@ -2,9 +2,9 @@
 
 For every tool output in the last prompt of each replayed session, compared with the host's output:
 
-- ``status_hidden``: outputs that open with a status line (mini-swe-agent's
-  ``<returncode>N</returncode>``, ``Exit code N``, ``Process exited with code N``) whose form the
-  model reads does not open with it;
+- ``status_hidden``: outputs that open with a status line
+  (:func:`lightmem_plugin.error_lines.is_status_line`: mini-swe-agent's ``<returncode>N</returncode>``,
+  ``Exit code N``...) whose form the model reads does not open with it;
 - ``errors_hidden``: outputs whose form the model reads lacks one of the output's error lines
   (:mod:`lightmem_plugin.error_lines`);
 - ``matches_hidden``: search outputs (``grep``, ``rg``...) whose form the model reads lacks one of
@@ -23,19 +23,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from lightmem_plugin.error_lines import error_lines
+from lightmem_plugin.error_lines import error_lines, is_status_line
 from lightmem_plugin.reduction.kinds import ToolCall
 from lightmem_plugin.reduction.search_terms import search_patterns
 from lightmem_plugin.replay import replay_paths, trace_files
 from lightmem_plugin.traces import load_trace
 
-STATUS = re.compile(r"(?:<returncode>-?\d+</returncode>|Exit code:? -?\d+|Process exited with code -?\d+)\n")
 WHOLE = ("[lightmem2: identical to ", "[lightmem2: output of finished work archived as ")
 
 
@@ -75,14 +73,15 @@ def audit(paths: list[Path], mode: str) -> dict[str, int]:
             for original, shown in zip(originals, sent, strict=True):
                 before, after = _text(original), _text(shown)
                 counts["outputs"] += 1
-                status = STATUS.match(before)
+                first = before.split("\n", 1)[0]
+                status = first + "\n" if "\n" in before and is_status_line(first) else None
                 errors = error_lines(before)
                 counts["with_status"] += status is not None
                 counts["with_errors"] += bool(errors)
                 if any(line.startswith(WHOLE) for line in after.split("\n")):
                     counts["whole"] += 1
                     continue
-                if status is not None and not after.startswith(status.group(0)):
+                if status is not None and not after.startswith(status):
                     counts["status_hidden"] += 1
                 lines = set(after.split("\n"))
                 if any(line not in lines for line in errors):

@@ -29,6 +29,12 @@ indented; a grep hit ``pkg/mod.py:12:    raise ValueError(...)`` starts with a p
 ``: error:``. Exception lines must start at column 0 because that is where Python's traceback
 printer puts them and where source code almost never has them.
 
+Beside them, **status lines** (:func:`is_status_line`): a line that says how the command ended,
+``<returncode>1</returncode>`` (mini-swe-agent), ``Exit code 1`` (Claude Code), ``Process exited
+with code 1`` (Codex), ``(Command exited with code 1)``. Not error lines (most say 0), but the
+model reads success or failure from them, so no reduction may fold them away, and the audit of what
+the model reads (``benchmarks/frame_audit.py``) checks them with the same rule.
+
 Fast by construction: :func:`error_lines` first tests the whole text for a few substrings every
 rule needs (most outputs have none and cost one scan), then each line passes a substring guard
 before one anchored regex is tried.
@@ -95,6 +101,19 @@ def is_error_line(line: str) -> bool:
     if _GUARD_RE.search(line) is not None and _ERROR_RE.match(line) is not None:
         return True
     return "a" <= line[0] <= "z" and ": " in line and _DOTTED_RE.match(line) is not None
+
+
+_STATUS_RE = re.compile(
+    r"\s*(?:<returncode>-?\d+</returncode>"
+    r"|\(?(?:Process |Command )?(?:exited with|exit) (?:code|status):? -?\d+\)?"
+    r"|Exit code:? -?\d+)\s*\Z",
+    re.I,
+)
+
+
+def is_status_line(line: str) -> bool:
+    """True when ``line`` (one line, no newline) only says how a command ended (module doc)."""
+    return ("xit" in line or "returncode" in line) and _STATUS_RE.match(line) is not None
 
 
 def error_lines(text: str) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from lightmem_plugin.error_lines import error_lines, is_error_line
+from lightmem_plugin.error_lines import error_lines, is_error_line, is_status_line
 
 ERROR = [
     "Traceback (most recent call last):",
@@ -108,3 +108,21 @@ def test_error_lines_of_a_text_in_order_with_repeats() -> None:
         "ValueError: bad width",
     ]
     assert error_lines("all 12 tests passed\nok") == []
+
+
+@pytest.mark.parametrize(
+    ("line", "status"),
+    [
+        ("<returncode>1</returncode>", True),
+        ("Exit code 2", True),
+        ("Exit code: 0", True),
+        ("Process exited with code 137", True),
+        ("(Command exited with code 1)", True),
+        ("exit status 3", True),
+        ("the exit code is 0 because the test was skipped", False),  # prose that names an exit code
+        ("    sys.exit(1)", False),
+        ("<returncode>1</returncode> and more", False),
+    ],
+)
+def test_a_status_line_says_only_how_the_command_ended(line: str, status: bool) -> None:
+    assert is_status_line(line) is status

@@ -35,13 +35,6 @@ MIN_RUN_CHARS = 120
 MIN_RUN_LINES = 2
 MIN_SAVING_CHARS = 100
 STUB_CHARS = 160
-_STATUS = re.compile(
-    r"^\s*(?:<returncode>-?\d+</returncode>"
-    r"|\(?(?:Process |Command )?(?:exited with|exit) (?:code|status):? -?\d+\)?"
-    r"|Exit code:? -?\d+)\s*$",
-    re.I,
-)
-_STATUS_GUARD = re.compile(r"returncode|exit", re.I)
 
 
 def protected_lines(
@@ -49,7 +42,7 @@ def protected_lines(
 ) -> set[int]:
     """Indexes of the lines no marker may stand for: status lines, with ``errors`` the error lines
     with the code line under each frame, and the lines a search's ``matches`` patterns find."""
-    out = {i for i, line in enumerate(lines) if _STATUS.match(line)} if _STATUS_GUARD.search(text) else set()
+    out = {i for i, line in enumerate(lines) if error_lines.is_status_line(line)}
     if errors and error_lines.error_lines(text):
         marks = {i for i, line in enumerate(lines) if error_lines.is_error_line(line)}
         out |= marks | error_lines.frame_code_lines(lines)
