@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 import xxhash
@@ -191,7 +192,7 @@ def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Ca
         if shown is not None and ctx.respell is not None:  # short call ids: the one the model reads
             shown = ctx.respell(shown)
         return reference(shown, key, len(text), shell_hint(ctx))
-    matches = search_patterns(ctx.call)
+    matches = partial(search_patterns, ctx.call)
     elided = repeats.lines.reduce(text, ctx.archive, shell_hint(ctx), ctx.table.keepErrorLines, matches)
     if elided is None:
         return inner(text)

@@ -113,18 +113,22 @@ class LineIndex:
         archive: Callable[[bytes], str],
         shell: bool = False,
         errors: bool = True,
-        matches: Sequence[re.Pattern[str]] = (),
+        matches: Callable[[], Sequence[re.Pattern[str]]] = tuple,
     ) -> tuple[str, str, Elided | None] | None:
         """(``text`` with repeated runs replaced by markers, the stub naming the archived original, and
         the line map from the first to the original for the text passes that reduce it further).
 
         None when there is nothing worth replacing. The map is None when ``text`` holds line breaks
         other than ``\\n`` (the registry numbers lines with ``str.splitlines``; then they differ).
-        ``errors``: the mode keeps error lines; ``matches``: the patterns of the search that printed
-        ``text`` (:func:`protected_lines`).
+        ``errors``: the mode keeps error lines; ``matches`` gives the patterns of the search that
+        printed ``text`` (:func:`protected_lines`). Both are looked at only when a run was found
+        (most outputs repeat nothing).
         """
         lines = text.split("\n")
-        runs = self._runs(lines, protected_lines(lines, text, errors, matches))
+        runs = self._runs(lines)
+        if runs:
+            keep = protected_lines(lines, text, errors, matches())
+            runs = self._runs(lines, keep) if keep else runs
         saved = sum(sum(len(x) + 1 for x in lines[a:b]) for a, b in runs) - 60 * len(runs) - STUB_CHARS
         if not runs or saved < MIN_SAVING_CHARS:
             return None
