@@ -10,6 +10,9 @@ For every tool output in the last prompt of each replayed session, compared with
 - ``matches_hidden``: search outputs (``grep``, ``rg``...) whose form the model reads lacks one of
   the lines the search's pattern matches (:mod:`lightmem_plugin.reduction.search_terms`).
 
+``changed_outside_stubs`` is the replay's own count of shown lines that are no line of the original
+(:mod:`lightmem_plugin.fidelity`): a frame's closing tag merged onto the last line shows there.
+
 Outputs replaced whole are counted apart (``whole``): a reference to an identical earlier output
 (inside the host's frame, which stays), or an eviction stub (aggressive mode). Those name where the
 text is and say so.
@@ -50,7 +53,8 @@ def audit(paths: list[Path], mode: str) -> dict[str, int]:
     counts |= {"searches": 0, "status_hidden": 0, "errors_hidden": 0, "matches_hidden": 0}
     with tempfile.TemporaryDirectory(prefix="lightmem2-frame-audit-") as tmp:
         dumps = Path(tmp)
-        replay_paths(paths, mode, dump_dir=dumps)
+        results = replay_paths(paths, mode, dump_dir=dumps)
+        counts["changed_outside_stubs"] = sum(r.lines_changed_outside_stubs for r in results)
         for path in trace_files(paths):
             trace = load_trace(path)
             dump = dumps / f"{trace.id}.jsonl"

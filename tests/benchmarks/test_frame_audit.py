@@ -22,6 +22,7 @@ def test_no_status_line_or_error_line_is_hidden(mode: str) -> None:
     counts = audit(SESSIONS, mode)
     assert counts["sessions"] == 2 and counts["with_status"] >= 40 and counts["with_errors"] >= 1
     assert counts["searches"] >= 5
+    assert counts["changed_outside_stubs"] == 0, counts
     assert counts["status_hidden"] == 0 and counts["errors_hidden"] == 0 and counts["matches_hidden"] == 0, (
         counts
     )
@@ -34,3 +35,11 @@ def test_the_audit_sees_a_status_line_folded_away(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(envelope, "_XML", re.compile(r"(?!)"))
     monkeypatch.setattr(linedup, "protected_lines", lambda *args: set())
     assert audit(SESSIONS, "normal")["status_hidden"] >= 1
+
+
+def test_the_audit_sees_a_line_of_ours_inside_the_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As before the stub went before the body's last line break: a blank line under the closing tag."""
+    from lightmem_plugin.reduction import dedup
+
+    monkeypatch.setattr(dedup, "_with_stub", lambda text, stub_line: f"{text}\n{stub_line}")
+    assert audit(SESSIONS, "normal")["changed_outside_stubs"] >= 1
