@@ -29,22 +29,15 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from lightmem_plugin.error_lines import error_lines, is_status_line
 from lightmem_plugin.reduction.kinds import ToolCall
 from lightmem_plugin.reduction.search_terms import search_patterns
 from lightmem_plugin.replay import replay_paths, trace_files
+from lightmem_plugin.retention import message_text
 from lightmem_plugin.traces import load_trace
 
 WHOLE = ("[lightmem2: identical to ", "[lightmem2: output of finished work archived as ")
-
-
-def _text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    return "".join(b.get("text", "") for b in content or () if isinstance(b, dict))
 
 
 def audit(paths: list[Path], mode: str) -> dict[str, int]:
@@ -75,7 +68,7 @@ def audit(paths: list[Path], mode: str) -> dict[str, int]:
                 continue
             counts["sessions"] += 1
             for original, shown in zip(originals, sent, strict=True):
-                before, after = _text(original), _text(shown)
+                before, after = message_text(original), message_text(shown)
                 counts["outputs"] += 1
                 first = before.split("\n", 1)[0]
                 status = first + "\n" if "\n" in before and is_status_line(first) else None
