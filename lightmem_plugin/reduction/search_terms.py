@@ -59,8 +59,9 @@ def _from_argv(argv: list[str]) -> list[re.Pattern[str]]:
     i = 0
     while i < len(rest):
         word = rest[i]
-        if word == "--":
-            positional = positional if positional is not None or i + 1 >= len(rest) else rest[i + 1]
+        if word == "--":  # no options after it: the pattern, if none came yet, then files
+            if positional is None and i + 1 < len(rest):
+                positional = rest[i + 1]
             break
         if word in _PATTERN_OPTS and i + 1 < len(rest):
             found.append(rest[i + 1])
