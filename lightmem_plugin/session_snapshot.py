@@ -10,6 +10,7 @@ insert-only maps and documents; :func:`restore` sets them on a fresh session, al
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -56,7 +57,9 @@ def restore(session: Decisions, loaded: StoredSession, stabilizer_config: Stabil
     outputs.first = {str(k): str(v) for k, v in maps["dedup_first"].items()}
     outputs.repeats, outputs.counts = repeats, counts
     outputs.replay({str(k): str(v) for k, v in maps["dedup_spellings"].items()})
-    session.repeats.lines.seen = dict.fromkeys(int(k) for k in maps["lines"])
+    session.repeats.lines.seen = {
+        int(k): None if v is None else sys.intern(str(v)) for k, v in maps["lines"].items()
+    }
     session.stabilizer = stabilizer
     session.evictor.state, session.evictor.tasks, session.evictor.goals = state, tasks, goals
     session.calls = max(session.calls, int(core.get("calls", 0)))

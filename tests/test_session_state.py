@@ -58,6 +58,7 @@ def test_fixture_evicts(uninterrupted: tuple[list[str], list[int]]) -> None:
     assert batches == [20, 26]  # outputs of finished work, then an executed script's arguments
     assert "output of finished work archived as" in requests[-1]
     assert "chars of this executed call archived as" in requests[-1]
+    assert "as shown in the output of tool call " in requests[-1]  # a repeat marker names its source
 
 
 @pytest.mark.parametrize("at", [5, 19, 20, 21, 30, 37])

@@ -216,6 +216,10 @@ def test_the_scripted_session_has_what_the_issue_asks_for() -> None:
     commands = [s.command for s in steps if s.kind == "shell"]
     assert any(commands.count(c) >= 2 for c in commands)  # one large output repeated identically
     assert any(s.kind == "read" for s in steps)
+    # a short output of lines the first listing showed (a marker naming that call, in every host)
+    assert wire_audit.HEAD_AGAIN in commands and commands.index(wire_audit.HEAD_AGAIN) > commands.index(
+        wire_audit.LISTING
+    )
     script = wire_audit.check_script()
     assert "exit 3" in script and len(script) > 4000
     assert len(wire_audit.settings_module()) > 4000
@@ -230,6 +234,26 @@ def test_a_line_marker_passes_beside_a_keyed_stub_and_fails_alone() -> None:
     alone = "\n".join([*lines[:3], "[lightmem2: lines 4:37 elided]", *lines[37:]])
     found = faults([chat(("c1", alone))], [chat(("c1", ORIGINAL))])
     assert any("no keyed stub" in f for f in found), found
+
+
+def test_a_line_marker_that_names_a_call_must_name_an_earlier_one_showing_its_lines() -> None:
+    lines = ORIGINAL.split("\n")
+    named = (
+        STUB
+        + "\n"
+        + "\n".join(["[lightmem2 repeat: lines 1:37 as shown in the output of tool call c1]", *lines[37:]])
+    )
+    without = [chat(("c1", ORIGINAL), ("c2", ORIGINAL))]
+    checked = wire_audit.audit("chat", [chat(("c1", ORIGINAL), ("c2", named))], without, recover)
+    assert checked.faults == [] and checked.named_marks == 1
+    found = faults([chat(("c1", ORIGINAL), ("c2", named.replace("call c1", "call c2")))], without)
+    assert any("names its own call" in f for f in found), found
+    found = faults([chat(("c1", ORIGINAL), ("c2", named.replace("call c1", "call c9")))], without)
+    assert any("names a call not earlier in the request" in f for f in found), found
+    # c1 shows only the first rows: the marker says it shows rows 1-37
+    partial = "".join(lines[i] + "\n" for i in range(10))
+    found = faults([chat(("c1", partial), ("c2", named))], [chat(("c1", partial), ("c2", ORIGINAL))])
+    assert any("but that output lacks 'row 11: compiled module ok'" in f for f in found), found
 
 
 def test_a_repeat_that_names_no_call_must_repeat_an_earlier_output() -> None:

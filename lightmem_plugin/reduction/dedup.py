@@ -179,21 +179,33 @@ class Repeats:
     def scope(self, value: int) -> None:
         self.outputs.scope = self.lines.scope = value
 
+    def shown_id(self, call_id: str, ctx: PassContext) -> str | None:
+        """The id a reference names for the host call ``call_id``: the host's id as last spelled, a
+        part's ``#N`` dropped, as the model reads it; None when that is not known."""
+        key = call_key(call_id)
+        shown = call_base(self.outputs.names.get(key, call_id))
+        # a host that respells ids (OpenClaw): name the call only as a request spelled it
+        if not (ctx.ids_as_sent or self.outputs.named(shown)):
+            return None
+        return shown if ctx.respell is None else ctx.respell(shown)  # short call ids: as the model reads
+
 
 def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Callable[..., str]) -> str:
     """A repeated output becomes a reference to its first call; runs of lines already shown become
-    markers before ``inner`` (the text passes) reduces the rest. Both archive the original."""
+    markers (each naming the call that showed its lines) before ``inner`` (the text passes) reduces
+    the rest. Both archive the original."""
     first = repeats.outputs.check(call_id, text)
     if first is not None:
         key = ctx.archive(text.encode("utf-8", "surrogatepass"))
-        # a host that respells ids (OpenClaw): name the first call only as a request spelled it
-        named = ctx.ids_as_sent or repeats.outputs.named(first)
-        shown = first if named else None
-        if shown is not None and ctx.respell is not None:  # short call ids: the one the model reads
-            shown = ctx.respell(shown)
-        return reference(shown, key, len(text), shell_hint(ctx))
+        return reference(repeats.shown_id(first, ctx), key, len(text), shell_hint(ctx))
+
+    def name(source: str) -> str | None:
+        # never the output's own call: a part of it that repeats an earlier part names no call
+        own = call_base(call_key(source)) == call_base(call_key(call_id))
+        return None if own else repeats.shown_id(source, ctx)
+
     matches = partial(search_patterns, ctx.call)
-    elided = repeats.lines.reduce(text, ctx.archive, shell_hint(ctx), ctx.table.keepErrorLines, matches)
+    elided = repeats.lines.reduce(text, ctx.archive, shell_hint(ctx), ctx.table.keepErrorLines, matches, name)
     if elided is None:
         return inner(text)
     derived, stub_line, base = elided

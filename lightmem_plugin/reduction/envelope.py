@@ -4,7 +4,7 @@ Why: a host wraps what a command printed in a few lines of its own that the mode
 tool's result: whether it succeeded, its exit code, wall time, a chunk id. Reducing the whole text
 could cut or move them, and replacing the output in a host hook drops them (Codex 0.169 and 0.171
 turn a PostToolUse replacement into a failed, header-less result), so the proxy reduces on the wire
-and only the body. Three shapes, two from Codex's ``exec_command``:
+and only the body. Four shapes, two from Codex's ``exec_command``:
 
 - text: a few short header lines, then ``Output:`` on its own line, then the body::
 
@@ -31,6 +31,12 @@ and only the body. Three shapes, two from Codex's ``exec_command``:
   them folded into a ``[lightmem2 repeat: ...]`` marker with the lines around it, so a failed
   command could not be told from one that worked.
 
+- a status line on its own as the first line, then the body (Claude Code's failed ``Bash``:
+  ``Exit code 2``, and any host that prints ``Process exited with code N`` first;
+  :func:`~..error_lines.is_status_line`). Measured on the dev Claude Code sessions before this
+  (``frame_audit.py``, normal mode): 2 of the 11 outputs with a status line reached the model with
+  the test-run pass's stub above it, so the result no longer opened with how the command ended.
+
 Anything else is reduced as a whole, as before.
 """
 
@@ -41,6 +47,7 @@ import re
 from collections.abc import Callable
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public, untyped in typeshed
 
+from ..error_lines import is_status_line
 from .spec import PassSpec
 
 _TEXT = re.compile(r"\A((?:[A-Z][^\n]{0,119}\n){1,8}Output:\n)")  # up to 8 short header lines
@@ -82,6 +89,10 @@ def apply(text: str, reduce: Callable[[str], str]) -> str:
         if body.endswith("\n") and not new.endswith("\n"):  # the closing tag keeps its own line
             new += "\n"
         return opening + new + closing
+    first, nl, body = text.partition("\n")
+    if nl and body and is_status_line(first):
+        new = reduce(body)
+        return text if new == body else first + nl + new
     frame = _json_frame(text)
     if frame is not None:
         before, body, after = frame

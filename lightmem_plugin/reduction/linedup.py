@@ -15,8 +15,15 @@ the same way keeps its traceback in place. Measured on the swe traces in normal 
 with some of them behind "as shown in an earlier output", which says neither which output nor that
 the error is still there.
 
+A marker names the tool call whose output shows its lines (``as shown in the output of tool call
+ID``, the id as the model reads it), so the model can find them, and a run never spans lines first
+shown by two different calls. It names no call where the model may read the id in another spelling
+than ours (:func:`~.dedup.Repeats.shown_id`), nor the output's own call (a part of an output repeating
+an earlier part), nor lines remembered by a session state saved before sources were kept.
+
 Session-level and order-dependent by nature: the index holds the lines of what the model was shown, in
-history order, so the result is a pure function of the history (restarts replay it the same way).
+history order, with the first call that showed each, so the result is a pure function of the history
+(restarts replay it the same way).
 """
 
 from __future__ import annotations
@@ -55,55 +62,58 @@ def _h(line: str, scope: int = 0) -> int:
     return int(xxhash.xxh3_64_intdigest(line.encode("utf-8", "surrogatepass"), seed=scope))
 
 
-def marker(first: int, last: int) -> str:
-    """The short line that stands for a repeated run (1-based, inclusive lines of the original).
+def marker(first: int, last: int, source: str | None = None) -> str:
+    """The short line that stands for a repeated run (1-based, inclusive lines of the original);
+    ``source``: the id of the tool call whose output shows them, as the model reads it.
 
     Not a stub (no "[lightmem2: " prefix): the text around it may still be reduced further.
     """
-    return f"[lightmem2 repeat: lines {first}:{last} as shown in an earlier output]"
+    where = f"the output of tool call {source}" if source else "an earlier output"
+    return f"[lightmem2 repeat: lines {first}:{last} as shown in {where}]"
 
 
 @dataclass
 class LineIndex:
-    """Hashes of the substantial lines the model has been shown in tool outputs so far.
+    """Hashes of the substantial lines the model has been shown in tool outputs so far, each with the
+    host's id of the tool call whose output first showed it.
 
-    ``seen`` is an insertion-ordered set (a dict of None), so the session state saves only new hashes.
+    ``seen`` is insertion-ordered and a line keeps its first source, so the session state saves only
+    new hashes. A source of None: not known (a state saved before sources were kept).
     """
 
-    seen: dict[int, None] = field(default_factory=dict)
+    seen: dict[int, str | None] = field(default_factory=dict)
     scope: int = 0  # lines are repeats only within one scope (see Repeats.scope)
 
-    def add(self, text: str) -> None:
-        """Remember the lines of an output as the model sees it."""
+    def add(self, text: str, source: str | None = None) -> None:
+        """Remember the lines of an output as the model sees it, shown by the call ``source``."""
         for line in text.split("\n"):
             if len(line.strip()) >= MIN_LINE_CHARS:
-                self.seen.setdefault(_h(line, self.scope))
+                self.seen.setdefault(_h(line, self.scope), source)
 
-    def _runs(self, lines: list[str], keep: Container[int] = ()) -> list[tuple[int, int]]:
-        """Maximal runs (start, end exclusive) of repeated lines worth a marker; a line in ``keep``
-        is never inside one."""
-        runs: list[tuple[int, int]] = []
+    def _runs(self, lines: list[str], keep: Container[int] = ()) -> list[tuple[int, int, str | None]]:
+        """Maximal runs (start, end exclusive, the source of their lines) of repeated lines worth a
+        marker, each of lines first shown by one call; a line in ``keep`` is never inside one."""
+        runs: list[tuple[int, int, str | None]] = []
         i, n = 0, len(lines)
         while i < n:
-            if (
-                i in keep
-                or len(lines[i].strip()) < MIN_LINE_CHARS
-                or _h(lines[i], self.scope) not in self.seen
-            ):
+            first = _h(lines[i], self.scope)
+            if i in keep or len(lines[i].strip()) < MIN_LINE_CHARS or first not in self.seen:
                 i += 1
                 continue
+            source = self.seen[first]
             j, last_real = i, i
             while j < n and j not in keep:
                 stripped = lines[j].strip()
                 if len(stripped) >= MIN_LINE_CHARS:
-                    if _h(lines[j], self.scope) not in self.seen:
+                    h = _h(lines[j], self.scope)
+                    if h not in self.seen or self.seen[h] != source:
                         break
                     last_real = j
                 j += 1
             end = last_real + 1
             substantial = sum(1 for k in range(i, end) if len(lines[k].strip()) >= MIN_LINE_CHARS)
             if substantial >= MIN_RUN_LINES and sum(len(x) + 1 for x in lines[i:end]) >= MIN_RUN_CHARS:
-                runs.append((i, end))
+                runs.append((i, end, source))
             i = end
         return runs
 
@@ -114,6 +124,7 @@ class LineIndex:
         shell: bool = False,
         errors: bool = True,
         matches: Callable[[], Sequence[re.Pattern[str]]] = tuple,
+        name: Callable[[str], str | None] = lambda source: None,
     ) -> tuple[str, str, Elided | None] | None:
         """(``text`` with repeated runs replaced by markers, the stub naming the archived original, and
         the line map from the first to the original for the text passes that reduce it further).
@@ -122,26 +133,30 @@ class LineIndex:
         other than ``\\n`` (the registry numbers lines with ``str.splitlines``; then they differ).
         ``errors``: the mode keeps error lines; ``matches`` gives the patterns of the search that
         printed ``text`` (:func:`protected_lines`). Both are looked at only when a run was found
-        (most outputs repeat nothing).
+        (most outputs repeat nothing). ``name`` gives the id a marker names for a source (None: it
+        names none).
         """
         lines = text.split("\n")
         runs = self._runs(lines)
         if runs:
             keep = protected_lines(lines, text, errors, matches())
             runs = self._runs(lines, keep) if keep else runs
-        saved = sum(sum(len(x) + 1 for x in lines[a:b]) for a, b in runs) - 60 * len(runs) - STUB_CHARS
-        if not runs or saved < MIN_SAVING_CHARS:
+        marks = [marker(a + 1, b, None if source is None else name(source)) for a, b, source in runs]
+        saved = sum(
+            sum(len(x) + 1 for x in lines[a:b]) - len(m) - 1 for (a, b, _), m in zip(runs, marks, strict=True)
+        )
+        if not runs or saved - STUB_CHARS < MIN_SAVING_CHARS:
             return None
         key = archive(text.encode("utf-8", "surrogatepass"))
         out: list[str] = []
         first: list[int] = []
         last: list[int] = []
         pos = 0
-        for a, b in runs:
+        for (a, b, _), mark in zip(runs, marks, strict=True):
             out.extend(lines[pos:a])
             first.extend(range(pos, a))
             last.extend(range(pos, a))
-            out.append(marker(a + 1, b))
+            out.append(mark)
             first.append(a)
             last.append(b - 1)
             pos = b

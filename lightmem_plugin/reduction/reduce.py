@@ -138,7 +138,7 @@ def reduce_output(
         for spec in reversed(passes.of_stage("repeat", ctx.table.passes)):
             run = _wrapped(spec.run, repeats, call_id, ctx, run)
         result = run(t)
-        repeats.lines.add(result)
+        repeats.lines.add(result, call_id)
         return result
 
     framed: Callable[[str], str] = body

@@ -1,5 +1,6 @@
 """``benchmarks/frame_audit.py`` on the bundled real sessions: the model reads how each command ended and
-every error line, in the modes that reduce; and the audit does see it when they are hidden."""
+every error line, in the modes that reduce, and each repeat marker names the call whose output shows
+its lines; and the audit does see it when they are hidden or misnamed."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def test_no_status_line_or_error_line_is_hidden(mode: str) -> None:
     assert counts["status_hidden"] == 0 and counts["errors_hidden"] == 0 and counts["matches_hidden"] == 0, (
         counts
     )
+    assert counts["repeat_markers"] >= 2, counts  # the sessions do fold lines shown before
+    assert counts["repeats_unnamed"] == 0 and counts["repeats_misnamed"] == 0, counts
 
 
 def test_the_audit_sees_a_status_line_folded_away(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -33,6 +36,7 @@ def test_the_audit_sees_a_status_line_folded_away(monkeypatch: pytest.MonkeyPatc
     from lightmem_plugin.reduction import envelope, linedup
 
     monkeypatch.setattr(envelope, "_XML", re.compile(r"(?!)"))
+    monkeypatch.setattr(envelope, "is_status_line", lambda line: False)
     monkeypatch.setattr(linedup, "protected_lines", lambda *args: set())
     assert audit(SESSIONS, "normal")["status_hidden"] >= 1
 
@@ -43,3 +47,35 @@ def test_the_audit_sees_a_line_of_ours_inside_the_frame(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(dedup, "_with_stub", lambda text, stub_line: f"{text}\n{stub_line}")
     assert audit(SESSIONS, "normal")["changed_outside_stubs"] >= 1
+
+
+def test_the_audit_sees_a_marker_that_names_the_wrong_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each line remembered as shown by the call before the one that showed it: the markers then name
+    outputs that lack their lines (or the output's own call)."""
+    from lightmem_plugin.reduction import linedup
+
+    previous: dict[int, str | None] = {}
+
+    def add(self: linedup.LineIndex, text: str, source: str | None = None) -> None:
+        wrong = previous.get(id(self))
+        previous[id(self)] = source
+        for line in text.split("\n"):
+            if len(line.strip()) >= linedup.MIN_LINE_CHARS:
+                self.seen.setdefault(linedup._h(line, self.scope), wrong or source)
+
+    monkeypatch.setattr(linedup.LineIndex, "add", add)
+    counts = audit(SESSIONS, "normal")
+    assert counts["repeats_misnamed"] >= 1, counts
+
+
+def test_the_audit_sees_a_marker_that_names_no_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As before sources were kept: every marker says "as shown in an earlier output"."""
+    from lightmem_plugin.reduction import linedup
+
+    monkeypatch.setattr(linedup, "marker", lambda first, last, source=None: linedup_marker(first, last))
+    counts = audit(SESSIONS, "normal")
+    assert counts["repeat_markers"] >= 2 and counts["repeats_unnamed"] == counts["repeat_markers"], counts
+
+
+def linedup_marker(first: int, last: int) -> str:
+    return f"[lightmem2 repeat: lines {first}:{last} as shown in an earlier output]"

@@ -2,7 +2,7 @@
 
 Every host's wire-level end-to-end test runs one scripted session (:data:`STEPS`: >= 10 model calls,
 three large outputs: one repeated identically, one from a command that fails with a nonzero exit, one
-file read) twice against the fake provider, with and without lightmem2, and hands both lists of
+file read; and a short output of lines the first one showed) twice against the fake provider, with and without lightmem2, and hands both lists of
 request bodies to :func:`audit`. It fails the test with every fault it finds, each naming the request
 and the tool call:
 
@@ -10,7 +10,8 @@ and the tool call:
   the run without lightmem2 shows there, and every line outside the stubs is a line of that output;
 - no stub refers to its own call (a repeat names an earlier call whose output is in the request; a
   repeat that names no call must recover the text of an earlier output in the request, or share the
-  key of that output's own stub);
+  key of that output's own stub); a marker of repeated lines that names a call names an earlier one
+  whose output, as the request shows it, has every line the marker stands for;
 - the success or failure the model reads (the wire's error flag, the exit code, the host's own
   "completed"/"failed" words) equals the run without lightmem2;
 - each request extends the one before (the same history, longer), except at the eviction batches
@@ -48,7 +49,9 @@ REPEAT_UNNAMED = re.compile(r"\[lightmem2: identical to an earlier tool output i
 STUB_ANY = re.compile(r"\[lightmem2[^\]\n]*\]")
 # in-place markers of a range of the original, recovered through the output's keyed stub (work.Mark,
 # linedup.marker): keyless by design, so only with a keyed stub in the same output
-MARK = re.compile(r"\[lightmem2(?: repeat)?: lines \d+:\d+ (?:elided|as shown in an earlier output)\]")
+MARK = re.compile(
+    r"\[lightmem2(?: repeat)?: lines (\d+):(\d+) (?:elided|as shown in (?:an earlier output|the output of tool call (\S+)))\]"
+)
 KEY = re.compile(r"\b([0-9a-f]{12,32})\b")
 EXIT_CODE = re.compile(
     r"(?:exit code|exit_code|exited with code|exit status|Exit code)\W{0,3}(-?\d+)", re.IGNORECASE
@@ -73,6 +76,7 @@ class Step:
 
 LISTING = "seq -f 'row %g: compiled module ok' 1 200"
 FAILING = "sh ./check.sh"
+HEAD_AGAIN = "seq -f 'row %g: compiled module ok' 1 20; echo listing head again"
 STEPS: tuple[Step, ...] = (
     Step("shell", LISTING),
     Step("shell", "echo step two done"),
@@ -80,7 +84,7 @@ STEPS: tuple[Step, ...] = (
     Step("shell", FAILING),
     Step("shell", "echo step five done"),
     Step("shell", LISTING),  # the same large output again, identically
-    Step("shell", "echo step seven done"),
+    Step("shell", HEAD_AGAIN),  # lines the first listing showed: a marker naming that call
     Step("shell", "echo step eight done"),
     Step("shell", "echo step nine done"),
     Step("shell", "echo step ten done"),
@@ -264,6 +268,7 @@ class Audit:
     verbatim: int = 0
     repeats: int = 0
     recovered: int = 0
+    named_marks: int = 0  # markers of repeated lines naming the call that shows them, checked
 
     def fault(self, where: str, what: str) -> None:
         self.faults.append(f"{where}: {what}")
@@ -276,6 +281,34 @@ class Audit:
 
 def _outside_stubs(text: str) -> list[str]:
     return [line for line in STUB_ANY.sub("\x00", text).split("\n") if "\x00" not in line]
+
+
+def _audit_named_marker(
+    where: str,
+    mark: re.Match[str],
+    got: ToolOutput,
+    earlier: list[ToolOutput],
+    original: str | None,
+    audit: Audit,
+) -> None:
+    """A marker "lines A:B as shown in the output of tool call X": X is an earlier call of the
+    request, not this one, and its output as the request shows it has each of lines A:B of the
+    original (``original``: what the output's keyed stub recovers; lines under 8 chars aside, the
+    marker never stands for them alone)."""
+    name = mark.group(3)
+    source = [o for o in earlier if o.call_id == name]
+    if name == got.call_id:
+        audit.fault(where, f"a line marker names its own call: {mark.group(0)}")
+    elif not source:
+        audit.fault(where, f"a line marker names a call not earlier in the request: {mark.group(0)}")
+    elif original is not None:
+        shown = set(steady(source[-1].text).split("\n"))
+        wanted = steady(original).split("\n")[int(mark.group(1)) - 1 : int(mark.group(2))]
+        missing = [line for line in wanted if len(line.strip()) >= 8 and line not in shown]
+        if missing:
+            audit.fault(where, f"{mark.group(0)}, but that output lacks {missing[0][:120]!r}")
+        else:
+            audit.named_marks += 1
 
 
 def audit_output(
@@ -304,11 +337,14 @@ def audit_output(
         audit.fault(where, f"changed with no stub: {got_text[:200]!r} vs {plain_text[:200]!r}")
         return
     audit.stubbed += 1
-    keyed = any(KEY.search(stub) for stub in stubs)
+    keyed = [key for stub in stubs if not MARK.fullmatch(stub) for key in KEY.findall(stub)]
     for stub in stubs:
-        if MARK.fullmatch(stub):
+        mark = MARK.fullmatch(stub)
+        if mark:
             if not keyed:
                 audit.fault(where, f"a line marker with no keyed stub to recover it from: {stub}")
+            elif mark.group(3):
+                _audit_named_marker(where, mark, got, earlier, recover(keyed[0]), audit)
             continue
         repeat = REPEAT_OF.search(stub)
         if repeat:

@@ -124,6 +124,21 @@ def test_xml_frame_reduces_only_the_body() -> None:
     text = _framed(2, BODY)
     assert envelope.apply(text, lambda b: "R") == "<returncode>2</returncode>\n<output>\nR\n</output>"
     assert envelope.apply(text, lambda b: b) == text
-    # not the frame: anything before the return code, or no closing tag at the end
+    # not the frame: anything before the return code, or no closing tag at the end (then the
+    # return code is still a status line of its own, which stays)
     assert envelope.apply("x\n" + text, lambda b: "R") == "R"
-    assert envelope.apply(text + "\ntrailer", lambda b: "R") == "R"
+    assert envelope.apply(text + "\ntrailer", lambda b: "R") == "<returncode>2</returncode>\nR"
+
+
+def test_a_leading_status_line_stays_and_only_the_body_is_reduced() -> None:
+    """Claude Code's failed Bash result opens with ``Exit code 2``; before, the test-run pass put its
+    stub above it (2 of the 11 such outputs of the dev Claude Code sessions, frame_audit.py)."""
+    body = "Running tests\n" + "".join(f"  test_{i} ... ok\n" for i in range(200)) + "FAILED (errors=1)"
+    seen: list[str] = []
+    out = envelope.apply("Exit code 2\n" + body, lambda b: seen.append(b) or "R")
+    assert (out, seen) == ("Exit code 2\nR", [body])
+    assert envelope.apply("Exit code 2\n" + body, lambda b: b) == "Exit code 2\n" + body
+    # a status line alone, or one that is not the first line, is no frame
+    assert envelope.apply("Exit code 2", lambda b: "R") == "R"
+    assert envelope.apply("x\nExit code 2\nbody", lambda b: "R") == "R"
+    assert envelope.apply("Exit code 2 then more\nbody", lambda b: "R") == "R"

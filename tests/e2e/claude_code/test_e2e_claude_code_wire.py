@@ -202,6 +202,9 @@ def test_claude_code_wire_audit(
     # what the model received, request by request
     result = audit("anthropic", with_bodies, without_bodies, _recover)
     result.raise_if_faulty()
+    # the listing's head again: a marker naming the first listing's call (as the model reads its id),
+    # whose output there shows every line the marker stands for
+    assert result.named_marks >= 1, result
 
     # the ledger, against what the provider counted
     rows = _ledger_rows(base_env(host_home, isolated_home), work, str(answer["session_id"]), mask)

@@ -239,6 +239,7 @@ def test_codex_wire_with_and_without_lightmem2(
 
     found = wire_audit.audit("responses", with_bodies, without_bodies, _recoverer())
     found.raise_if_faulty()
+    assert found.named_marks >= 1, found  # the listing's head again names the first listing's call
     assert 0 <= footprint <= FOOTPRINT_MAX, f"lightmem2 adds {footprint} tokens to every Codex call"
     wire_audit.audit_ledger(rows, with_usage, without_usage).raise_if_faulty()
 
