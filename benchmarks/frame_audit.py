@@ -15,8 +15,8 @@ And of the in-place markers that stand for lines shown before
 
 - ``repeat_markers``: all of them; ``repeats_unnamed``: those that name no tool call ("as shown in an
   earlier output");
-- ``repeats_misnamed``: those that name a call whose output, as the same prompt shows it, lacks one
-  of the substantial lines the marker stands for, or that name their own call or no call of the
+- ``repeats_misnamed``: those whose named calls' outputs, as the same prompt shows them, lack one of
+  the substantial lines the marker stands for, or that name their own call or no call of the
   prompt. ``repeats_source_archived``: those whose named call's output was since replaced whole
   (an eviction stub: the lines are recoverable from it, not readable).
 
@@ -30,10 +30,10 @@ text is and say so.
 Run: ``.venv/bin/python benchmarks/frame_audit.py --traces ../shared/traces/swe --mode normal``.
 Measured on the swe traces in normal mode at 238e9c2: 484 outputs with the status hidden, 88 with
 error lines hidden and 77 of 1,229 searches with a match hidden; now 0, 0 and 0. At 94bae6e every
-repeat marker named no call (700 of 700); now 813 markers (a run whose lines two calls showed is two
-markers), each naming the call whose output shows its lines, none misnamed. In aggressive mode 12 of
-774 name a call whose output an eviction batch archived since (recoverable from it, and from the
-marker's own stub).
+repeat marker named no call (700 of 700); now each of the 697 names the calls whose outputs show its
+lines (445 one call, 161 two, 91 three), none misnamed. In aggressive mode 8 of 661 name a call whose
+output an eviction batch archived since (its lines recoverable from it, and from the marker's own
+stub).
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ from lightmem_plugin.traces import load_trace
 
 WHOLE = ("[lightmem2: identical to ", "[lightmem2: output of finished work archived as ")
 MARKER = re.compile(
-    r"\[lightmem2 repeat: lines (\d+):(\d+) as shown in (?:an earlier output|the output of tool call (\S+))\]"
+    r"\[lightmem2 repeat: lines (\d+):(\d+) as shown in "
+    r"(?:an earlier output|the output of tool call (\S+)|the outputs of tool calls ([^\]]+))\]"
 )
 
 
@@ -73,18 +74,19 @@ def audit_markers(before: str, after: str, own: str, shown: dict[str, str], coun
     body = _body(before).split("\n")
     for m in MARKER.finditer(after):
         counts["repeat_markers"] += 1
-        source = m.group(3)
-        if source is None:
+        names = [m.group(3)] if m.group(3) else m.group(4).split(", ") if m.group(4) else []
+        if not names:
             counts["repeats_unnamed"] += 1
             continue
-        there = shown.get(source)
-        if source == own or there is None:
+        there = [shown.get(name) for name in names]
+        if own in names or None in there:
             counts["repeats_misnamed"] += 1
             continue
-        if any(line.startswith(WHOLE) for line in there.split("\n")):
+        texts = [t for t in there if t is not None]
+        if any(line.startswith(WHOLE) for t in texts for line in t.split("\n")):
             counts["repeats_source_archived"] += 1
             continue
-        lines = set(there.split("\n"))
+        lines = {line for t in texts for line in t.split("\n")}
         wanted = body[int(m.group(1)) - 1 : int(m.group(2))]
         if any(len(x.strip()) >= MIN_LINE_CHARS and x not in lines for x in wanted):
             counts["repeats_misnamed"] += 1

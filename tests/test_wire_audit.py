@@ -250,6 +250,21 @@ def test_a_line_marker_that_names_a_call_must_name_an_earlier_one_showing_its_li
     assert any("names its own call" in f for f in found), found
     found = faults([chat(("c1", ORIGINAL), ("c2", named.replace("call c1", "call c9")))], without)
     assert any("names a call not earlier in the request" in f for f in found), found
+    # two calls that together show the rows
+    half = "".join(lines[i] + "\n" for i in range(20))
+    rest = "".join(lines[i] + "\n" for i in range(20, 40))
+    two = named.replace("the output of tool call c1", "the outputs of tool calls c0, c1")
+    checked = wire_audit.audit(
+        "chat",
+        [chat(("c0", half), ("c1", rest), ("c2", two))],
+        [chat(("c0", half), ("c1", rest), ("c2", ORIGINAL))],
+        recover,
+    )
+    assert checked.faults == [] and checked.named_marks == 1, checked.faults
+    found = faults(
+        [chat(("c1", rest), ("c2", two.replace("c0, c1", "c1, c2")))], [chat(("c1", rest), ("c2", ORIGINAL))]
+    )
+    assert any("names its own call" in f for f in found), found
     # c1 shows only the first rows: the marker says it shows rows 1-37
     partial = "".join(lines[i] + "\n" for i in range(10))
     found = faults([chat(("c1", partial), ("c2", named))], [chat(("c1", partial), ("c2", ORIGINAL))])

@@ -72,7 +72,7 @@ def test_the_audit_sees_a_marker_that_names_no_call(monkeypatch: pytest.MonkeyPa
     """As before sources were kept: every marker says "as shown in an earlier output"."""
     from lightmem_plugin.reduction import linedup
 
-    monkeypatch.setattr(linedup, "marker", lambda first, last, source=None: linedup_marker(first, last))
+    monkeypatch.setattr(linedup, "marker", lambda first, last, sources=(): linedup_marker(first, last))
     counts = audit(SESSIONS, "normal")
     assert counts["repeat_markers"] >= 2 and counts["repeats_unnamed"] == counts["repeat_markers"], counts
 

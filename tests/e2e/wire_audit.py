@@ -50,7 +50,8 @@ STUB_ANY = re.compile(r"\[lightmem2[^\]\n]*\]")
 # in-place markers of a range of the original, recovered through the output's keyed stub (work.Mark,
 # linedup.marker): keyless by design, so only with a keyed stub in the same output
 MARK = re.compile(
-    r"\[lightmem2(?: repeat)?: lines (\d+):(\d+) (?:elided|as shown in (?:an earlier output|the output of tool call (\S+)))\]"
+    r"\[lightmem2(?: repeat)?: lines (\d+):(\d+) (?:elided|as shown in "
+    r"(?:an earlier output|the output of tool call (\S+)|the outputs of tool calls ([^\]]+)))\]"
 )
 KEY = re.compile(r"\b([0-9a-f]{12,32})\b")
 EXIT_CODE = re.compile(
@@ -291,24 +292,30 @@ def _audit_named_marker(
     original: str | None,
     audit: Audit,
 ) -> None:
-    """A marker "lines A:B as shown in the output of tool call X": X is an earlier call of the
-    request, not this one, and its output as the request shows it has each of lines A:B of the
-    original (``original``: what the output's keyed stub recovers; lines under 8 chars aside, the
-    marker never stands for them alone)."""
-    name = mark.group(3)
-    source = [o for o in earlier if o.call_id == name]
-    if name == got.call_id:
-        audit.fault(where, f"a line marker names its own call: {mark.group(0)}")
-    elif not source:
-        audit.fault(where, f"a line marker names a call not earlier in the request: {mark.group(0)}")
-    elif original is not None:
-        shown = set(steady(source[-1].text).split("\n"))
-        wanted = steady(original).split("\n")[int(mark.group(1)) - 1 : int(mark.group(2))]
-        missing = [line for line in wanted if len(line.strip()) >= 8 and line not in shown]
-        if missing:
-            audit.fault(where, f"{mark.group(0)}, but that output lacks {missing[0][:120]!r}")
-        else:
-            audit.named_marks += 1
+    """A marker "lines A:B as shown in the output of tool call X" (or "the outputs of tool calls X,
+    Y"): each call named is an earlier call of the request, not this one, and their outputs as the
+    request shows them have each of lines A:B of the original (``original``: what the output's keyed
+    stub recovers; lines under 8 chars aside, the marker never stands for them alone)."""
+    names = [mark.group(3)] if mark.group(3) else mark.group(4).split(", ")
+    shown: set[str] = set()
+    for name in names:
+        source = [o for o in earlier if o.call_id == name]
+        if name == got.call_id:
+            audit.fault(where, f"a line marker names its own call: {mark.group(0)}")
+            return
+        if not source:
+            audit.fault(where, f"a line marker names a call not earlier in the request: {mark.group(0)}")
+            return
+        shown |= set(steady(source[-1].text).split("\n"))
+    if original is None:
+        return
+    wanted = steady(original).split("\n")[int(mark.group(1)) - 1 : int(mark.group(2))]
+    missing = [line for line in wanted if len(line.strip()) >= 8 and line not in shown]
+    if missing:
+        lack = "that output lacks" if len(names) == 1 else "those outputs lack"
+        audit.fault(where, f"{mark.group(0)}, but {lack} {missing[0][:120]!r}")
+    else:
+        audit.named_marks += 1
 
 
 def audit_output(
@@ -343,7 +350,7 @@ def audit_output(
         if mark:
             if not keyed:
                 audit.fault(where, f"a line marker with no keyed stub to recover it from: {stub}")
-            elif mark.group(3):
+            elif mark.group(3) or mark.group(4):
                 _audit_named_marker(where, mark, got, earlier, recover(keyed[0]), audit)
             continue
         repeat = REPEAT_OF.search(stub)

@@ -20,7 +20,8 @@ from lightmem_plugin.session_state import StateStore
 
 HOST_IDS = {"stabilizer": {"shortCallIds": False}}
 MARK = re.compile(
-    r"\[lightmem2 repeat: lines (\d+):(\d+) as shown in (?:an earlier output|the output of tool call (\S+))\]"
+    r"\[lightmem2 repeat: lines (\d+):(\d+) as shown in "
+    r"(?:an earlier output|the outputs? of tool calls? ([^\]]+))\]"
 )
 VIEW = "".join(f"    {i:4}  def handler_{i}(request, response):  # a line of the module\n" for i in range(60))
 OTHER = "".join(f"    {i:4}  def other_{i}(request):  # a line of another module\n" for i in range(60))
@@ -64,7 +65,7 @@ def test_a_marker_names_the_call_that_showed_its_lines() -> None:
     assert all(line in VIEW.split("\n") for line in original[0:60])
 
 
-def test_a_run_of_lines_two_calls_showed_is_two_markers_each_naming_its_call() -> None:
+def test_a_run_of_lines_two_calls_showed_names_both_and_a_fourth_source_starts_a_new_marker() -> None:
     session = LightMem(Config.model_validate(HOST_IDS)).session("s")
     both = VIEW + OTHER
     out = session.before_model_call(
@@ -74,9 +75,19 @@ def test_a_run_of_lines_two_calls_showed_is_two_markers_each_naming_its_call() -
             ("call_c", "cat -n *.py", both),
         )
     )
-    assert _marks(out[6]["content"]) == [(1, 60, "call_a"), (61, 120, "call_b")], out[6]["content"]
+    assert _marks(out[6]["content"]) == [(1, 120, "call_a, call_b")], out[6]["content"]
     keys = stub_keys(str(out[6]["content"]))
     assert keys and session.plugin.registry.recover(keys[0]) == both
+    # four sources in one run: the marker names three, the fourth begins the next marker
+    parts = [
+        "".join(f"    part {k} line {i}: some code of the module here\n" for i in range(10)) for k in range(4)
+    ]
+    fresh = LightMem(Config.model_validate(HOST_IDS)).session("t")
+    turns = [(f"call_{k}", f"cat part{k}.py", parts[k]) for k in range(4)]
+    shown = fresh.before_model_call(_history(*turns, ("call_all", "cat part*.py", "".join(parts))))
+    assert _marks(shown[10]["content"]) == [(1, 30, "call_0, call_1, call_2"), (31, 40, "call_3")], shown[10][
+        "content"
+    ]
 
 
 def test_with_short_call_ids_the_marker_names_the_id_the_model_reads() -> None:
