@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -48,17 +47,13 @@ from pathlib import Path
 from lightmem_plugin.error_lines import error_lines, is_status_line
 from lightmem_plugin.reduction import envelope
 from lightmem_plugin.reduction.kinds import ToolCall
-from lightmem_plugin.reduction.linedup import MIN_LINE_CHARS
+from lightmem_plugin.reduction.linedup import MARKER_RE, MIN_LINE_CHARS, marker_calls
 from lightmem_plugin.reduction.search_terms import search_patterns
 from lightmem_plugin.replay import replay_paths, trace_files
 from lightmem_plugin.retention import message_text
 from lightmem_plugin.traces import load_trace
 
 WHOLE = ("[lightmem2: identical to ", "[lightmem2: output of finished work archived as ")
-MARKER = re.compile(
-    r"\[lightmem2 repeat: lines (\d+):(\d+) as shown in "
-    r"(?:an earlier output|the output of tool call (\S+)|the outputs of tool calls ([^\]]+))\]"
-)
 
 
 def _body(text: str) -> str:
@@ -72,17 +67,16 @@ def audit_markers(before: str, after: str, own: str, shown: dict[str, str], coun
     """Count the repeat markers of ``after`` (the output ``before`` of call ``own`` as the model reads
     it) into ``counts``; ``shown``: each call id of the prompt and its output as the prompt shows it."""
     body = _body(before).split("\n")
-    for m in MARKER.finditer(after):
+    for m in MARKER_RE.finditer(after):
         counts["repeat_markers"] += 1
-        names = [m.group(3)] if m.group(3) else m.group(4).split(", ") if m.group(4) else []
+        names = marker_calls(m)
         if not names:
             counts["repeats_unnamed"] += 1
             continue
-        there = [shown.get(name) for name in names]
-        if own in names or None in there:
+        texts = [shown[name] for name in names if name in shown]
+        if own in names or len(texts) < len(names):
             counts["repeats_misnamed"] += 1
             continue
-        texts = [t for t in there if t is not None]
         if any(line.startswith(WHOLE) for t in texts for line in t.split("\n")):
             counts["repeats_source_archived"] += 1
             continue

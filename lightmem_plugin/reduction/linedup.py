@@ -83,6 +83,26 @@ def marker(first: int, last: int, sources: Sequence[str] = ()) -> str:
     return f"[lightmem2 repeat: lines {first}:{last} as shown in {where}]"
 
 
+MARKER_RE = re.compile(
+    r"\[lightmem2 repeat: lines (\d+):(\d+) as shown in "
+    r"(?:an earlier output|the outputs? of tool calls? ([^\]]+))\]"
+)
+"""A :func:`marker` in text: groups first line, last line and the calls named (see :func:`marker_calls`)."""
+
+
+def marker_calls(found: re.Match[str]) -> list[str]:
+    """The call ids a :data:`MARKER_RE` match names, in order (none for "an earlier output")."""
+    return found.group(3).split(", ") if found.group(3) else []
+
+
+def _named_marker(a: int, b: int, sources: tuple[str | None, ...], name: Callable[[str], str | None]) -> str:
+    """The marker of run ``a:b`` (0-based, end exclusive): it names its sources only when it can name
+    every one."""
+    names = [None if s is None else name(s) for s in sources]
+    known = [n for n in names if n is not None]
+    return marker(a + 1, b, known if len(known) == len(names) else ())
+
+
 @dataclass
 class LineIndex:
     """Hashes of the substantial lines the model has been shown in tool outputs so far, each with the
@@ -139,13 +159,6 @@ class LineIndex:
             i = end
         return runs
 
-    def _marker(
-        self, a: int, b: int, sources: tuple[str | None, ...], name: Callable[[str], str | None]
-    ) -> str:
-        """The marker of run ``a:b``: it names its sources only when it can name every one."""
-        names = [None if s is None else name(s) for s in sources]
-        return marker(a + 1, b, () if None in names else [n for n in names if n is not None])
-
     def reduce(
         self,
         text: str,
@@ -170,7 +183,7 @@ class LineIndex:
         if runs:
             keep = protected_lines(lines, text, errors, matches())
             runs = self._runs(lines, keep) if keep else runs
-        marks = [self._marker(a, b, sources, name) for a, b, sources in runs]
+        marks = [_named_marker(a, b, sources, name) for a, b, sources in runs]
         saved = sum(
             sum(len(x) + 1 for x in lines[a:b]) - len(m) - 1 for (a, b, _), m in zip(runs, marks, strict=True)
         )

@@ -55,13 +55,12 @@ def test_the_audit_sees_a_marker_that_names_the_wrong_call(monkeypatch: pytest.M
     from lightmem_plugin.reduction import linedup
 
     previous: dict[int, str | None] = {}
+    add_as_shown = linedup.LineIndex.add
 
     def add(self: linedup.LineIndex, text: str, source: str | None = None) -> None:
         wrong = previous.get(id(self))
         previous[id(self)] = source
-        for line in text.split("\n"):
-            if len(line.strip()) >= linedup.MIN_LINE_CHARS:
-                self.seen.setdefault(linedup._h(line, self.scope), wrong or source)
+        add_as_shown(self, text, wrong or source)
 
     monkeypatch.setattr(linedup.LineIndex, "add", add)
     counts = audit(SESSIONS, "normal")
@@ -72,10 +71,7 @@ def test_the_audit_sees_a_marker_that_names_no_call(monkeypatch: pytest.MonkeyPa
     """As before sources were kept: every marker says "as shown in an earlier output"."""
     from lightmem_plugin.reduction import linedup
 
-    monkeypatch.setattr(linedup, "marker", lambda first, last, sources=(): linedup_marker(first, last))
+    unnamed = linedup.marker
+    monkeypatch.setattr(linedup, "marker", lambda first, last, sources=(): unnamed(first, last))
     counts = audit(SESSIONS, "normal")
     assert counts["repeat_markers"] >= 2 and counts["repeats_unnamed"] == counts["repeat_markers"], counts
-
-
-def linedup_marker(first: int, last: int) -> str:
-    return f"[lightmem2 repeat: lines {first}:{last} as shown in an earlier output]"

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import xxhash
+from chat_turns import bash_turn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -123,18 +123,6 @@ def test_two_processes_appending_spellings_at_once_keep_both() -> None:
     assert old.names == {"call1": "call1"} and old.confirmed == {"call1"}
 
 
-def _turn(cid: str, command: str, output: str) -> list[dict[str, object]]:
-    call = {
-        "id": cid,
-        "type": "function",
-        "function": {"name": "bash", "arguments": json.dumps({"command": command})},
-    }
-    return [
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": cid, "content": output},
-    ]
-
-
 def test_no_repeat_points_into_outputs_the_host_compacted_away(tmp_path: Path) -> None:
     """Claude Code's auto-compact drops the oldest outputs: a marker saying "as shown in an earlier
     output" must then not stand for lines only those outputs showed (seen on the dev sessions)."""
@@ -144,9 +132,9 @@ def test_no_repeat_points_into_outputs_the_host_compacted_away(tmp_path: Path) -
     lm = LightMem(Config(), registry=Registry(tmp_path / "reg"))
     session = lm.session("s")
     head = [{"role": "user", "content": "fix the handlers"}]
-    first = session.before_model_call([*head, *_turn("c1", "cat -n app.py", view)])
+    first = session.before_model_call([*head, *bash_turn("c1", "cat -n app.py", view)])
     again = session.before_model_call(
-        [*head, *_turn("c1", "cat -n app.py", view), *_turn("c2", "cat -n app.py | head -60", view)]
+        [*head, *bash_turn("c1", "cat -n app.py", view), *bash_turn("c2", "cat -n app.py | head -60", view)]
     )
     assert first[2]["content"] == view
     assert "identical to" in again[4]["content"] or "repeat" in again[4]["content"]  # c1 still shows it
@@ -156,10 +144,10 @@ def test_no_repeat_points_into_outputs_the_host_compacted_away(tmp_path: Path) -
             "content": "This session is being continued from a previous conversation. Summary: ...",
         }
     ]
-    compacted = session.before_model_call([*summary, *_turn("c3", "sed -n '1,60p' app.py", view)])
+    compacted = session.before_model_call([*summary, *bash_turn("c3", "sed -n '1,60p' app.py", view)])
     assert compacted[2]["content"] == view  # c1 and c2 are gone: the lines are shown again, whole
     later = session.before_model_call(
-        [*summary, *_turn("c3", "sed -n '1,60p' app.py", view), *_turn("c4", "cat -n app.py", view)]
+        [*summary, *bash_turn("c3", "sed -n '1,60p' app.py", view), *bash_turn("c4", "cat -n app.py", view)]
     )
     assert later[2]["content"] == view and later[4]["content"] != view  # c3 shows it now: c4 may refer to it
 
