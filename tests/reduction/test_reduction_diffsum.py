@@ -19,9 +19,20 @@ def test_unified_diff_is_recognised() -> None:
 @pytest.mark.parametrize(
     "text",
     [
+        "@@ -1,3 +1,3 @@ def f():\n-a\n+b\n",
+        " context\n-old\n+new\n@@ -40,2 +40,2 @@\n-x\n+y\n",  # a pipe cut off the head
+    ],
+)
+def test_hunks_without_file_headers_are_recognised(text: str) -> None:
+    assert diffsum.is_diff(text.splitlines())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "--- a heading in markdown\n+++ not really\nplain text\n",
         "E   - expected\nE   + actual\n",
-        "@@ -1,3 +1,3 @@ without file headers\n-a\n+b\n",
+        "@@ -1,3 +1,3 @@ then prose\nthat is not\na hunk\n",
         "",
     ],
 )
