@@ -128,6 +128,12 @@ _SETUP = re.compile(
 )
 """Segments that write or set up rather than print what the agent asked to see."""
 _RUN = re.compile(r"^(?:python3?|node|bash|sh|ruby|perl|java|\./)\S*\s")
+_XARGS = re.compile(r"^xargs(?:\s+(?:-[nIPdLEsa]\s*\S+|--[\w-]+(?:=\S+)?|-[0rtpx]+))*\s+")
+"""``xargs`` and its options: the program it runs is the one that prints (``find . | xargs grep -n x``)."""
+_FIND_EXEC_SEARCH = re.compile(r"\s-exec(?:dir)?\s+(?:grep|egrep|fgrep|rg)\b")
+"""``find ... -exec grep -n x {} +``: search results, like ``find | xargs grep``. Read as a listing
+before, so head + tail cut its match lines (a django session's later-used matches, 27 and 47 calls
+on)."""
 _SEGMENT_SPLIT = re.compile(r"\s*(?:&&|\|\||;|\n)\s*")
 
 _PYTEST_HEADER = re.compile(
@@ -167,6 +173,7 @@ def _programs(command: str) -> list[str]:
             words = piece.strip()
             while re.match(r"^[A-Za-z_][A-Za-z0-9_]*=\S*\s+", words):  # VAR=value prefix
                 words = re.sub(r"^[A-Za-z_][A-Za-z0-9_]*=\S*\s+", "", words, count=1)
+            words = _XARGS.sub("", words)
             if (
                 words
                 and not words.startswith(("cd ", "cd\t", "#", "echo ", "export ", "source "))
@@ -206,7 +213,8 @@ def kind_of_command(call: ToolCall | None) -> Kind | None:
         # `cat -n f | grep x` is a search over a file view; `grep x f | head` stays a search
         return "search" if any(_SEARCH.match(p) for p in programs[1:]) else "file_view"
     if _LIST.match(first):
-        return "search" if any(_SEARCH.match(p) for p in programs[1:]) else "listing"
+        searched = _FIND_EXEC_SEARCH.search(first) or any(_SEARCH.match(p) for p in programs[1:])
+        return "search" if searched else "listing"
     if _SHOW.match(first):
         return "search" if any(_SEARCH.match(p) for p in programs[1:]) else "report"
     return None

@@ -112,7 +112,26 @@ def search_patterns(call: ToolCall | None) -> list[re.Pattern[str]]:
         return [_compile(pattern, False, flags, False)] if isinstance(pattern, str) and pattern else []
     out: list[re.Pattern[str]] = []
     for command in split_commands(call.command):
-        argv = strip_prefixes(command.argv)
+        argv = _searching(strip_prefixes(command.argv))
         if argv and argv[0].rsplit("/", 1)[-1] in _PROGRAMS | {"git"}:
             out.extend(_from_argv(argv))
     return out
+
+
+_XARGS_WITH_VALUE = frozenset({"-n", "-I", "-P", "-d", "-L", "-E", "-s", "-a"})
+
+
+def _searching(argv: list[str]) -> list[str]:
+    """The words of the program that prints: ``xargs [options] grep ...`` runs ``grep ...``, and
+    ``find ... -exec grep ... {} ;`` runs the ``grep`` between ``-exec`` and ``;``/``+``."""
+    if argv and argv[0] == "xargs":
+        i = 1
+        while i < len(argv) and argv[i].startswith("-"):
+            i += 2 if argv[i] in _XARGS_WITH_VALUE else 1
+        return argv[i:]
+    if argv and argv[0] == "find":
+        for i, word in enumerate(argv):
+            if word in ("-exec", "-execdir"):
+                end = next((j for j in range(i + 1, len(argv)) if argv[j] in (";", "+", "\\;")), len(argv))
+                return argv[i + 1 : end]
+    return argv

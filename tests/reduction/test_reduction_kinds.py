@@ -30,6 +30,11 @@ def bash(command: str) -> ToolCall:
         ("pip install -e .", "build_log"),
         ("git diff", "diff"),
         ("ls -la src", "listing"),
+        ("find . -name '*.py' | xargs wc -l", "listing"),
+        # find piping into xargs grep, or running grep itself, prints search results
+        ('find tests -name "*.py" -type f | xargs grep -n "RenameIndex" -B 5 -A 5', "search"),
+        ("find . -name '*.py' | xargs -0 -n 1 grep -H bar", "search"),
+        ('find tests -name "*.py" -exec grep -n "symmetrical=True" {} \\;', "search"),
         ("python reproduce.py", None),
         ("cat > t.py << 'EOF'\nimport os\ngrep = 1\nEOF\npython t.py", None),
         ("sed -i 's/a/b/' f.py && cat f.py", "file_view"),

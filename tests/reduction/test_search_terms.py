@@ -34,6 +34,9 @@ def _bash(command: str) -> ToolCall:
         ('git grep -nF "a.b(" -- src', "src/m.py:3: a.b(1)", "src/m.py:4: axb(1)"),
         ("grep -w 'id' x | head", "the id is", "the idea is"),
         ("cat > a.py << 'EOF'\nx = 'unbalanced\nEOF\ngrep -n needle a.py", "2:needle", "1:hay"),
+        ('find tests -type f | xargs grep -n "RenameIndex" -B 5', "t.py:9:    RenameIndex(", "t.py-8-    x"),
+        ("find . | xargs -n 1 -P 4 grep -H 'needle'", "a.py:needle", "a.py:hay"),
+        ('find . -name "*.py" -exec grep -n "def foo(" {} +', "a.py:3:def foo(x):", "a.py:4:    foo = 1"),
     ],
 )
 def test_the_pattern_of_a_search_command(command: str, matching: str, not_matching: str) -> None:
