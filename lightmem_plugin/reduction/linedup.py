@@ -67,6 +67,24 @@ def _h(line: str, scope: int = 0) -> int:
     return int(xxhash.xxh3_64_intdigest(line.encode("utf-8", "surrogatepass"), seed=scope))
 
 
+def _keys(lines: Sequence[str], scope: int) -> list[int]:
+    """The index key of each line: a substantial line by its own bytes; a short one (``)``, a blank
+    line, ``my_id,``) by its bytes after the line before it, so it counts as shown only where it
+    was shown in that place.
+
+    Why: a short line says little alone, and it is ubiquitous, so runs took short lines in without
+    checking them. A marker then stood for lines that no earlier output showed: on a swe session
+    (sqlfluff-1733) the agent re-printed a file to see whether its fix changed the indentation of
+    ``        my_id,``; the marker said "as shown in the output of tool call 8ios5cltb", which
+    showed the old ``         my_id,``: the one line the agent printed the file for."""
+    out: list[int] = []
+    before = ""
+    for line in lines:
+        out.append(_h(line, scope) if len(line.strip()) >= MIN_LINE_CHARS else _h(f"{before}\n{line}", scope))
+        before = line
+    return out
+
+
 def marker(first: int, last: int, sources: Sequence[str] = ()) -> str:
     """The short line that stands for a repeated run (1-based, inclusive lines of the original);
     ``sources``: the ids of the tool calls whose outputs show them, as the model reads them (none:
@@ -105,7 +123,7 @@ def _named_marker(a: int, b: int, sources: tuple[str | None, ...], name: Callabl
 
 @dataclass
 class LineIndex:
-    """Hashes of the substantial lines the model has been shown in tool outputs so far, each with the
+    """Keys of the lines the model has been shown in tool outputs so far (:func:`_keys`), each with the
     host's id of the tool call whose output first showed it.
 
     ``seen`` is insertion-ordered and a line keeps its first source, so the session state saves only
@@ -117,9 +135,8 @@ class LineIndex:
 
     def add(self, text: str, source: str | None = None) -> None:
         """Remember the lines of an output as the model sees it, shown by the call ``source``."""
-        for line in text.split("\n"):
-            if len(line.strip()) >= MIN_LINE_CHARS:
-                self.seen.setdefault(_h(line, self.scope), source)
+        for key in _keys(text.split("\n"), self.scope):
+            self.seen.setdefault(key, source)
 
     def _runs(
         self, lines: list[str], keep: Container[int] = ()
@@ -129,27 +146,20 @@ class LineIndex:
         is never inside one."""
         runs: list[tuple[int, int, tuple[str | None, ...]]] = []
         i, n = 0, len(lines)
+        keys = _keys(lines, self.scope)
         while i < n:
-            if (
-                i in keep
-                or len(lines[i].strip()) < MIN_LINE_CHARS
-                or _h(lines[i], self.scope) not in self.seen
-            ):
+            if i in keep or len(lines[i].strip()) < MIN_LINE_CHARS or keys[i] not in self.seen:
                 i += 1
                 continue
             sources: dict[str | None, None] = {}
             j, last_real = i, i
-            while j < n and j not in keep:
-                stripped = lines[j].strip()
-                if len(stripped) >= MIN_LINE_CHARS:
-                    h = _h(lines[j], self.scope)
-                    if h not in self.seen:
+            while j < n and j not in keep and keys[j] in self.seen:
+                source = self.seen[keys[j]]
+                if source not in sources:
+                    if len(sources) == MAX_SOURCES:
                         break
-                    source = self.seen[h]
-                    if source not in sources:
-                        if len(sources) == MAX_SOURCES:
-                            break
-                        sources[source] = None
+                    sources[source] = None
+                if len(lines[j].strip()) >= MIN_LINE_CHARS:
                     last_real = j
                 j += 1
             end = last_real + 1

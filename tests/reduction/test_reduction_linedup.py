@@ -63,8 +63,35 @@ def test_every_kept_line_is_verbatim_and_markers_cover_only_seen_lines(lines: li
     if out is None:
         return
     source = text.split("\n")
+    shown = set("\n".join(lines[::2]).split("\n"))
     for line in out[0].split("\n"):
         assert line in source or line.startswith("[lightmem2 repeat: lines ")
+        m = re.match(r"\[lightmem2 repeat: lines (\d+):(\d+) ", line)
+        if m:  # every line a marker stands for, short ones too, was shown
+            assert set(source[int(m.group(1)) - 1 : int(m.group(2))]) <= shown
+
+
+def test_a_short_line_that_changed_is_not_folded_into_a_marker() -> None:
+    """sqlfluff-1733: the agent re-printed a file to see whether its fix re-indented ``my_id,``; the
+    marker claimed the whole file as shown by the earlier print, which had the old indentation."""
+    columns = "".join(f"        column_number_{i},\n" for i in range(12))
+    before = f"WITH example AS (\n    SELECT\n         my_id,\n{columns}        one_more\n    FROM\n        my_table\n)\n"
+    after = before.replace("         my_id,", "        my_id,")
+    idx = LineIndex()
+    idx.add("==== fixing violations ====\n1 fixable linting violations found\n" + before, "call_1")
+    out = idx.reduce(
+        "==== fixing violations ====\n1 fixable linting violations found\n" + after,
+        archive_into({}),
+        name=lambda source: source,
+    )
+    assert out is None or "        my_id," in out[0].split("\n")
+    # the same file unchanged still folds, short lines included
+    same = idx.reduce(
+        "==== fixing violations ====\n1 fixable linting violations found\n" + before,
+        archive_into({}),
+        name=lambda source: source,
+    )
+    assert same is not None and "         my_id," not in same[0]
 
 
 def test_a_truncation_after_repeat_markers_names_the_original() -> None:
