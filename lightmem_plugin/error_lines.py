@@ -21,7 +21,11 @@ What counts (each rule anchored at the start of the line, so a line is judged by
 - pytest ``E   `` lines (``E`` and at least three spaces, as pytest writes them) and its summary
   lines ``FAILED path::test - ...`` / ``ERROR path - ...`` (also unittest's ``FAILED (failures=1)``);
 - compiler and linter diagnostics ``file:line[:col]: error: ...`` (gcc, clang, mypy) and
-  ``error[E0308]: ...`` (rustc).
+  ``error[E0308]: ...`` (rustc); Elixir's indented ``    error: undefined function get/2 (...)`` (a
+  message of several words, so a keyword argument ``    error: reason,`` in code is not one) and the
+  line that says where, ``    └─ test/x_test.exs:128: Mod."test ..."/1``. Measured on a Claude Code
+  session: a ``mix test`` that failed to compile printed five such errors, and head + tail showed the
+  first one's place and cut the other four.
 
 What does not: code that merely names an exception. A file view line ``    raise ValueError("x")``
 is indented and has no ``Name: message`` shape; a docstring line ``    ValueError: if x < 0`` is
@@ -60,6 +64,7 @@ _GUARDS = (
     "StopIteration",
     "exception",
     "** (",
+    "\u2514\u2500",
 )
 _GUARD_RE = re.compile("|".join(map(re.escape, _GUARDS)))
 
@@ -87,6 +92,8 @@ _ERROR_RE = re.compile(
             rf"[^\s:][^:\n]*:\d+: {_EXC_NAME}$",  # pytest location line: path:line: ExceptionName
             r"[^\s:][^:\n]*:\d+(?::\d+)?: (?:fatal )?error\b",  # gcc, clang, mypy
             r"error(?:\[E\d+\])?: \S",  # rustc, git apply, bundlers
+            r"[ \t]+error: \S+ \S",  # Elixir 1.15+ compiler diagnostic, indented
+            r"[ \t]*\u2514\u2500 [^\s:][^:\n]*:\d+",  # Elixir: where that diagnostic is (└─ path:line)
             r"\u2718 \[ERROR\] ",  # esbuild
         )
     )

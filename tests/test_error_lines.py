@@ -45,6 +45,10 @@ ERROR = [
     'error: Could not resolve "js/app.js"',
     '\u2718 [ERROR] Could not resolve "js/app.js"',
     "     ** (RuntimeError) no :secret_key_base configuration found in SpotterWeb.Endpoint.",
+    "     error: undefined function get/2 (expected SpotterWeb.ProjectReviewLiveTest to define such a "
+    "function or for it to be imported, but none are available)",
+    '     \u2514\u2500 test/spotter_web/live/project_review_live_test.exs:128: SpotterWeb.ProjectReviewLiveTest."test '
+    'mount excludes closed annotations"/1',
 ]
 
 NOT_ERROR = [
@@ -66,6 +70,8 @@ NOT_ERROR = [
     "\u2713 Test 3 passed: Raised AstroidIndexError as expected",
     "==================================== ERRORS ====================================",
     "    conn |> put_status(:bad_request) |> json(%{error: reason})",
+    "      error: reason,",  # a keyword argument in code, not a diagnostic
+    "    \u2514\u2500 lib/",  # a tree drawing, no line number
     "**Error handling strategy:**",
     "E = m * c ** 2",  # one space after E: code, not pytest
     "E       ",  # a blank pytest E line carries nothing
