@@ -103,6 +103,10 @@ _TOOL_KINDS: dict[str, Kind] = {
     # on the dev traces 60% of its later uses were cut when it was reduced like any other output
     "task": "report",
     "agent": "report",
+    # a web search's results and a fetched page's digest (Claude Code's WebSearch, WebFetch): what the
+    # agent asked to read; on the dev traces head + tail cut the install line it then followed
+    "websearch": "report",
+    "webfetch": "report",
 }
 _TEST_PROGRAMS = re.compile(
     r"(?:^|[\s/])(?:pytest|py\.test|tox|nox|runtests\.py|unittest|nosetests|"

@@ -45,7 +45,15 @@ def test_kind_of_command(command: str, kind: str | None) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "kind"), [("Read", "file_view"), ("Grep", "search"), ("Glob", "listing"), ("WebFetch", None)]
+    ("name", "kind"),
+    [
+        ("Read", "file_view"),
+        ("Grep", "search"),
+        ("Glob", "listing"),
+        ("WebSearch", "report"),
+        ("WebFetch", "report"),
+        ("TodoWrite", None),
+    ],
 )
 def test_named_host_tools(name: str, kind: str | None) -> None:
     assert kind_of_command(ToolCall(name, json.dumps({"file_path": "/x"}))) == kind
