@@ -1,38 +1,38 @@
-"""JSON summary: the shape of a large JSON document, its keys, array lengths and first items verbatim.
+"""JSON pass: a large JSON document keeps its shape and its first items, verbatim, line by line.
 
 Why: API replies and dumps are mostly repetition (hundreds of records with the same keys). The agent
-needs to know the structure and see a few real records; the rest is archived. The pass runs only on
-text that is one valid JSON value (no NaN/Infinity, nothing before or after it), so logs or code
-that merely look like JSON are left to the other passes.
+needs the structure and a few real records; the rest is archived. The pass runs only on text that
+is one valid JSON value (no NaN/Infinity, nothing before or after it), so logs or code that merely
+look like JSON are left to the other passes.
 
-The summary is rendered at decreasing levels of detail until it fits the budget: fewer array items,
-shorter strings, shallower nesting. Object keys keep document order, so the output is deterministic.
+Why verbatim: this pass used to print a summary of its own (records re-serialised on one line, long
+strings shortened, and ``"…(57 more items, 60 in all)"`` as if it were an element of the array).
+Those lines were no lines of the output, and the last one read as data. DESIGN section 4 says every
+line a pass keeps outside a stub is byte-exact, so now it only chooses lines: the top-level keys
+first, then the first :data:`ITEMS` items of every array, shallow lines before deep ones, each
+elided region behind a marker that names its line range. A document on one line (minified) has no
+lines to choose from; it is left to head + tail.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from . import truncate
 from .spec import PassSpec
-from .work import Piece, Work
+from .work import MARK_COST, Piece, Work, with_protected
 
 if TYPE_CHECKING:
     from .base import PassContext
 
 MAX_JSON_CHARS = 8_000_000
 """Above this the parse itself is too costly for a pass; truncation handles such outputs."""
-
-# (items shown per array, max string length, max depth expanded, max keys shown per object)
-LEVELS: tuple[tuple[int, int, int, int], ...] = (
-    (3, 160, 8, 40),
-    (2, 80, 6, 25),
-    (1, 60, 4, 15),
-    (1, 40, 3, 8),
-    (1, 24, 2, 5),
-)
-INLINE = 100
-"""A subtree whose compact form is at most this long is shown on one line."""
+ITEMS = 2
+"""Items shown of each array (while the budget lasts): the first ones, whole."""
+TOP = 12
+"""Score of a line at depth 0; each level deeper scores one less (never below 2)."""
 
 
 def _reject_constant(name: str) -> Any:
@@ -50,91 +50,68 @@ def parse(text: str) -> Any | None:
         return None
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+def line_places(lines: Sequence[str]) -> list[tuple[int, int]]:
+    """(depth, rank) of each line of a JSON document: how many containers hold it, and the highest
+    index it has among the items of the arrays around it (0: it belongs to the first item of each).
 
-
-def _prune(value: Any, items: int, strlen: int, depth: int, keys: int) -> Any:
-    """A copy of ``value`` cut to the level's limits, with markers saying what was cut."""
-    if isinstance(value, str):
-        return value if len(value) <= strlen else value[:strlen] + f"…(+{len(value) - strlen} chars)"
-    if isinstance(value, list):
-        if depth <= 0 and value:
-            return f"…[array of {len(value)}]"
-        head = [_prune(v, items, strlen, depth - 1, keys) for v in value[:items]]
-        if len(value) > items:
-            head.append(f"…({len(value) - items} more items, {len(value)} in all)")
-        return head
-    if isinstance(value, dict):
-        if depth <= 0 and value:
-            return f"…{{object with {len(value)} keys}}"
-        out: dict[str, Any] = {}
-        for n, (k, v) in enumerate(value.items()):
-            if n >= keys:
-                out["…"] = f"{len(value) - keys} more keys"
-                break
-            out[k] = _prune(v, items, strlen, depth - 1, keys)
-        return out
-    return value
-
-
-def _render(value: Any, indent: int, out: list[str], prefix: str, suffix: str) -> None:
-    """Pretty-print ``value`` as lines, keeping small subtrees on one line."""
-    pad = "  " * indent
-    compact = _dumps(value)
-    if len(compact) <= INLINE or not isinstance(value, dict | list) or not value:
-        out.append(f"{pad}{prefix}{compact}{suffix}")
-        return
-    opener, closer = ("{", "}") if isinstance(value, dict) else ("[", "]")
-    out.append(f"{pad}{prefix}{opener}")
-    entries = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
-    for n, (k, v) in enumerate(entries):
-        comma = "," if n < len(entries) - 1 else ""
-        key = "" if k is None else _dumps(k) + ": "
-        _render(v, indent + 1, out, key, comma)
-    out.append(f"{pad}{closer}{suffix}")
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, dict):
-        return f"JSON object with {len(value)} keys"
-    return f"JSON array of {len(value)} items"
-
-
-def summarize(text: str, budget: int) -> str | None:
-    """A summary of the JSON document ``text`` in at most ``budget`` chars, or None.
-
-    None when ``text`` is not valid JSON or no level of detail fits. The first line says what the
-    document is and that arrays and strings were cut.
+    A line that starts by closing containers (``  ],``) is placed where the container it closes
+    sits, so an array's closing bracket ranks with the array, not with its last item. Brackets and
+    commas inside strings do not count.
     """
-    value = parse(text)
-    if not isinstance(value, dict | list):
-        return None
-    header = f"{_describe(value)} (summary: arrays cut to their first items, long strings shortened)"
-    for items, strlen, depth, keys in LEVELS:
-        try:
-            pruned = _prune(value, items, strlen, depth, keys)
-            if len(_dumps(pruned)) + len(header) > budget:
-                continue  # the pretty form is never shorter than the compact one
-            lines: list[str] = [header]
-            _render(pruned, 0, lines, "", "")
-        except (RecursionError, ValueError):
-            return None
-        result = "\n".join(lines)
-        if len(result) <= budget:
-            return result
-    return None
+    stack: list[list[int]] = []  # [is_array, index of the current item]
+    places: list[tuple[int, int]] = []
+    for line in lines:
+        body = line.lstrip()
+        closing = 0
+        while closing < len(body) and body[closing] in "]}":
+            closing += 1
+        around = stack[: max(0, len(stack) - closing)]
+        places.append((len(around), max((item for is_array, item in around if is_array), default=0)))
+        in_string = escaped = False
+        for ch in line:
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == '"':
+                    in_string = False
+            elif ch == '"':
+                in_string = True
+            elif ch in "[{":
+                stack.append([ch == "[", 0])
+            elif ch in "]}":
+                if stack:
+                    stack.pop()
+            elif ch == "," and stack and stack[-1][0]:
+                stack[-1][1] += 1
+    return places
 
 
-WHAT = "chars of JSON"
+def score_lines(lines: Sequence[str]) -> list[int]:
+    """A keep-priority per line: shallow first; lines past the first :data:`ITEMS` items of an
+    array score 1 (never chosen on their own)."""
+    return [1 if rank >= ITEMS else max(2, TOP - depth) for depth, rank in line_places(lines)]
+
+
+WHAT = "chars of JSON (its first items shown)"
 
 
 def select(work: Work, ctx: PassContext) -> list[Piece] | None:
-    """The summary and one stub, when the whole work text is one JSON document."""
-    if work.origin is None:
+    """The document's shallow lines and first items, verbatim, under ``capChars``; None when the work
+    text is not one JSON document of several lines."""
+    if work.origin is None or len(work.lines) < 3:
         return None
-    summary = summarize("\n".join(work.lines), ctx.table.capChars)
-    return None if summary is None else [summary, work.whole(WHAT)]
+    value = parse("\n".join(work.lines))
+    if not isinstance(value, dict | list):
+        return None
+    lengths = [len(line) for line in work.lines]
+    keep = truncate.select_by_score(lengths, score_lines(work.lines), ctx.table.capChars, MARK_COST)
+    if all(keep):
+        return None
+    return with_protected(work, keep, WHAT, ctx.table.keepErrorLines)
 
 
-PASS = PassSpec("json", "select", False, "one JSON document becomes a summary of its shape", select, WHAT)
+PASS = PassSpec(
+    "json", "select", False, "one JSON document keeps its shape and first items, verbatim", select, WHAT
+)

@@ -161,12 +161,15 @@ def test_log_markers_name_exactly_the_elided_lines() -> None:
     assert shown == original
 
 
-def test_json_reply_becomes_a_summary() -> None:
-    text = json.dumps({"data": [{"id": i, "email": f"user{i}@example.com"} for i in range(300)], "page": 1})
+def test_json_reply_keeps_its_first_records_verbatim() -> None:
+    text = json.dumps(
+        {"data": [{"id": i, "email": f"user{i}@example.com"} for i in range(300)], "page": 1}, indent=2
+    )
     out = reduce_text(text, _ctx())
-    assert out.startswith("JSON object with 2 keys")
-    assert '"email": "user0@example.com"' in out and "300 in all" in out
-    assert STUB_RE.search(out.splitlines()[-1])
+    assert '      "email": "user0@example.com"' in out.splitlines() and "user299" not in out
+    assert '  "page": 1' in out.splitlines()
+    assert len(STUB_RE.findall(out)) == 1
+    assert len(out) <= _ctx().table.capChars + 250
 
 
 def test_html_page_in_conservative_mode_is_slimmed_with_a_stub() -> None:
