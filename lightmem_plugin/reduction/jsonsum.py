@@ -17,12 +17,13 @@ lines to choose from; it is left to head + tail.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import truncate
 from .spec import PassSpec
-from .work import MARK_COST, Piece, Work, with_protected
+from .work import MARK_COST, Piece, Work, selectable, with_protected
 
 if TYPE_CHECKING:
     from .base import PassContext
@@ -31,6 +32,8 @@ MAX_JSON_CHARS = 8_000_000
 """Above this the parse itself is too costly for a pass; truncation handles such outputs."""
 ITEMS = 2
 """Items shown of each array (while the budget lasts): the first ones, whole."""
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},]')
+"""A JSON string (whole, escapes included) or one of the characters that shape the document."""
 TOP = 12
 """Score of a line at depth 0; each level deeper scores one less (never below 2)."""
 
@@ -67,23 +70,13 @@ def line_places(lines: Sequence[str]) -> list[tuple[int, int]]:
             closing += 1
         around = stack[: max(0, len(stack) - closing)]
         places.append((len(around), max((item for is_array, item in around if is_array), default=0)))
-        in_string = escaped = False
-        for ch in line:
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif ch == "\\":
-                    escaped = True
-                elif ch == '"':
-                    in_string = False
-            elif ch == '"':
-                in_string = True
-            elif ch in "[{":
-                stack.append([ch == "[", 0])
-            elif ch in "]}":
+        for token in _TOKEN.findall(line):  # strings are skipped whole (JSON has none across lines)
+            if token in "[{":
+                stack.append([token == "[", 0])
+            elif token in "]}":
                 if stack:
                     stack.pop()
-            elif ch == "," and stack and stack[-1][0]:
+            elif token == "," and stack and stack[-1][0]:
                 stack[-1][1] += 1
     return places
 
@@ -100,7 +93,7 @@ WHAT = "chars of JSON (its first items shown)"
 def select(work: Work, ctx: PassContext) -> list[Piece] | None:
     """The document's shallow lines and first items, verbatim, under ``capChars``; None when the work
     text is not one JSON document of several lines."""
-    if work.origin is None or len(work.lines) < 3:
+    if not selectable(work) or len(work.lines) < 3:
         return None
     value = parse("\n".join(work.lines))
     if not isinstance(value, dict | list):
