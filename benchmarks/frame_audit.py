@@ -44,6 +44,7 @@ import argparse
 import json
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from lightmem_plugin.error_lines import error_lines, is_status_line
@@ -54,6 +55,9 @@ from lightmem_plugin.reduction.search_terms import search_patterns
 from lightmem_plugin.replay import replay_paths, trace_files
 from lightmem_plugin.retention import message_text
 from lightmem_plugin.traces import load_trace
+
+MODES = ("conservative", "normal", "aggressive")
+"""The modes that reduce: what an audit replays by default."""
 
 WHOLE = ("[lightmem2: identical to ", "[lightmem2: output of finished work archived as ")
 
@@ -145,19 +149,26 @@ def audit(paths: list[Path], mode: str) -> dict[str, int]:
     return counts
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def run_audit(
+    doc: str | None, run: Callable[[list[Path], str], object], modes: tuple[str, ...] = MODES
+) -> int:
+    """The command line of an audit over replayed sessions: ``--traces DIR --mode M``, JSON out."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces" / "swe")
     )
-    ap.add_argument("--mode", default="normal", choices=("conservative", "normal", "aggressive"))
+    ap.add_argument("--mode", default="normal", choices=modes)
     args = ap.parse_args()
     root = Path(args.traces)
     if not root.exists():
         print(f"no traces at {root}: pass --traces DIR (a directory of recorded sessions)", file=sys.stderr)
         return 2
-    print(json.dumps(audit([root], args.mode), indent=2))
+    print(json.dumps(run([root], args.mode), indent=2))
     return 0
+
+
+def main() -> int:
+    return run_audit(__doc__, audit)
 
 
 if __name__ == "__main__":

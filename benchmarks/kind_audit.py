@@ -17,8 +17,6 @@ largest share left in normal is script prints (``other``, cut by head + tail): 1
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -29,6 +27,9 @@ from typing import Any
 from lightmem_plugin import retention
 from lightmem_plugin.reduction.kinds import ToolCall, classify
 from lightmem_plugin.replay import replay_paths
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from frame_audit import MODES, run_audit
 
 ChatMessage = dict[str, Any]
 
@@ -94,18 +95,7 @@ def audit(paths: list[Path], mode: str) -> dict[str, dict[str, float]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument(
-        "--traces", default=str(Path(__file__).resolve().parents[2] / "shared" / "traces" / "swe")
-    )
-    ap.add_argument("--mode", default="normal", choices=("vanilla", "conservative", "normal", "aggressive"))
-    args = ap.parse_args()
-    root = Path(args.traces)
-    if not root.exists():
-        print(f"no traces at {root}: pass --traces DIR (a directory of recorded sessions)", file=sys.stderr)
-        return 2
-    print(json.dumps(audit([root], args.mode), indent=2))
-    return 0
+    return run_audit(__doc__, audit, ("vanilla", *MODES))
 
 
 if __name__ == "__main__":
