@@ -80,10 +80,18 @@ def test_outputs_we_leave_alone(tool: str, response: Any) -> None:
     assert claude_code.handle("PostToolUse", payload(tool, response)) is None
 
 
-@pytest.mark.parametrize(("tool", "field"), [("Grep", "content"), ("WebFetch", "result")])
-def test_other_text_tools(tool: str, field: str) -> None:
-    out = updated(claude_code.handle("PostToolUse", payload(tool, {field: LOG, "numLines": 400})))
+@pytest.mark.parametrize(
+    ("tool", "field", "text"), [("Grep", "content", LOG), ("WebFetch", "result", LOG + "\n" + LOG)]
+)
+def test_other_text_tools(tool: str, field: str, text: str) -> None:
+    out = updated(claude_code.handle("PostToolUse", payload(tool, {field: text, "numLines": 400})))
     assert out["numLines"] == 400 and stub_keys(out[field])
+
+
+def test_a_fetched_page_the_agent_asked_for_stays_whole_up_to_the_file_view_budget() -> None:
+    page = LOG[: LightMem().config.mode_table().fileViewChars - 100]
+    assert len(page) > LightMem().config.mode_table().triggerChars
+    assert claude_code.handle("PostToolUse", payload("WebFetch", {"result": page, "code": 200})) is None
 
 
 def test_mcp_text_and_blocks() -> None:
