@@ -99,11 +99,14 @@ def stub(
     ask for exactly that part. No clock, no path: only the size, the key and how to recover. The key
     appears once: every stub is re-read on every later call, so each token in it is paid many times
     (naming the key twice cost 28 more tokens per stub). ``shell`` gives the hint that works in a host
-    without the recover tool (``reduction.recoverHint = "shell"``): the command line to run.
+    without the recover tool (``reduction.recoverHint = "shell"``): the command line to run. Both forms
+    say "archived": ``chars`` is what the archive holds, which for a whole-output stub is the whole
+    output (the shell form said "elided" before, so a Claude Code agent read "3,131 chars (head, tail
+    and error lines shown) elided" above the lines it was shown).
     """
     if shell:
         rng = f" --lines {lines[0]}:{lines[1]}" if lines else ""
-        return f"{STUB_PREFIX}{chars:,} {what} elided; run: lightmem2 recover {key}{rng}]"
+        return f"{STUB_PREFIX}{chars:,} {what} archived; run: lightmem2 recover {key}{rng}]"
     hint = f', lines="{lines[0]}:{lines[1]}"' if lines else ""
     return f"{STUB_PREFIX}{chars:,} {what} archived as {key}; recover with lightmem2_recover(key{hint})]"
 

@@ -339,3 +339,16 @@ def test_real_trace_outputs() -> None:
             assert len(out) <= ctx.table.capChars + 250
             assert archive.store[stub_keys(out)[0]].decode("utf-8", "surrogatepass") == text
     assert reduced >= 3
+
+
+def test_a_shell_hint_stub_says_archived_not_elided() -> None:
+    """Claude Code without our MCP server reads the shell form: "3,131 chars (head, tail and error lines
+    shown) elided" sat above the lines it was shown. Both forms say what the archive holds."""
+    from lightmem_plugin.reduction.base import stub
+
+    whole = stub("0123456789ab", 3131, None, "chars (head, tail and error lines shown)", shell=True)
+    assert whole == (
+        "[lightmem2: 3,131 chars (head, tail and error lines shown) archived; run: lightmem2 recover 0123456789ab]"
+    )
+    assert "elided" not in stub("0123456789ab", 900, (4, 9), shell=True)
+    assert stub_keys(whole) == ["0123456789ab"]
