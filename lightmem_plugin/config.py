@@ -103,7 +103,9 @@ class ModeTable(_Model):
     passes: list[PassName] = Field(..., description="Reduction passes enabled in this mode.")
     eviction: bool = Field(False, description="Page out finished tasks in batches.")
     fileViewChars: int = Field(
-        FILE_VIEW_CHARS, ge=0, description="File views and search results up to this stay whole."
+        FILE_VIEW_CHARS,
+        ge=0,
+        description="File views, search results, diffs and reports (a subagent's, a web page's) up to this stay whole.",
     )
     keepErrorLines: bool = Field(True, description="Never cut error lines, traceback frames or failures.")
 
