@@ -139,14 +139,13 @@ class LineIndex:
             self.seen.setdefault(key, source)
 
     def _runs(
-        self, lines: list[str], keep: Container[int] = ()
+        self, lines: list[str], keys: list[int], keep: Container[int] = ()
     ) -> list[tuple[int, int, tuple[str | None, ...]]]:
         """Maximal runs (start, end exclusive, the sources of their lines in order) of repeated lines
         worth a marker, of lines first shown by at most :data:`MAX_SOURCES` calls; a line in ``keep``
-        is never inside one."""
+        is never inside one. ``keys``: :func:`_keys` of ``lines``."""
         runs: list[tuple[int, int, tuple[str | None, ...]]] = []
         i, n = 0, len(lines)
-        keys = _keys(lines, self.scope)
         while i < n:
             if i in keep or len(lines[i].strip()) < MIN_LINE_CHARS or keys[i] not in self.seen:
                 i += 1
@@ -189,10 +188,11 @@ class LineIndex:
         names none).
         """
         lines = text.split("\n")
-        runs = self._runs(lines)
+        keys = _keys(lines, self.scope)
+        runs = self._runs(lines, keys)
         if runs:
             keep = protected_lines(lines, text, errors, matches())
-            runs = self._runs(lines, keep) if keep else runs
+            runs = self._runs(lines, keys, keep) if keep else runs
         marks = [_named_marker(a, b, sources, name) for a, b, sources in runs]
         saved = sum(
             sum(len(x) + 1 for x in lines[a:b]) - len(m) - 1 for (a, b, _), m in zip(runs, marks, strict=True)
