@@ -34,23 +34,14 @@ from frame_audit import MODES, run_audit
 ChatMessage = dict[str, Any]
 
 
-def source_of(prompt: Sequence[ChatMessage], span: str) -> tuple[str, ToolCall | None] | None:
-    """The newest tool output of ``prompt`` that holds ``span`` (what the agent read last), with the
-    call that produced it; None when the host no longer sends it (compacted away)."""
-    for pos in range(len(prompt) - 1, -1, -1):
-        message = prompt[pos]
-        if message.get("role") != "tool":
-            continue
-        text = retention.message_text(message)
-        if span not in text:
-            continue
-        cid = message.get("tool_call_id")
-        for earlier in prompt[pos - 1 :: -1] if pos else ():
-            for call in earlier.get("tool_calls") or ():
-                if call.get("id") == cid:
-                    fn = call.get("function", {})
-                    return text, ToolCall(str(fn.get("name", "")), str(fn.get("arguments", "")))
-        return text, None
+def call_of(prompt: Sequence[ChatMessage], pos: int) -> ToolCall | None:
+    """The tool call whose result is the message at ``pos`` of ``prompt`` (None if none is found)."""
+    cid = prompt[pos].get("tool_call_id")
+    for message in reversed(prompt[:pos]):
+        for call in message.get("tool_calls") or ():
+            if call.get("id") == cid:
+                fn = call.get("function", {})
+                return ToolCall(str(fn.get("name", "")), str(fn.get("arguments", "")))
     return None
 
 
@@ -67,10 +58,10 @@ def counting(uses: Counter[str], hidden: Counter[str]) -> Iterator[None]:
     ) -> list[retention.Use]:
         found = judge(self, original, transformed, output)
         for use in found:
-            source = source_of(original, use.span)
-            if source is None:
+            if not 0 <= use.source < len(original):  # the host no longer sends it (compacted away)
                 continue
-            kind = classify(*source)
+            text = retention.message_text(original[use.source])
+            kind = classify(text, call_of(original, use.source))
             uses[kind] += 1
             hidden[kind] += use.line_verdict != "kept"
         return found

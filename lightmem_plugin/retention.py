@@ -85,6 +85,8 @@ class Use:
 
     ``lines`` are the whole original lines the span touches and ``line_verdict`` how the prompt held
     them; ``artifact`` is the archive key that recovers the span when ``verdict`` is recoverable.
+    ``source`` is the position, in the call's original prompt, of the tool output the span is judged
+    by (the prompt's length when the host no longer sends it; -1 for a use of the agent's own words).
     """
 
     call: int
@@ -93,6 +95,7 @@ class Use:
     line_verdict: Verdict = "kept"
     lines: tuple[str, ...] = ()
     artifact: str | None = None
+    source: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -558,7 +561,7 @@ class RetentionTracker:
                 artifact = next((k for k, t in archives() if span in t), None)
                 verdict = "lost" if artifact is None else "recoverable"
             by_line = line_verdict(lines, bounded, lambda: [f"\n{t}\n" for _, t in archives()])
-            use = Use(call, span, verdict, by_line, lines, artifact)
+            use = Use(call, span, verdict, by_line, lines, artifact, pos)
             uses.append(use)
             counts[verdict] += 1
             counts[f"{by_line}_lines"] += 1
