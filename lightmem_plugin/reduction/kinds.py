@@ -132,7 +132,9 @@ _SETUP = re.compile(
 )
 """Segments that write or set up rather than print what the agent asked to see."""
 _RUN = re.compile(r"^(?:python3?|node|bash|sh|ruby|perl|java|\./)\S*\s")
-_XARGS = re.compile(r"^xargs(?:\s+(?:-[nIPdLEsa]\s*\S+|--[\w-]+(?:=\S+)?|-[0rtpx]+))*\s+")
+XARGS_VALUE_OPTIONS = "nIPdLEsa"
+"""The ``xargs`` options that take a value (``-n 1``, ``-I {}``): the word after them is no program."""
+_XARGS = re.compile(rf"^xargs(?:\s+(?:-[{XARGS_VALUE_OPTIONS}]\s*\S+|--[\w-]+(?:=\S+)?|-[0rtpx]+))*\s+")
 """``xargs`` and its options: the program it runs is the one that prints (``find . | xargs grep -n x``)."""
 _FIND_EXEC_SEARCH = re.compile(r"\s-exec(?:dir)?\s+(?:grep|egrep|fgrep|rg)\b")
 """``find ... -exec grep -n x {} +``: search results, like ``find | xargs grep``. Read as a listing

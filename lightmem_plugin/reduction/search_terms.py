@@ -20,7 +20,7 @@ import json
 import re
 
 from ..eviction.shell import split_commands, strip_prefixes
-from .kinds import ToolCall, kind_of_command
+from .kinds import XARGS_VALUE_OPTIONS, ToolCall, kind_of_command
 
 _PROGRAMS = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}
 _WITH_VALUE = {"-A", "-B", "-C", "-m", "-d", "-D", "-g", "-t", "-T", "-M", "-j", "--include", "--exclude"}
@@ -118,7 +118,7 @@ def search_patterns(call: ToolCall | None) -> list[re.Pattern[str]]:
     return out
 
 
-_XARGS_WITH_VALUE = frozenset({"-n", "-I", "-P", "-d", "-L", "-E", "-s", "-a"})
+_XARGS_WITH_VALUE = frozenset(f"-{c}" for c in XARGS_VALUE_OPTIONS)
 
 
 def _searching(argv: list[str]) -> list[str]:
