@@ -93,19 +93,27 @@ def test_a_minified_document_is_left_to_head_and_tail() -> None:
     assert reduce_text(text, _ctx({})) == text  # the json pass alone: nothing it can choose
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        '{"a": NaN,\n "b": [1, 2, 3]}',
-        '{"a": 1}\ntrailing\n',
-        '{"a": 1}\n{"b": 2}\n{"c": 3}',
-        "[1,\n 2,\n 3",
-        "Error: {not json}\n{\n}",
-    ],
-)
-def test_invalid_json_is_left_alone(text: str) -> None:
+REPLY = json.dumps({**json.loads(API_REPLY), "items": json.loads(API_REPLY)["items"][:20]}, indent=2)
+"""20 records (~10k chars): two of them stay under hardCapChars, whose cut would apply anyway."""
+BROKEN = {
+    "a NaN": REPLY.replace('"total_count": 212', '"total_count": NaN'),
+    "text after it": REPLY + "\ntrailing words\n",
+    "two documents": REPLY + "\n" + REPLY,
+    "cut short": REPLY.rsplit("\n", 3)[0],
+    "text before it": "Error: {not json}\n" + REPLY,
+}
+
+
+def test_the_fixture_is_reduced_when_it_is_valid() -> None:
+    assert reduce_text(REPLY, _ctx({})) != REPLY  # so the cases below reach the pass
+    assert all(len(t) < _ctx({}).reduction.hardCapChars for t in BROKEN.values())
+
+
+@pytest.mark.parametrize("name", list(BROKEN))
+def test_a_document_that_is_not_one_valid_json_value_is_left_alone(name: str) -> None:
+    text = BROKEN[name]
     assert parse(text) is None
-    assert reduce_text(text * 300, _ctx({}, triggerChars=100, capChars=200)) == text * 300
+    assert reduce_text(text, _ctx({})) == text
 
 
 def test_parse_rejects_constants_but_reads_plain_json() -> None:
