@@ -17,6 +17,7 @@ from typing import Any
 
 import xxhash
 
+from ..error_lines import error_lines
 from ..model import Message, ToolCallPart
 from .effects import Effects, FileTracker, Kind, add_path
 from .entries import answered_call, tool_calls, turn_text
@@ -26,6 +27,9 @@ _EXIT = re.compile(r"(?:exit code|exit_code|exit status|exited with code|returnc
 _ERROR_LINE = re.compile(
     r"^(?:[\w.]*(?:Error|Exception|Exit)\b.*|FAILED .*|ERROR[: ].*|E +\w+.*|fatal: .*|error: .*)$", re.M
 )
+# a traceback's frames, header and chain separators: where it failed, not why
+_FRAME = re.compile(r'^[ \t|+\-]*(?:File "|Traceback \(|During handling|The above exception)')
+_SAYS_FAILED = re.compile(r"\b(?:FAIL(?:ED|URE)?|[Ff]ailed|[Ee]rror|ERROR)\b")
 # a test run that failed, or never ran (pytest's and unittest's summaries; a missing runner)
 _PYTEST_FAIL = re.compile(
     r"\b\d+ (?:failed|errors?)\b|^FAILED \((?:failures|errors)=\d+|No module named|command not found", re.M
@@ -163,12 +167,30 @@ def _outcome(output: str, fx: Effects) -> tuple[int | None, bool, str]:
         failed = True
     if not failed:
         return rc, False, ""
-    errors = _ERROR_LINE.findall(output[-4000:])
-    line = errors[-1].strip() if errors else ""
-    if not line:
-        lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip() and not ln.startswith("<")]
-        line = lines[-1] if lines else f"exit {rc}"
+    line = _failure_line(output[-4000:]) or f"exit {rc}"
     return rc, True, line if len(line) <= 160 else line[:157] + "..."
+
+
+def _failure_line(tail: str) -> str:
+    """The line that says why a failed call failed, as a task summary and the session record quote it.
+
+    In order: the last line of an error's own shape (``ValueError: ...``, ``FAILED ...``,
+    ``fatal: ...``); the last error line the reduction protects (:mod:`..error_lines`: a dotted
+    ``pkg.ImproperlyConfigured: ...``, an Elixir ``error:``), not a frame or a traceback header; the last line that says it
+    failed (``== [q.sql] FAIL``, ``Hunk #1 FAILED at 21.``); else the last line. Why not simply the
+    last line: measured on the swe traces, 198 of 441 failed calls had no line of the first shape, and
+    their last line was often the tool's sign-off (sqlfluff's ``All Finished 📜 🎉!`` under its
+    violations, ``patching file x.py`` under a failed hunk), which a summary then quoted as the error.
+    """
+    errors = _ERROR_LINE.findall(tail)
+    if errors and errors[-1].strip():
+        return str(errors[-1].strip())
+    protected = [ln.strip() for ln in error_lines(tail) if not _FRAME.match(ln)]
+    if protected:
+        return protected[-1]
+    lines = [ln.strip() for ln in tail.strip().splitlines() if ln.strip() and not ln.startswith("<")]
+    said = [ln for ln in lines if _SAYS_FAILED.search(ln)]
+    return said[-1] if said else lines[-1] if lines else ""
 
 
 class EventLog:

@@ -42,6 +42,32 @@ from lightmem_plugin.model import Message, TextPart, ToolResultPart
             "",
         ),
         ("<returncode>0</returncode>\n<output>\n2 failed, 3 passed\n</output>", "pytest -q", 0, True, ""),
+        (  # the linter's sign-off is its last line; the verdict is the FAIL line above it
+            "<returncode>65</returncode>\n<output>\n== [q.sql] FAIL\nL:   1 | P:   1 | L045 | Query "
+            "defines a CTE but does not use it.\nAll Finished 📜 🎉!\n</output>",
+            "sqlfluff lint q.sql",
+            65,
+            True,
+            "== [q.sql] FAIL",
+        ),
+        (  # a dotted exception class not ending in Error, then the script's own prints
+            "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n"
+            '  File "t.py", line 3, in <module>\ndjango.core.exceptions.ImproperlyConfigured: '
+            "Requested setting DATABASES\nQuery group_by: (Mock(),)\n</output>",
+            "python t.py",
+            1,
+            True,
+            "django.core.exceptions.ImproperlyConfigured: Requested setting DATABASES",
+        ),
+        (  # a lower-case exception class: its message, not the traceback's header or a frame
+            "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n"
+            '  File "/usr/lib/python3.11/re/_parser.py", line 1080, in parse_template\n'
+            "re.error: bad escape \\s at position 8\n</output>",
+            "python t.py",
+            1,
+            True,
+            "re.error: bad escape \\s at position 8",
+        ),
         ("plain output", "echo hi", None, False, ""),
     ],
 )
