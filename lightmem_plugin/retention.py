@@ -212,14 +212,21 @@ def touched_lines(text: str, start: int, length: int) -> tuple[int, tuple[str, .
     and the whole lines it touches.
 
     Why whole lines: a span is what the agent quoted, but what it read and acted on is the line the
-    span sits in (a frame's path and line number, the rest of an error message). A newline at either
-    end of the span belongs to the line it ends, not to the next one.
+    span sits in (a frame's path and line number, the rest of an error message). Whitespace at either
+    end of the span (a newline, the next line's indentation) touches no line: the agent used nothing
+    of a line it shares only blanks with. Measured on the swe traces: an agent quoting a frame's
+    code line with its own indentation after it (``"\n    response = app.get(request)\n    "``)
+    touched the ``^^^^`` line below only by those four spaces, and a run of 32 spaces in indented
+    code matched the indentation of a caret line; both counted a line the agent never read. A span
+    of nothing but whitespace touches no line (its first line index is where it starts).
     """
     s, e = start, min(len(text), start + length) - 1
-    if s < e and text[s] == "\n":
+    while s <= e and text[s].isspace():
         s += 1
-    if s < e and text[e] == "\n":
+    while e >= s and text[e].isspace():
         e -= 1
+    if s > e:
+        return text.count("\n", 0, min(start, len(text))), ()
     lo = text.rfind("\n", 0, s) + 1
     hi = text.find("\n", e)
     return text.count("\n", 0, lo), tuple(text[lo : len(text) if hi < 0 else hi].split("\n"))

@@ -360,6 +360,21 @@ def test_touched_lines(start: int, length: int, first: int, lines: tuple[str, ..
     assert touched_lines("abc\ndefg\nhi", start, length) == (first, lines)
 
 
+@pytest.mark.parametrize(
+    ("start", "length", "first", "lines"),
+    [
+        (0, 17, 0, ("    r = get(q)",)),  # ends in the next line's indentation: that line is not used
+        (13, 17, 0, ("    r = get(q)", "           ^^^^^^")),  # a char of each line: both used
+        (14, 16, 1, ("           ^^^^^^",)),  # starts at the newline and indentation: one line
+        (15, 8, 1, ()),  # nothing but indentation: no line is used
+    ],
+)
+def test_whitespace_at_a_span_end_touches_no_line(
+    start: int, length: int, first: int, lines: tuple[str, ...]
+) -> None:
+    assert touched_lines("    r = get(q)\n           ^^^^^^\n", start, length) == (first, lines)
+
+
 def test_recoverable_use_is_a_recover_once_per_artifact_and_range() -> None:
     prompts, _ = session()
     stubbed = tool(stub(KEY, len(FILE_VIEW)))
