@@ -119,7 +119,10 @@ MARK_COST = len(Mark(999_999, 999_999).text()) + 1
 def masked(work: Work, keep: list[bool], what: str) -> list[Piece]:
     """Kept lines with elided regions marked: one stub if there is one region, else a stub on top
     for the whole output and a short line-range marker per region (a stub per region costs ~150
-    chars, which a 1,200-char budget cannot afford several times)."""
+    chars, which a 1,200-char budget cannot afford several times). Either way the stub says ``what``
+    the pass kept (``chars of output with a traceback (frames and exception shown)``): a lone
+    region's stub said only ``chars``, like a head + tail cut's, so neither the model nor ``report``
+    could tell which pass chose the lines."""
     gaps = {first: last for first, last in truncate.regions(keep)}
     single = len(gaps) == 1
     pieces: list[Piece] = [] if single else [work.whole(what, ranged=False)]
@@ -127,7 +130,7 @@ def masked(work: Work, keep: list[bool], what: str) -> list[Piece]:
     while i < len(work.lines):
         if i in gaps:
             gap = work.gap(i, gaps[i])
-            pieces.append(gap if single else Mark(gap.first, gap.last))
+            pieces.append(replace(gap, what=what) if single else Mark(gap.first, gap.last))
             i = gaps[i] + 1
         else:
             pieces.append(work.lines[i])
