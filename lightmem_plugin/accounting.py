@@ -20,10 +20,12 @@ import xxhash
 
 from . import wire
 from .cachesim import make_cache
+from .call_ids import short_id
 from .chat_tokens import MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, Chunker, chat_tokens, head_chunk
 from .codecs import openai_chat
 from .ledger import CallRecord, k_cost
 from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
+from .savings import CALL_IDS, OutputSavings, split_saving
 from .tokens import TokenCounter
 from .wire.base import RealUsage as RealUsage  # re-exported: the ledger's real figures
 
@@ -38,6 +40,7 @@ class CallFacts:
     evicted_tokens: int = 0
     eviction: bool = False
     eviction_what: str = ""  # what the batch paged out, for report ("task 1 (archived as KEY); 3 outputs")
+    paged_out: bool = False  # the session has paged something out (report names what it saves)
     head_messages: int = 1
     errors: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
@@ -139,6 +142,8 @@ class Accountant:
         self._prev: list[str] = []
         self._encode = counter.encode
         self._footprint: tuple[str, int] = ("", 0)
+        self._savings = OutputSavings(counter.count)
+        self._ids: dict[str, int] = {}
         self.repeated = False
         """True when the last call sent exactly what the call before it sent (a host's retry)."""
 
@@ -161,6 +166,43 @@ class Accountant:
         if self._footprint[0] != shown:
             self._footprint = (shown, len(self._encode(shown)))
         return self._footprint[1]
+
+    def _changed_parts(self, original: Request, sent: Request) -> list[tuple[str, int]]:
+        """(what changed it, tokens saved) for each tool output ``sent`` shows otherwise than the host,
+        and one ``call ids`` entry for the ids the model reads in a few tokens (:mod:`.call_ids`).
+        Parts are matched by call id, as the host spelled it or as the model reads it."""
+        host: dict[str, ToolResultPart] = {}
+        spelled: dict[str, str] = {}  # the id the model reads -> the host's id
+        for m in original.messages:
+            for p in m.parts:
+                if isinstance(p, ToolResultPart):
+                    host[p.tool_call_id] = host[short_id(p.tool_call_id)] = p
+                if isinstance(p, ToolCallPart | ToolResultPart):
+                    cid = p.id if isinstance(p, ToolCallPart) else p.tool_call_id
+                    spelled[short_id(cid)] = cid
+        out: list[tuple[str, int]] = []
+        ids = 0
+        for msg in sent.messages:
+            for p in msg.parts:
+                if isinstance(p, ToolCallPart | ToolResultPart):
+                    cid = p.id if isinstance(p, ToolCallPart) else p.tool_call_id
+                    was_id = spelled.get(cid, cid)
+                    if was_id != cid:
+                        ids += self._id_tokens(was_id) - self._id_tokens(cid)
+                if not isinstance(p, ToolResultPart) or (was := host.get(p.tool_call_id)) is None or was is p:
+                    continue
+                shown, text = p.text(), was.text()
+                if shown != text:
+                    out.append(self._savings.of(p.tool_call_id, text, shown))
+        if ids:
+            out.append((CALL_IDS, ids))
+        return out
+
+    def _id_tokens(self, cid: str) -> int:
+        n = self._ids.get(cid)
+        if n is None:
+            n = self._ids[cid] = len(self._encode(cid))
+        return n
 
     def account(self, facts: CallFacts, original: Request, sent: Request) -> CallRecord:
         """The ledger row of one call (real usage still unknown). The baseline leaves out our own
@@ -192,7 +234,9 @@ class Accountant:
             write_tokens=0,
             k=k_cost(ours.hit_tokens, ours.miss_tokens),
             k_baseline=k_cost(base.hit_tokens, base.miss_tokens),
-            saved_by_pass={"total": max(0, baseline - ours.input_tokens)},
+            saved_by_pass=split_saving(
+                self._changed_parts(original, sent), baseline - ours.input_tokens, facts.paged_out
+            ),
             evicted_tokens=facts.evicted_tokens,
             prefix_break_at=brk,
             break_reason=reason,

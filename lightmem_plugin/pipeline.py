@@ -596,6 +596,9 @@ class Session:
             evicted_tokens=self.evictor.last_evicted_tokens if self._evicted_now else 0,
             eviction=self._evicted_now,
             eviction_what=self.evictor.describe_last() if self._evicted_now else "",
+            paged_out=bool(
+                self.evictor.state.batches or self.evictor.state.args or self.evictor.state.collapses
+            ),
             errors=dict(errors),
             last_error=self.fail.last.error if errors and self.fail.last else None,
             writer=self.writer,

@@ -2,10 +2,13 @@
 
 One table row per model call: input tokens sent, what the host alone would have sent, the cache hit
 rate (the provider's figure when reported, else simulated, marked ``*``), K and its vanilla estimate,
-tokens evicted and where the prefix broke. Below it: which reduction passes saved most, the eviction
-batches, and the "cache killers": every call whose request did not extend the previous one, with the
-first differing message and character and why (a placeholder value, an eviction batch, a pass that
-changed an old message). Without options: the session recorded last.
+tokens evicted and where the prefix broke. Below it: what saved most (each reduction pass by name,
+read off the stubs its outputs show; ``call ids``, the host's long tool call ids read in a few tokens;
+``eviction``; ``stabilizer``, whose session block can cost more than it saves, shown negative: the
+rows add up to the tokens not sent, see :mod:`lightmem_plugin.savings`), the eviction batches, and
+the "cache killers": every call whose request did not extend the previous one, with the first
+differing message and character and why (a placeholder value, an eviction batch, a pass that changed
+an old message). Without options: the session recorded last.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ def _row(c: CallRecord) -> str:
 
 
 def _top_reductions(saved: dict[str, int]) -> list[tuple[str, int]]:
-    return sorted(((name, n) for name, n in saved.items() if n > 0), key=lambda item: (-item[1], item[0]))
+    """Every row that saved or cost tokens, the largest saving first (a cost, negative, last)."""
+    return sorted(((name, n) for name, n in saved.items() if n), key=lambda item: (-item[1], item[0]))
 
 
 def _killers(calls: list[CallRecord]) -> list[CallRecord]:

@@ -14,6 +14,9 @@ from .work import Piece, Work, cut, head_tail_mask, with_protected
 if TYPE_CHECKING:
     from .base import PassContext
 
+PROTECTED_WHAT = "chars (head, tail and error lines shown)"
+"""The stub label of a head + tail cut that kept error lines from the middle too."""
+
 
 def select(work: Work, ctx: PassContext) -> list[Piece] | None:
     """Head and tail around one stub; None when the text fits. Error lines in the middle (a
@@ -22,7 +25,7 @@ def select(work: Work, ctx: PassContext) -> list[Piece] | None:
     if table.keepErrorLines and work.origin is not None and work.protected():
         keep = head_tail_mask(work.lines, table.headChars, table.tailChars)
         if not all(keep):
-            return with_protected(work, keep, "chars (head, tail and error lines shown)", True)
+            return with_protected(work, keep, PROTECTED_WHAT, True)
     return cut(work, table.headChars, table.tailChars)
 
 

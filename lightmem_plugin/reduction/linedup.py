@@ -44,6 +44,8 @@ MIN_LINE_CHARS = 8
 MIN_RUN_CHARS = 120
 MIN_RUN_LINES = 2
 MIN_SAVING_CHARS = 100
+WHAT = "chars (repeated lines elided)"
+"""The label of the stub an output with repeat markers carries (the whole original is archived)."""
 STUB_CHARS = 160
 MAX_SOURCES = 3
 """Calls one marker may name: a run of lines that more calls showed first is cut where the next begins."""
@@ -217,4 +219,4 @@ class LineIndex:
         last.extend(range(pos, len(lines)))
         numbered = text.splitlines() == (lines[:-1] if text.endswith("\n") else lines)
         base = Elided(text, first, last) if numbered else None
-        return "\n".join(out), stub(key, len(text), None, "chars (repeated lines elided)", shell), base
+        return "\n".join(out), stub(key, len(text), None, WHAT, shell), base
