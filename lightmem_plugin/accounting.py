@@ -24,8 +24,9 @@ from .call_ids import short_id
 from .chat_tokens import MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, Chunker, chat_tokens, head_chunk
 from .codecs import openai_chat
 from .ledger import CallRecord, k_cost
+from .memo import PerObject
 from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
-from .savings import CALL_IDS, OutputSavings, split_saving
+from .savings import CALL_IDS, saver, split_saving
 from .tokens import TokenCounter
 from .wire.base import RealUsage as RealUsage  # re-exported: the ledger's real figures
 
@@ -142,8 +143,9 @@ class Accountant:
         self._prev: list[str] = []
         self._encode = counter.encode
         self._footprint: tuple[str, int] = ("", 0)
-        self._savings = OutputSavings(counter.count)
-        self._ids: dict[str, int] = {}
+        self._changes: PerObject[Message, list[tuple[str, int]]] = PerObject(self._message_changes)
+        self._host: dict[str, ToolResultPart] = {}  # this call's tool outputs as the host sent them
+        self._spelled: dict[str, str] = {}  # call id as the model reads it -> as the host spelled it
         self.repeated = False
         """True when the last call sent exactly what the call before it sent (a host's retry)."""
 
@@ -169,40 +171,38 @@ class Accountant:
 
     def _changed_parts(self, original: Request, sent: Request) -> list[tuple[str, int]]:
         """(what changed it, tokens saved) for each tool output ``sent`` shows otherwise than the host,
-        and one ``call ids`` entry for the ids the model reads in a few tokens (:mod:`.call_ids`).
-        Parts are matched by call id, as the host spelled it or as the model reads it."""
-        host: dict[str, ToolResultPart] = {}
-        spelled: dict[str, str] = {}  # the id the model reads -> the host's id
+        and ``call ids`` entries for the ids the model reads in a few tokens (:mod:`.call_ids`).
+        Parts are matched by call id, as the host spelled it or as the model reads it; each sent
+        message is judged once (:class:`~.memo.PerObject`), not on every call that re-sends it."""
+        self._host, self._spelled = {}, {}
         for m in original.messages:
             for p in m.parts:
-                if isinstance(p, ToolResultPart):
-                    host[p.tool_call_id] = host[short_id(p.tool_call_id)] = p
                 if isinstance(p, ToolCallPart | ToolResultPart):
                     cid = p.id if isinstance(p, ToolCallPart) else p.tool_call_id
-                    spelled[short_id(cid)] = cid
+                    self._spelled[short_id(cid)] = cid
+                    if isinstance(p, ToolResultPart):
+                        self._host[cid] = self._host[short_id(cid)] = p
+        return [entry for entries in self._changes.map(sent.messages) for entry in entries]
+
+    def _message_changes(self, msg: Message) -> list[tuple[str, int]]:
+        """:meth:`_changed_parts` of one sent message."""
         out: list[tuple[str, int]] = []
         ids = 0
-        for msg in sent.messages:
-            for p in msg.parts:
-                if isinstance(p, ToolCallPart | ToolResultPart):
-                    cid = p.id if isinstance(p, ToolCallPart) else p.tool_call_id
-                    was_id = spelled.get(cid, cid)
-                    if was_id != cid:
-                        ids += self._id_tokens(was_id) - self._id_tokens(cid)
-                if not isinstance(p, ToolResultPart) or (was := host.get(p.tool_call_id)) is None or was is p:
-                    continue
-                shown, text = p.text(), was.text()
-                if shown != text:
-                    out.append(self._savings.of(p.tool_call_id, text, shown))
+        for p in msg.parts:
+            if not isinstance(p, ToolCallPart | ToolResultPart):
+                continue
+            cid = p.id if isinstance(p, ToolCallPart) else p.tool_call_id
+            host_id = self._spelled.get(cid, cid)
+            if host_id != cid:
+                ids += len(self._encode(host_id)) - len(self._encode(cid))
+            if not isinstance(p, ToolResultPart) or (was := self._host.get(cid)) is None or was is p:
+                continue
+            shown, text = p.text(), was.text()
+            if shown != text:
+                out.append((saver(shown), len(self._encode(text)) - len(self._encode(shown))))
         if ids:
             out.append((CALL_IDS, ids))
         return out
-
-    def _id_tokens(self, cid: str) -> int:
-        n = self._ids.get(cid)
-        if n is None:
-            n = self._ids[cid] = len(self._encode(cid))
-        return n
 
     def account(self, facts: CallFacts, original: Request, sent: Request) -> CallRecord:
         """The ledger row of one call (real usage still unknown). The baseline leaves out our own

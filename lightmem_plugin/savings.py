@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import cache
-
-import xxhash
 
 from .reduction.base import STUB_PREFIX
 from .reduction.headtail import PROTECTED_WHAT
@@ -90,25 +88,3 @@ def split_saving(outputs: Iterable[tuple[str, int]], total: int, paged_out: bool
     if rest:
         rows[EVICTION if paged_out else STABILIZER] += rest
     return dict(sorted((name, n) for name, n in rows.items() if n))
-
-
-class OutputSavings:
-    """Per changed tool output, what changed it and the tokens that saved, memoised: an output keeps
-    its shown form for the whole session (DESIGN I3), so each is counted once, not on every call.
-    Keyed by digests, so the memo holds no second copy of the session's outputs."""
-
-    def __init__(self, count: Callable[[str], int]) -> None:
-        self._count = count
-        self._seen: dict[tuple[str, int, int], tuple[str, int]] = {}
-
-    def of(self, call_id: str, original: str, shown: str) -> tuple[str, int]:
-        """(what changed it, original tokens - shown tokens) for one tool output whose text changed."""
-        key = (call_id, _digest(original), _digest(shown))
-        hit = self._seen.get(key)
-        if hit is None:
-            hit = self._seen[key] = (saver(shown), self._count(original) - self._count(shown))
-        return hit
-
-
-def _digest(text: str) -> int:
-    return int(xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass")))
