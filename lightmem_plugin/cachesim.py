@@ -27,6 +27,11 @@ The models (``make_cache(name)``):
 ``vllm``
     Automatic prefix caching in 16-token blocks; every full block is cached, and the last prompt
     token is always recomputed, so a fully cached prompt still misses its last partial block.
+``token``
+    No provider: prefix caching in 1-token blocks. Block rounding moves a real model's figure by up
+    to a block per call whenever two policies keep prompts of different lengths (on DeepSeek, tens
+    of tokens a call, either way); this model prices a policy without that noise, to compare two
+    policies whose difference is smaller than the rounding.
 
 Performance: sessions have ~190 calls of up to ~100k tokens, so each call's work is proportional to
 what changed. Chunks are compared with the previous call's by identity first (or by caller-given
@@ -47,7 +52,7 @@ from dataclasses import dataclass
 
 from .errors import UsageError
 
-PROVIDERS = ("anthropic", "deepseek", "openai", "vllm")
+PROVIDERS = ("anthropic", "deepseek", "openai", "vllm", "token")
 
 Chunk = Sequence[int]
 
@@ -217,6 +222,13 @@ class VLLMCache(BlockCache):
     recompute_last = True
 
 
+class TokenCache(BlockCache):
+    """Idealised prefix caching by the token: a policy's cost without any provider's block rounding."""
+
+    name = "token"
+    block = 1
+
+
 class AnthropicCache(PrefixCache):
     """Anthropic prompt caching: explicit breakpoints, 20-position lookback, writes billed 1.25x."""
 
@@ -267,6 +279,7 @@ _MODELS: dict[str, Callable[[], PrefixCache]] = {
     "deepseek": DeepSeekCache,
     "openai": OpenAICache,
     "vllm": VLLMCache,
+    "token": TokenCache,
 }
 
 

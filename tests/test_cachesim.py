@@ -30,6 +30,7 @@ def toks(n: int, start: int = 0) -> list[int]:
         ("deepseek", CallUsage(1528, 0, 1528), CallUsage(1853, 1472, 381)),
         ("openai", CallUsage(1528, 0, 1528), CallUsage(1853, 1408, 445)),
         ("vllm", CallUsage(1528, 0, 1528), CallUsage(1853, 1520, 333)),
+        ("token", CallUsage(1528, 0, 1528), CallUsage(1853, 1528, 325)),
     ],
 )
 def test_append_only_second_call_hits_whole_blocks(
@@ -135,7 +136,7 @@ class Reference:
     """Brute force: the cache is a set of token-tuple prefixes."""
 
     def __init__(self, provider: str) -> None:
-        self.block = {"deepseek": 64, "openai": 128, "vllm": 16}[provider]
+        self.block = {"deepseek": 64, "openai": 128, "vllm": 16, "token": 1}[provider]
         self.minimum = 1024 if provider == "openai" else 0
         self.last = provider == "vllm"
         self.cached: set[tuple[int, ...]] = set()
@@ -165,7 +166,7 @@ edits = st.lists(
 
 
 @settings(max_examples=60, deadline=None)
-@given(provider=st.sampled_from(["deepseek", "openai", "vllm"]), steps=edits)
+@given(provider=st.sampled_from(["deepseek", "openai", "vllm", "token"]), steps=edits)
 def test_block_models_match_brute_force(provider: str, steps: list[tuple[str, int, int]]) -> None:
     """Incremental hashing with chunk reuse gives the same hits as comparing whole prefixes."""
     cache, ref = make_cache(provider), Reference(provider)

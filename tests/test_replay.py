@@ -54,9 +54,6 @@ def test_replay_json_has_the_documented_fields_and_dumps_requests(
     assert all("messages" in json.loads(line) for line in lines)
 
 
-ALIGNMENT = 1.001
-
-
 def test_modes_never_cost_more_than_vanilla_and_lose_nothing() -> None:
     k = {m: replay_paths([TRACE], m)[0] for m in ("vanilla", "conservative", "normal", "aggressive")}
     assert k["conservative"].K <= k["vanilla"].K
@@ -67,14 +64,12 @@ def test_modes_never_cost_more_than_vanilla_and_lose_nothing() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED.exists(), reason="needs ../shared/traces/swe (the full recorded sessions)")
 def test_aggressive_never_costs_more_than_normal_on_any_real_session() -> None:
-    normal = {r.id: r.K for r in replay_paths([SHARED], "normal")}
-    aggressive = {r.id: r.K for r in replay_paths([SHARED], "aggressive")}
-    # 0.1%: the 64-token prefix blocks of the cache model shift with any size change, so two modes that
-    # keep different bytes can differ by a few dozen tokens of alignment on a 300k-token session
-    # (measured: 21-79 tokens); an eviction batch that does not pay costs 1-2%, which this catches
-    worse = {
-        sid: aggressive[sid] / normal[sid] for sid in normal if aggressive[sid] > normal[sid] * ALIGNMENT
-    }
+    # priced by the token: a provider's block rounding moves a session's K by up to a block a call
+    # whenever two modes keep different lengths (astroid-1978 on the DeepSeek model: aggressive 1.0012x
+    # normal, while by the token it is cheaper), so the rounding would decide this check, not the policy
+    normal = {r.id: r.K for r in replay_paths([SHARED], "normal", provider="token")}
+    aggressive = {r.id: r.K for r in replay_paths([SHARED], "aggressive", provider="token")}
+    worse = {sid: aggressive[sid] / normal[sid] for sid in normal if aggressive[sid] > normal[sid]}
     assert not worse, worse
 
 

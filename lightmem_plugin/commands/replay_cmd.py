@@ -85,7 +85,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """``PATH...``, ``--mode``, ``--provider``, ``--head``, ``--dump-requests DIR``, ``--json``."""
     parser.add_argument("paths", nargs="+", metavar="PATH")
     parser.add_argument("--mode", default="normal", choices=POLICIES)
-    parser.add_argument("--provider", choices=["deepseek", "openai", "anthropic", "vllm"])
+    parser.add_argument("--provider", choices=PROVIDERS)
     parser.add_argument("--head", default="plain", choices=["plain", "volatile"])
     parser.add_argument("--dump-requests", metavar="DIR")
     parser.add_argument("--json", action="store_true")
