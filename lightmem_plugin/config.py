@@ -212,6 +212,13 @@ class EvictionConfig(_Model):
     recordLevel: Literal["critical", "standard", "full"] = Field(
         "standard", description="Session record budget rendered in the eviction block."
     )
+    cacheModel: Literal["auto", "prefix", "anthropic"] = Field(
+        "auto",
+        description='How the provider caches, for the price of a batch\'s break: "prefix" (OpenAI, '
+        'DeepSeek, vLLM: what follows the break is re-read once as misses), "anthropic" (breakpoints: '
+        'every message after the system prompt is written again at 1.25x), or "auto": from the wire '
+        "API the request came in on (prefix for the Python API).",
+    )
 
 
 class EstimatorConfig(_Model):

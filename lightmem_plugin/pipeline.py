@@ -31,12 +31,13 @@ from typing import Any, Self, TypeVar
 
 import xxhash
 
-from . import session_snapshot, tenancy
+from . import session_snapshot, tenancy, wire
 from .accounting import CallFacts
 from .call_ids import Respeller, respellable, short_id
 from .chat_adapter import ChatAdapter
 from .config import Config, ConfigHolder, data_dir
 from .errors import LightMemError
+from .eviction.break_cost import break_cost
 from .eviction.entries import entries
 from .eviction.evictor import Evictor
 from .eviction.goals import is_goal
@@ -540,11 +541,19 @@ class Session:
         return out
 
     # -- hook points -------------------------------------------------------------------------------
-    def process(self, req: Request, whole_turn: bool = False, request_key: str | None = None) -> Request:
+    def process(
+        self,
+        req: Request,
+        whole_turn: bool = False,
+        request_key: str | None = None,
+        api: str | None = None,
+    ) -> Request:
         """The transformed request (neutral model); the original on any failure. Writes a ledger row
         (with ``whole_turn``, when :meth:`record_turn` brings the calls the host made inside the turn).
         ``request_key`` identifies the host's request bytes (the proxy's): the same key again as the
-        first call after a reload is a retry of the stored last call (:meth:`_take_retry`)."""
+        first call after a reload is a retry of the stored last call (:meth:`_take_retry`). ``api``:
+        the wire API the request came in on (:data:`..wire.NAMES`); its provider's cache prices an
+        eviction's break (None: the Python API, a prefix cache unless ``eviction.cacheModel`` says)."""
         if request_key is not None and self._loaded is not None:
             self.fail.run("state", lambda: self._take_retry(request_key), None)
         self._loaded = None
@@ -553,6 +562,9 @@ class Session:
         self.plugin.active_session = self.id  # evictions archive too, with no new output ingested
         self.calls += 1
         self.cfg = self.plugin.config
+        self.evictor.break_cost = break_cost(
+            self.cfg.eviction.cacheModel, wire.get(api).cache_model if api in wire.NAMES else None
+        )
         errors_before = Counter(self.fail.errors)
         self._respelling = self._short_ids() and self.fail.run("call_ids", lambda: respellable(req), False)
         self._in_call = True

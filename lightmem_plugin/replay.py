@@ -18,6 +18,7 @@ from custom heads; it is where the stabilizer must win.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -75,6 +76,9 @@ class LightMemPolicy:
 
     def __init__(self, trace: Trace, mode: Mode, root: Path, config: Config | None = None) -> None:
         cfg = (config or Config()).model_copy(update={"mode": mode})
+        if cfg.eviction.cacheModel == "auto":  # the replay calls the Python API: say which cache it is
+            model = "anthropic" if trace.provider == "anthropic" else "prefix"
+            cfg = cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update={"cacheModel": model})})
         # sealed as in a real install (archives exact, so recovers are judged on the real bytes); the
         # key lives only for the replay
         registry = Registry(
@@ -364,6 +368,8 @@ def replay_paths(
                     f"\r[{bar:<30}] {n}/{len(files)} {trace.id[:40]:<40}", end="", file=sys.stderr, flush=True
                 )
             dump = dump_dir / f"{trace.id}.jsonl" if dump_dir else None
+            if provider:  # the policy prices its decisions on the cache the replay simulates
+                trace = dataclasses.replace(trace, provider=provider)
             results.append(replay_trace(trace, factory(trace), provider, head, dump, counter))
         if progress:
             print(file=sys.stderr)

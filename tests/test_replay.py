@@ -62,13 +62,28 @@ def test_modes_never_cost_more_than_vanilla_and_lose_nothing() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SHARED.exists(), reason="needs ../shared/traces/swe (the full recorded sessions)")
-def test_aggressive_never_costs_more_than_normal_on_any_real_session() -> None:
-    # priced by the token: a provider's block rounding moves a session's K by up to a block a call
-    # whenever two modes keep different lengths (astroid-1978 on the DeepSeek model: aggressive 1.0012x
-    # normal, while by the token it is cheaper), so the rounding would decide this check, not the policy
-    normal = {r.id: r.K for r in replay_paths([SHARED], "normal", provider="token")}
-    aggressive = {r.id: r.K for r in replay_paths([SHARED], "aggressive", provider="token")}
+@pytest.mark.parametrize(
+    ("traces", "provider"),
+    [
+        # swe priced by the token: a provider's block rounding moves a session's K by up to a block a
+        # call whenever two modes keep different lengths (astroid-1978 on the DeepSeek model:
+        # aggressive 1.0012x normal, while by the token it is cheaper), so the rounding would decide
+        # this check, not the policy
+        (SHARED, "token"),
+        # Claude Code on its own provider's cache (Anthropic's breakpoints: exact, no rounding), where
+        # a break re-writes every message: priced as a prefix cache's, one batch made aggressive cost
+        # 2.2% more than normal on session 8463c716
+        (SHARED.parent / "claude-code", None),
+    ],
+    ids=["swe", "claude-code"],
+)
+def test_aggressive_never_costs_more_than_normal_on_any_real_session(
+    traces: Path, provider: str | None
+) -> None:
+    if not traces.exists():
+        pytest.skip(f"needs {traces} (the full recorded sessions)")
+    normal = {r.id: r.K_charged for r in replay_paths([traces], "normal", provider=provider)}
+    aggressive = {r.id: r.K_charged for r in replay_paths([traces], "aggressive", provider=provider)}
     worse = {sid: aggressive[sid] / normal[sid] for sid in normal if aggressive[sid] > normal[sid]}
     assert not worse, worse
 

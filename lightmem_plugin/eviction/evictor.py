@@ -40,6 +40,7 @@ from ..error_lines import error_lines
 from ..memo import PerObject
 from ..model import Message, Request, TextPart, ToolCallPart, ToolResultPart
 from ..tokens import TokenCounter
+from .break_cost import PREFIX, BreakCost
 from .collapse import Collapse, archive_document, fingerprint, request_text, short_goal, summary
 from .entries import entries, turn_text
 from .goals import GoalTask, goal_tasks, goal_text
@@ -160,6 +161,8 @@ class Evictor:
         """How the model reads a host call id in this request (short call ids: :mod:`~..call_ids`); the
         archived text of a batch or a task names each call so, as the context around its stub did."""
         self.remaining_hint: Callable[[int], tuple[float, float]] | None = None
+        self.break_cost: BreakCost = PREFIX
+        """The price of a break on the provider's cache (:mod:`.break_cost`), set per request."""
         # (first, last) message ranges of the last applied request that became one message each
         self.collapsed: list[tuple[int, int]] = []
 
@@ -339,7 +342,8 @@ class Evictor:
         items = self._items(view, ids, owners, original, sent, sizes, goals, ready, call_index, shell)
         if not items:
             return False
-        plan = self._plan(items, sizes)
+        head = next((i for i, m in enumerate(sent.messages) if m.role != "system"), len(sent.messages))
+        plan = self._plan(items, sizes, head)
         if plan is None:
             return False
         self._evict(plan, view, ids, owners, original, sent, goals, call_index, shell)
@@ -563,12 +567,14 @@ class Evictor:
                 out.add(cid)
         return out
 
-    def _plan(self, items: list[_Item], sizes: list[int]) -> list[_Item] | None:
+    def _plan(self, items: list[_Item], sizes: list[int], head: int) -> list[_Item] | None:
         """The items to page out now: every one from the break position that pays best, or None.
 
         Paging out ``X`` tokens saves ``0.1 * X`` on each of the ``horizon`` calls that re-read it,
-        and re-misses once everything after the break (DESIGN 1); ``minSavingRatio`` keeps a margin
-        for a session that ends sooner than expected."""
+        and re-sends once what the break invalidates (DESIGN 1), at :attr:`break_cost`'s price (from
+        the break on a prefix cache; on Anthropic's, every message after the ``head`` system
+        messages); ``minSavingRatio`` keeps a margin for a session that ends sooner than expected."""
+        price = self.break_cost
         record_tokens = {"critical": 100, "standard": 300, "full": 600}[self.config.recordLevel]
         best: tuple[float, int] | None = None
         saved_after = 0
@@ -580,9 +586,9 @@ class Evictor:
             gain_after += 0.1 * it.saving * it.horizon
             parts_after = parts_after or not it.ident.startswith("task:")
             record = record_tokens if parts_after else 0
-            after = sum(sizes[it.index :]) - saved_after + record
+            after = price.tokens(sizes, head, it.index) - saved_after + record
             gain = gain_after - 0.1 * record * it.horizon
-            cost = 0.9 * after * self.config.minSavingRatio
+            cost = price.per_token * after * self.config.minSavingRatio
             if gain > cost and (best is None or gain - cost > best[0]):
                 best = (gain - cost, j)
         if best is None:

@@ -117,7 +117,7 @@ def _transform(session: Session, api: str, payload: dict[str, Any], body: bytes)
     except PayloadError as err:
         _count(session, "codec", err)
         return Outgoing(body, session, {})
-    out = session.process(req, request_key=f"{api}:{xxhash.xxh3_128_hexdigest(body)}")
+    out = session.process(req, request_key=f"{api}:{xxhash.xxh3_128_hexdigest(body)}", api=api)
     try:
         encoded = api_wire.encode(out)
     except Exception as err:  # fail-open (I5)

@@ -130,7 +130,7 @@ def _assemble(session: Session, body: JSON) -> JSON:
             payload[key] = body[key]
     try:
         req = anthropic.decode_request(payload)
-        encoded = anthropic.encode_request(session.process(req))
+        encoded = anthropic.encode_request(session.process(req, api="anthropic"))
     except Exception as err:  # fail-open (I5): the host gets its own messages back
         session.fail.report("codec", err)
         return {"messages": messages, "system": body.get("system"), "error": str(err)[:300]}

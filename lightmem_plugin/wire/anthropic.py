@@ -64,4 +64,5 @@ WIRE = WireApi(
     message_list,
     session_hint,
     "anthropic",
+    cache_model="anthropic",
 )

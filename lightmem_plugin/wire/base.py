@@ -44,7 +44,9 @@ class WireApi:
     of this API (by its keys); ``error``: an error body in its shape from (kind, message);
     ``messages``: the conversation items of a request (for the session's head), None without any;
     ``session_hint``: the host's own session id in the request, if it carries one; ``ledger_fields``:
-    which real-usage columns of the ledger it fills (Anthropic's split or OpenAI's cached tokens).
+    which real-usage columns of the ledger it fills (Anthropic's split or OpenAI's cached tokens);
+    ``cache_model``: how its provider caches prompts, which prices an eviction's break
+    (:mod:`..eviction.break_cost`).
     """
 
     name: str
@@ -59,6 +61,7 @@ class WireApi:
     messages: Callable[[Mapping[str, Any]], list[Any] | None]
     session_hint: Callable[[Mapping[str, Any]], str | None]
     ledger_fields: Literal["anthropic", "openai"]
+    cache_model: Literal["prefix", "anthropic"] = "prefix"
 
 
 MAX_ID = 200

@@ -58,6 +58,11 @@ class Session:
         return len(self.messages) - 1
 
 
+def module(name: str, n: int) -> str:
+    """A Python module of ``n`` small functions whose text is unique to ``name`` (~40 chars a line)."""
+    return "\n".join(f"def {name}_{i}(x):\n    return x * {i} + {len(name)}" for i in range(n))
+
+
 CLIENT_PY = "\n".join(
     [
         "import requests",

@@ -103,6 +103,27 @@ def test_each_api_transformed_out_and_restored_back(api: str, stream: bool) -> N
         assert sum(row["calls"] for row in book.values()) == 1
 
 
+@pytest.mark.parametrize(
+    ("api", "setting", "want"),
+    [
+        ("anthropic", "auto", "anthropic"),
+        ("chat", "auto", "prefix"),
+        ("responses", "auto", "prefix"),
+        ("anthropic", "prefix", "prefix"),  # an explicit eviction.cacheModel wins
+    ],
+)
+def test_eviction_prices_a_break_on_the_cache_of_the_api_the_request_came_in_on(
+    api: str, setting: str, want: str
+) -> None:
+    cfg = Config.model_validate({"mode": "aggressive", "eviction": {"cacheModel": setting}})
+    with stack(cfg) as s:
+        s.fake.queue(Reply(**REPLY))  # type: ignore[arg-type]
+        r = httpx.post(s.url(api), json=payload(api, False), headers=AUTH[api], timeout=10)
+        assert r.status_code == 200, r.text
+        (session,) = s.plugin.sessions.values()
+        assert session.evictor.break_cost.name == want
+
+
 def _book(s: Any) -> dict[str, dict[str, int]]:
     r = httpx.get(s.proxy + "/healthz", timeout=5)
     assert r.json()["status"] == "ok"

@@ -57,7 +57,7 @@ def test_assemble_openai_form_stabilises_the_head(sidecar: Any) -> None:
 
 
 def test_assemble_anthropic_form_returns_system_too(sidecar: Any) -> None:
-    client, _, _ = sidecar
+    client, plugin, _ = sidecar
     body = {
         "sessionId": "oc-2",
         "format": "anthropic",
@@ -67,6 +67,10 @@ def test_assemble_anthropic_form_returns_system_too(sidecar: Any) -> None:
     out = client.post("/sidecar/assemble", json=body).json()
     assert "<WORKDIR>" in str(out["system"])
     assert "lightmem2 now" in str(out["messages"][-1]["content"])
+    # an eviction's break is priced on Anthropic's cache; the OpenAI form's session on a prefix cache
+    client.post("/sidecar/assemble", json={"sessionId": "oc-2b", "messages": body["messages"]})
+    assert plugin.sessions["oc-2"].evictor.break_cost.name == "anthropic"
+    assert plugin.sessions["oc-2b"].evictor.break_cost.name == "prefix"
 
 
 def test_ingest_reduces_once_and_recover_returns_the_original(sidecar: Any) -> None:

@@ -1,0 +1,74 @@
+"""The price of a batch's cache break follows the provider's cache, and decides whether a batch runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from eviction_helpers import Session as Host
+from eviction_helpers import module
+
+from lightmem_plugin.config import Config
+from lightmem_plugin.eviction.break_cost import ANTHROPIC, PREFIX, break_cost
+from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.registry import Registry
+
+
+def test_a_prefix_break_invalidates_what_follows_it_and_an_anthropic_one_every_message() -> None:
+    sizes = [500, 40, 300, 200, 100]  # system prompt, then messages
+    assert PREFIX.tokens(sizes, head=1, at=3) == 300
+    assert ANTHROPIC.tokens(sizes, head=1, at=3) == 640
+    assert (PREFIX.per_token, ANTHROPIC.per_token) == (0.9, 1.15)  # a miss over a read; a write over a read
+
+
+@pytest.mark.parametrize(
+    ("setting", "wire", "want"),
+    [
+        ("auto", "anthropic", ANTHROPIC),
+        ("auto", "prefix", PREFIX),
+        ("auto", None, PREFIX),  # the Python API does not say which provider it calls
+        ("prefix", "anthropic", PREFIX),  # the user's setting wins over the wire
+        ("anthropic", None, ANTHROPIC),
+    ],
+)
+def test_the_setting_wins_else_the_wire_api(setting: str, wire: str | None, want: object) -> None:
+    assert break_cost(setting, wire) is want  # type: ignore[arg-type]
+
+
+def batches(tmp_path: Path, cache_model: str, remaining: int) -> list[tuple[int, list[str]]]:
+    """A task that read twelve modules it still needs, then a parser it rewrote whole (the read is
+    stale) and ran six more steps: the stale read sits after ~8k tokens of live context."""
+    cfg = Config.model_validate(
+        {
+            "mode": "aggressive",
+            "eviction": {
+                "expectedRemainingCalls": remaining,
+                "keepRecentTurns": 2,
+                "cacheModel": cache_model,
+            },
+            "stabilizer": {"shortCallIds": False},
+        }
+    )
+    lm = LightMem(config=cfg, registry=Registry(tmp_path / cache_model / str(remaining)))
+    s = lm.session("priced")
+    host = Host("Make the parser accept empty input.")
+    for k in range(12):
+        host.call(f"cat pkg/mod{k}.py", module(f"m{k}", 40))
+        s.before_model_call(host.messages)
+    host.call("cat pkg/parser.py", module("parse", 120))
+    s.before_model_call(host.messages)
+    host.call("cat > pkg/parser.py << 'EOF'\nimport re\nEOF")
+    s.before_model_call(host.messages)
+    for k in range(6):
+        host.call(f"echo step {k}", f"step {k}")
+        s.before_model_call(host.messages)
+    return [(b.call_index, list(b.call_ids)) for b in s.evictor.state.batches]
+
+
+def test_a_batch_that_pays_on_a_prefix_cache_waits_on_anthropic_until_it_pays_there(tmp_path: Path) -> None:
+    stale = (15, ["call_26"])  # the parser read, paged out at the first batch after its rewrite
+    assert batches(tmp_path, "prefix", 20) == [stale]
+    # on Anthropic the break re-writes all ~10k message tokens at 1.25x, not the ~1k after the read at
+    # 1.0x: 20 expected calls of saving do not pay for it; 300 do, so it is the price that decided
+    assert batches(tmp_path, "anthropic", 20) == []
+    assert batches(tmp_path, "anthropic", 300) == [stale]
