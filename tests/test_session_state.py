@@ -1,7 +1,7 @@
 """Session state survives restarts and LRU drops: the same bytes as a process that never stopped.
 
 The fixture is a real recorded session (bundled) in aggressive mode with an eviction config under
-which a batch fires at call 20; each test first checks that the feature it relies on really triggers.
+which batches fire at calls 23 and 26; each test first checks that the feature it relies on really triggers.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from lightmem_plugin.session_state import StateStore
 from lightmem_plugin.traces import load_trace
 
 TRACE = Path(__file__).parent / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
-EVICTING = {"mode": "aggressive", "eviction": {"expectedRemainingCalls": 200}}
+EVICTING = {"mode": "aggressive", "eviction": {"expectedRemainingCalls": 500, "keepRecentTurns": 2}}
 
 
 def _config(**extra: Any) -> Config:
@@ -55,13 +55,13 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], 
 
 def test_fixture_evicts(uninterrupted: tuple[list[str], list[int]]) -> None:
     requests, batches = uninterrupted
-    assert batches == [20, 26]  # outputs of finished work, then an executed script's arguments
+    assert batches == [23, 26]  # outputs of finished work, then an executed script's arguments
     assert "output of finished work archived as" in requests[-1]
     assert "chars of this executed call archived as" in requests[-1]
     assert "as shown in the output of tool call " in requests[-1]  # a repeat marker names its source
 
 
-@pytest.mark.parametrize("at", [5, 19, 20, 21, 30, 37])
+@pytest.mark.parametrize("at", [5, 22, 23, 24, 30, 37])
 def test_restart_sends_the_same_bytes(
     tmp_path: Path, uninterrupted: tuple[list[str], list[int]], at: int
 ) -> None:

@@ -39,6 +39,7 @@ from ..config import EstimatorConfig, EvictionConfig
 from ..error_lines import error_lines
 from ..memo import PerObject
 from ..model import Message, Request, TextPart, ToolCallPart, ToolResultPart
+from ..reduction.dedup import call_base, calls_named
 from ..tokens import TokenCounter
 from .break_cost import PREFIX, BreakCost
 from .collapse import Collapse, archive_document, fingerprint, request_text, short_goal, summary
@@ -464,6 +465,7 @@ class Evictor:
         floor = max((t.last for t in goals[:-1] if not t.empty), default=-1)
         horizon = len(view) - self.config.keepRecentTurns * MESSAGES_PER_CALL
         index = {cid: i for i, cid in enumerate(ids) if cid is not None}
+        outputs: dict[str, _Item] = {}
         for cid in self._candidates(view, ids):
             owner = owners[index[cid]]
             if owner <= floor:
@@ -474,11 +476,11 @@ class Evictor:
                 # the liveness signals that mark an output dead are weak inside a running task
                 # (measured: with the session's own horizon they paged out outputs the agent used
                 # later and the error lines it acted on), so outputs keep the cautious prior
-                items.append(
-                    _Item(
-                        owner, cid, n - STUB_TOKENS, min(in_task, float(self.config.expectedRemainingCalls))
-                    )
-                )
+                horizon_calls = min(in_task, float(self.config.expectedRemainingCalls))
+                outputs[cid] = _Item(owner, cid, n - STUB_TOKENS, horizon_calls)
+        for cid in self._stood_on(sent, outputs):
+            del outputs[cid]
+        items.extend(outputs.values())
         for e in self._stale_arguments(horizon):
             ran = ids[e.result_index] if e.result_index is not None else None
             if ran is None or ran in self.state.args or owners[e.call_index] <= floor:
@@ -493,6 +495,33 @@ class Evictor:
             if saving >= MIN_SAVING_TOKENS:
                 items.append(_Item(owners[e.call_index], f"args:{ran}", saving, in_task))
         return sorted(items, key=lambda it: (it.index, it.ident))
+
+    def _stood_on(self, sent: Request, leaving: Mapping[str, _Item]) -> set[str]:
+        """The outputs in ``leaving`` that an output staying in view stands on: a later repeat of the
+        whole output or of its lines is sent as a reference to it (:func:`..reduction.dedup.calls_named`),
+        so paging it out would leave the model neither copy. Seen: a file read twice, the second read
+        sent as "identical to the output of tool call X", and X paged out as stale for the re-read."""
+        named: dict[str, set[str]] = {}  # result id -> the calls its sent text refers to
+        for msg in sent.messages:
+            for p in msg.parts:
+                if isinstance(p, ToolResultPart) and (calls := calls_named(p.text())):
+                    named[p.tool_call_id] = calls
+        if not named:
+            return set()
+        as_read = {self.spell(call_base(cid)): cid for cid in leaving}
+        stay: set[str] = set()
+        grew = True
+        while grew:  # an output kept because it is stood on keeps what it stands on in turn
+            grew = False
+            for rid, calls in named.items():
+                if rid in leaving and rid not in stay:
+                    continue  # leaves too (it comes later, so the same break takes it)
+                for name in calls:
+                    cid = as_read.get(name)
+                    if cid is not None and cid not in stay:
+                        stay.add(cid)
+                        grew = True
+        return stay
 
     def _request_stub(self, t: GoalTask, messages: list[Message], key: str, shell: bool) -> str | None:
         """What stays of task ``t``'s request when it leaves with the task (collapse.short_goal), or

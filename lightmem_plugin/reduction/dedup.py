@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import xxhash
 
 from .base import shell_hint
-from .linedup import LineIndex
+from .linedup import MARKER_RE, LineIndex, marker_calls
 from .search_terms import search_patterns
 from .spec import PassSpec
 
@@ -51,6 +51,21 @@ def reference(first_call_id: str | None, key: str, chars: int, shell: bool = Fal
     if shell:
         return f"{same}; run: lightmem2 recover {key}]"
     return f"{same}, archived as {key}; recover with lightmem2_recover(key)]"
+
+
+_REFERENCE_RE = re.compile(r"\[lightmem2: identical to the output of tool call (\S+) \(")
+
+
+def calls_named(text: str) -> set[str]:
+    """The tool calls (as the model reads their ids) whose outputs ``text`` stands on: the call a
+    :func:`reference` names and the calls its repeat markers name. Those outputs must stay in view
+    as long as ``text`` does: without them its references point at nothing the model can read."""
+    if "[lightmem2" not in text:
+        return set()
+    named = set(_REFERENCE_RE.findall(text))
+    for found in MARKER_RE.finditer(text):
+        named.update(marker_calls(found))
+    return named
 
 
 def _log_order(key: str) -> tuple[int, str]:

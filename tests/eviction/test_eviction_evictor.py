@@ -43,12 +43,16 @@ def session_messages(turns: int) -> list[dict[str, object]]:
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": "Fix the bug in pkg/mod.py"},
     ]
-    body = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(120))
     for i in range(turns):
-        if i % 3 == 0:
-            msgs += [bash(i, "cat pkg/mod.py"), {"role": "tool", "tool_call_id": f"c{i}", "content": body}]
+        if i % 3 == 0:  # a module read, then edited: the read is stale (each module once, so no later
+            # read is sent as a reference to it, which would keep it in view)
+            body = "\n".join(f"def f{i}_{k}(x):\n    return x + {k}" for k in range(120))
+            msgs += [
+                bash(i, f"cat pkg/mod{i}.py"),
+                {"role": "tool", "tool_call_id": f"c{i}", "content": body},
+            ]
         elif i % 3 == 1:
-            cmd = f"sed -i 's/return x + {i}/return x - {i}/' pkg/mod.py"
+            cmd = f"sed -i 's/return x + {i}/return x - {i}/' pkg/mod{i - 1}.py"
             msgs += [
                 bash(i, cmd),
                 {"role": "tool", "tool_call_id": f"c{i}", "content": "<returncode>0</returncode>"},

@@ -125,3 +125,25 @@ def test_sources_survive_a_restart_and_an_older_state_names_no_call(tmp_path: Pa
     out = older.before_model_call([*history, *bash_turn("call_c", "cat app.py", VIEW + "y = 2\n")])
     assert out[4]["content"] == again[4]["content"]  # what was decided stays as it was
     assert _marks(out[6]["content"]) == [(1, 60, None)], out[6]["content"]
+
+
+def test_calls_named_reads_every_reference_form_the_passes_write() -> None:
+    """What eviction reads to keep an output in view while a later one refers to it: each form the
+    dedup and repeat passes write, with one, two and three calls named; an unnamed one names none."""
+    from lightmem_plugin.reduction.dedup import calls_named, reference
+    from lightmem_plugin.reduction.linedup import marker
+
+    text = "\n".join(
+        [
+            "kept line",
+            marker(1, 4, ["aa1"]),
+            marker(5, 9, ["bb2", "cc3"]),
+            marker(10, 12, ["dd4", "ee5", "aa1"]),
+            marker(13, 14),  # "an earlier output"
+        ]
+    )
+    assert calls_named(text) == {"aa1", "bb2", "cc3", "dd4", "ee5"}
+    assert calls_named(reference("call_7", "k" * 12, 4700)) == {"call_7"}
+    assert calls_named(reference("call_7", "k" * 12, 4700, shell=True)) == {"call_7"}
+    assert calls_named(reference(None, "k" * 12, 4700)) == set()
+    assert calls_named("a line that mentions tool call call_7 in prose") == set()

@@ -19,7 +19,7 @@ from lightmem_plugin.traces import load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
-KILL_AFTER = 26
+KILL_AFTER = 24  # between the batches at calls 23 and 26: the second is decided after the restart
 
 
 def Serve(home: Path) -> ServeProcess:
@@ -31,7 +31,7 @@ def _replay(home: Path, upstream: str, fake: FakeUpstream, kill_after: int | Non
     home.mkdir()
     config = {
         "mode": "aggressive",
-        "eviction": {"expectedRemainingCalls": 200},
+        "eviction": {"expectedRemainingCalls": 500, "keepRecentTurns": 2},
         "server": {"upstreams": {"openai": upstream + "/v1"}},
     }
     (home / "config.json").write_text(json.dumps(config))

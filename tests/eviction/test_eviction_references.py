@@ -1,0 +1,66 @@
+"""An output a later output refers to stays in view while that reference does.
+
+The dedup and repeat passes send a repeated output, or its repeated lines, as a reference to the
+earlier output that showed them; paging that earlier output out leaves the model no copy at all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from eviction_helpers import Session as Host
+from eviction_helpers import module
+
+from lightmem_plugin.config import Config
+from lightmem_plugin.eviction.evictor import Evictor
+from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.registry import Registry
+
+
+def reread(tmp_path: Path, second: str) -> tuple[list[list[str]], list[dict[str, object]], str]:
+    """A parser read, then read again (``second``: its text the second time), then six more steps,
+    with a rule eager to page out stale reads."""
+    cfg = Config.model_validate(
+        {
+            "mode": "aggressive",
+            "eviction": {"expectedRemainingCalls": 500, "keepRecentTurns": 2},
+            "stabilizer": {"shortCallIds": False},
+        }
+    )
+    lm = LightMem(config=cfg, registry=Registry(tmp_path / "reg"))
+    s = lm.session("reread")
+    host = Host("Make the parser accept empty input.")
+    for k in range(3):
+        host.call(f"cat pkg/mod{k}.py", module(f"m{k}", 40))
+        s.before_model_call(host.messages)
+    first = f"call_{host.call('cat pkg/parser.py', module('parse', 120))}"
+    s.before_model_call(host.messages)
+    host.call("cat pkg/parser.py", second)  # a re-read makes the first read stale
+    out = s.before_model_call(host.messages)
+    for k in range(6):
+        host.call(f"echo step {k}", f"step {k}")
+        out = s.before_model_call(host.messages)
+    return [list(b.call_ids) for b in s.evictor.state.batches], out, first
+
+
+@pytest.mark.parametrize(
+    "second",
+    [module("parse", 120), module("parse", 120) + "\ndef parse_empty(x):\n    return None"],
+    ids=["identical", "one-function-more"],
+)
+def test_a_read_a_later_repeat_refers_to_stays_in_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, second: str
+) -> None:
+    """The second read reaches the model as a reference to the first (whole, or its lines as repeat
+    markers); paging the first out as stale left the model no copy of the file at all."""
+    paged, out, first = reread(tmp_path / "on", second)
+    assert not any(first in ids for ids in paged)
+    sent = "\n".join(str(m.get("content")) for m in out)
+    assert f"tool call {first}" in sent  # the second read stands on the first ...
+    assert module("parse", 120) in sent  # ... which the model still reads, verbatim
+    # control: without the check, the same session pages the first read out
+    monkeypatch.setattr(Evictor, "_stood_on", lambda self, sent, leaving: set())
+    paged, out, first = reread(tmp_path / "off", second)
+    assert any(first in ids for ids in paged)
+    assert module("parse", 120) not in "\n".join(str(m.get("content")) for m in out)
