@@ -52,7 +52,7 @@ from .recorder import Recorder
 from .redaction import Redactor
 from .reduction import passes
 from .reduction.base import PassContext, prefers_shell
-from .reduction.dedup import DedupIndex, Repeats, call_key, scope_of
+from .reduction.dedup import DedupIndex, Repeats, call_base, call_key, scope_of
 from .reduction.kinds import ToolCall
 from .reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_text
 from .reduction.verbatim import passes_verbatim
@@ -246,6 +246,8 @@ class Session:
         self.memo: dict[str, str | None] = {}  # (call id, content) -> what the model sees; None: unchanged
         self.image_memo: dict[str, tuple[str, str] | None] = {}
         self.repeats = Repeats(DedupIndex(plugin.config.reduction.dedupMaxRepeats))
+        self.repeats.gone = self._paged_out
+        self._paged: tuple[object, int, frozenset[str]] = (None, 0, frozenset())  # stubs, count, call keys
         self.stabilizer = Stabilizer(plugin.config.stabilizer)
         self.evictor = Evictor(
             plugin.config.eviction, plugin.registry.put_short, plugin.counter, plugin.config.estimator
@@ -506,6 +508,17 @@ class Session:
     def _stabilize_step(self, original: Request, req: Request) -> Request:
         """The head made byte-stable (session values to placeholders), the per-call tail last."""
         return self.stabilizer.apply(req)
+
+    def _paged_out(self, call_id: str) -> bool:
+        """Whether eviction replaced the output of ``call_id`` (in any spelling, a part's ``#N`` aside)
+        with a stub: a repeat may not refer to it (:attr:`~.reduction.dedup.Repeats.gone`). Read from
+        the eviction state, which persists, so a restarted process decides the same."""
+        stubs = self.evictor.state.stubs
+        if not stubs:
+            return False
+        if self._paged[0] is not stubs or self._paged[1] != len(stubs):  # stubs only grow, at batches
+            self._paged = (stubs, len(stubs), frozenset(call_key(call_base(c)) for c in stubs))
+        return call_key(call_base(call_id)) in self._paged[2]
 
     @property
     def _id_as_read(self) -> Callable[[str], str]:

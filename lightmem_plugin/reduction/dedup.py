@@ -194,6 +194,21 @@ class Repeats:
     def scope(self, value: int) -> None:
         self.outputs.scope = self.lines.scope = value
 
+    @property
+    def gone(self) -> Callable[[str], bool]:
+        """Whether a call's output has left the context (eviction replaced it with a stub).
+
+        A reference or a marker names the earlier output that shows its text; once that output is
+        paged out, the model can read neither (measured on the Claude Code sessions, aggressive: 2
+        markers stood for lines 1:135 and 1:10 of outputs a batch had archived before they were
+        written). So a repeat of a paged-out output is shown as it is. Set by the session, from its
+        eviction state (persisted): the same decision in any process."""
+        return self.lines.gone
+
+    @gone.setter
+    def gone(self, value: Callable[[str], bool]) -> None:
+        self.lines.gone = value
+
     def shown_id(self, call_id: str, ctx: PassContext) -> str | None:
         """The id a reference names for the host call ``call_id``: the host's id as last spelled, a
         part's ``#N`` dropped, as the model reads it; None when that is not known."""
@@ -210,7 +225,7 @@ def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Ca
     markers (each naming the call that showed its lines) before ``inner`` (the text passes) reduces
     the rest. Both archive the original."""
     first = repeats.outputs.check(call_id, text)
-    if first is not None:
+    if first is not None and not repeats.gone(first):
         key = ctx.archive(text.encode("utf-8", "surrogatepass"))
         return reference(repeats.shown_id(first, ctx), key, len(text), shell_hint(ctx))
 

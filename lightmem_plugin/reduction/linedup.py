@@ -134,11 +134,21 @@ class LineIndex:
 
     seen: dict[int, str | None] = field(default_factory=dict)
     scope: int = 0  # lines are repeats only within one scope (see Repeats.scope)
+    gone: Callable[[str], bool] = field(default=lambda source: False, repr=False, compare=False)
+    """Whether the output of a source call has left the context (see Repeats.gone): its lines count as
+    not shown, so a marker never stands for lines the model can no longer read."""
 
     def add(self, text: str, source: str | None = None) -> None:
         """Remember the lines of an output as the model sees it, shown by the call ``source``."""
         for key in _keys(text.split("\n"), self.scope):
             self.seen.setdefault(key, source)
+
+    def _shown(self, key: int) -> bool:
+        """Whether the line with ``key`` is in an output the model still reads."""
+        if key not in self.seen:
+            return False
+        source = self.seen[key]
+        return source is None or not self.gone(source)
 
     def _runs(
         self, lines: list[str], keys: list[int], keep: Container[int] = ()
@@ -149,12 +159,12 @@ class LineIndex:
         runs: list[tuple[int, int, tuple[str | None, ...]]] = []
         i, n = 0, len(lines)
         while i < n:
-            if i in keep or len(lines[i].strip()) < MIN_LINE_CHARS or keys[i] not in self.seen:
+            if i in keep or len(lines[i].strip()) < MIN_LINE_CHARS or not self._shown(keys[i]):
                 i += 1
                 continue
             sources: dict[str | None, None] = {}
             j, last_real = i, i
-            while j < n and j not in keep and keys[j] in self.seen:
+            while j < n and j not in keep and self._shown(keys[j]):
                 source = self.seen[keys[j]]
                 if source not in sources:
                     if len(sources) == MAX_SOURCES:

@@ -14,7 +14,7 @@ from eviction_helpers import module
 
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.evictor import Evictor
-from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.pipeline import LightMem, Session
 from lightmem_plugin.registry import Registry
 
 
@@ -64,3 +64,50 @@ def test_a_read_a_later_repeat_refers_to_stays_in_view(
     paged, out, first = reread(tmp_path / "off", second)
     assert any(first in ids for ids in paged)
     assert module("parse", 120) not in "\n".join(str(m.get("content")) for m in out)
+
+
+def after_page_out(tmp_path: Path, again: str) -> tuple[list[list[str]], str, str]:
+    """A stale parser read paged out (as in test_eviction_break_cost), then ``again`` printed by a
+    later call: what the model reads of that later output."""
+    cfg = Config.model_validate(
+        {
+            "mode": "aggressive",
+            "eviction": {"expectedRemainingCalls": 20, "keepRecentTurns": 2},
+            "stabilizer": {"shortCallIds": False},
+        }
+    )
+    lm = LightMem(config=cfg, registry=Registry(tmp_path / "reg"))
+    s = lm.session("gone")
+    host = Host("Make the parser accept empty input.")
+    for k in range(12):
+        host.call(f"cat pkg/mod{k}.py", module(f"m{k}", 40))
+        s.before_model_call(host.messages)
+    first = f"call_{host.call('cat pkg/parser.py', module('parse', 120))}"
+    s.before_model_call(host.messages)
+    host.call("cat > pkg/parser.py << 'EOF'\nimport re\nEOF")
+    for k in range(7):
+        s.before_model_call(host.messages)
+        host.call(f"echo step {k}", f"step {k}")
+    host.call("git checkout pkg/parser.py && cat pkg/parser.py", again)
+    out = s.before_model_call(host.messages)
+    return [list(b.call_ids) for b in s.evictor.state.batches], str(out[-1]["content"]), first
+
+
+@pytest.mark.parametrize(
+    "again",
+    [module("parse", 120), module("parse", 60)],
+    ids=["the-same-output", "its-first-half"],
+)
+def test_a_repeat_of_a_paged_out_output_is_shown_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, again: str
+) -> None:
+    """Once a batch archived the first read, a later repeat of it (or of its lines) must not be sent as
+    a reference to it: the model could read neither."""
+    paged, last, first = after_page_out(tmp_path / "on", again)
+    assert [first] in paged  # the feature under test happened: the first read left the context
+    assert again in last and f"tool call {first}" not in last
+    # control: with the paged-out output still counted as shown, the repeat points at it
+    monkeypatch.setattr(Session, "_paged_out", lambda self, call_id: False)
+    paged, last, first = after_page_out(tmp_path / "off", again)
+    assert [first] in paged
+    assert f"tool call {first}" in last and again not in last
