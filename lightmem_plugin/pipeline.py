@@ -595,19 +595,21 @@ class Session:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         whole_turn: bool = False,
+        api: str | None = None,
     ) -> list[dict[str, Any]]:
         """OpenAI chat-form messages in and out (the Python API for any agent loop).
 
         The returned message dicts may be shared with later calls' results: treat them as read-only.
         ``whole_turn``: the host assembles the context once per turn and makes the turn's model calls
         itself (OpenClaw); report them with :meth:`record_turn` so the ledger has a row per model call.
+        ``api``: the wire API the host's provider speaks, when the host says (:meth:`process`).
         """
         try:
             req = self.chat.decode(messages, tools)
         except Exception as err:  # fail-open (I5): the caller's messages go out as they were
             self.fail.report("codec", err)
             return messages
-        out = self.process(req, whole_turn)
+        out = self.process(req, whole_turn, api=api)
         encoded = self.fail.run("codec", lambda: self.chat.encode(out), {"messages": messages})
         result: list[dict[str, Any]] = encoded["messages"]
         return result

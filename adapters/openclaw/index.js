@@ -14,7 +14,7 @@
 //
 // Fail-open: any error (sidecar down, slow, a bad answer) leaves OpenClaw's payload as it was.
 
-import { estimateTokens, fromChat, resultFromOutput, resultToOutput, toChat } from "./lib/messages.js";
+import { estimateTokens, fromChat, resultFromOutput, resultToOutput, toChat, wireApiOf } from "./lib/messages.js";
 import { Sidecar, hostSettings } from "./lib/sidecar.js";
 
 const ID = "lightmem2";
@@ -72,6 +72,8 @@ function createEngine(sidecar, logger) {
         // posted on the first turn too (no history yet): the sidecar counts the turn's model calls from it
         const sent = toChat(messages);
         const body = { sessionId: sessionOf(params), messages: sent.chat, wholeTurn: true };
+        const api = wireApiOf(messages);
+        if (api) body.api = api;
         const answer = await sidecar.post("/sidecar/assemble", body);
         if (sent.chat.length) out = fromChat(messages, sent, answer.messages, answer.collapsed);
       } catch (err) {

@@ -21,10 +21,13 @@ archived outputs and change the config, so each request passes, in this order (:
 A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
 
 ``POST /sidecar/assemble``
-    ``{"sessionId", "messages", "tools"?, "format"?: "openai" | "anthropic", "system"?, "wholeTurn"?}`` ->
-    ``{"messages", "collapsed"?, "system"?}``. The message list the model should see (reduced tool
-    outputs, stable head, tail block). ``format`` names the message form: OpenAI chat (default) or
-    Anthropic (``system`` then is the top-level system prompt, echoed back transformed). In OpenAI
+    ``{"sessionId", "messages", "tools"?, "format"?: "openai" | "anthropic", "system"?, "wholeTurn"?,
+    "api"?: "anthropic" | "chat" | "responses"}`` -> ``{"messages", "collapsed"?, "system"?}``. The
+    message list the model should see (reduced tool outputs, stable head, tail block). ``format`` names
+    the message form: OpenAI chat (default) or Anthropic (``system`` then is the top-level system
+    prompt, echoed back transformed). ``api`` names the wire API of the host's provider, whose cache
+    prices an eviction batch (:mod:`lightmem_plugin.eviction.break_cost`; the Anthropic form implies
+    ``anthropic``, the OpenAI form without it a prefix cache). In OpenAI
     form the answer has one message per message sent, except where a finished task left the context
     (aggressive mode): ``collapsed`` then lists those ranges of the sent ``messages``, ascending, as
     ``{"first", "last"}`` (inclusive indices), and each range is one assistant message in the answer
@@ -74,6 +77,7 @@ from starlette.responses import JSONResponse as StarletteJSONResponse
 from starlette.responses import Response
 from starlette.routing import Route
 
+from .. import wire
 from .._version import __version__
 from ..errors import AccessDenied, ArtifactNotFound, LightMemError
 from ..faults import on_surface
@@ -108,9 +112,13 @@ def _assemble(session: Session, body: JSON) -> JSON:
     session.respelled_ids = True  # OpenClaw: see Session.respelled_ids
     messages = _field(body, "messages", list)
     tools = _field(body, "tools", list, required=False)
+    # the wire API of the host's provider: its cache prices an eviction's break
+    api = _field(body, "api", str, required=False)
+    if api is not None and api not in wire.NAMES:
+        raise BadRequest(f"api: got {json.dumps(api)[:60]}, expected one of {', '.join(wire.NAMES)}")
     if body.get("format", "openai") == "openai":
         whole_turn = body.get("wholeTurn") is True  # the host makes the turn's calls: /afterTurn reports them
-        sent = session.before_model_call(messages, tools=tools, whole_turn=whole_turn)
+        sent = session.before_model_call(messages, tools=tools, whole_turn=whole_turn, api=api)
         answer: JSON = {"messages": sent}
         ranges = session.evictor.collapsed
         # only when the answer is exactly the sent list with each range made one message (a call that
@@ -130,7 +138,7 @@ def _assemble(session: Session, body: JSON) -> JSON:
             payload[key] = body[key]
     try:
         req = anthropic.decode_request(payload)
-        encoded = anthropic.encode_request(session.process(req, api="anthropic"))
+        encoded = anthropic.encode_request(session.process(req, api=api or "anthropic"))
     except Exception as err:  # fail-open (I5): the host gets its own messages back
         session.fail.report("codec", err)
         return {"messages": messages, "system": body.get("system"), "error": str(err)[:300]}

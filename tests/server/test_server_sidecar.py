@@ -73,6 +73,17 @@ def test_assemble_anthropic_form_returns_system_too(sidecar: Any) -> None:
     assert plugin.sessions["oc-2b"].evictor.break_cost.name == "prefix"
 
 
+def test_assemble_takes_the_providers_wire_api_for_the_price_of_an_eviction(sidecar: Any) -> None:
+    """OpenClaw sends chat-form messages whatever its provider; ``api`` names the provider's API."""
+    client, plugin, _ = sidecar
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "go"}]
+    client.post("/sidecar/assemble", json={"sessionId": "oc-a", "messages": msgs, "api": "anthropic"})
+    assert plugin.sessions["oc-a"].evictor.break_cost.name == "anthropic"
+    r = client.post("/sidecar/assemble", json={"sessionId": "oc-b", "messages": msgs, "api": "bedrock"})
+    assert r.status_code == 400
+    assert r.json()["error"] == 'api: got "bedrock", expected one of anthropic, chat, responses'
+
+
 def test_ingest_reduces_once_and_recover_returns_the_original(sidecar: Any) -> None:
     client, _, _ = sidecar
     body = {"sessionId": "oc-3", "toolCallId": "call_1", "output": BIG}

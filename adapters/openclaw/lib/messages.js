@@ -77,6 +77,25 @@ export function messageToChat(msg) {
   return null;
 }
 
+/**
+ * The wire API of the provider this session's model calls go to, as the sidecar names it
+ * ("anthropic" | "chat" | "responses"), from the newest assistant message's `api` (OpenClaw stamps
+ * each reply with it: "anthropic-messages", "openai-completions", "openai-responses", ...); null when
+ * no reply says or the API is none of those. The sidecar prices an eviction's cache break by it:
+ * Anthropic's cache re-writes every message after a break, a prefix cache only what follows it.
+ */
+export function wireApiOf(messages) {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const api = messages[i]?.role === "assistant" ? messages[i].api : undefined;
+    if (typeof api !== "string") continue;
+    if (api === "anthropic-messages") return "anthropic";
+    if (api === "openai-completions") return "chat";
+    if (api.endsWith("-responses")) return "responses";
+    return null;
+  }
+  return null;
+}
+
 /** The chat messages to send and, for each, the index of the OpenClaw message it came from. */
 export function toChat(messages) {
   const chat = [];

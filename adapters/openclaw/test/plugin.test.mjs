@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 
 import plugin from "../index.js";
-import { estimateTokens, fromChat, resultFromOutput, resultToOutput, toChat } from "../lib/messages.js";
+import { estimateTokens, fromChat, resultFromOutput, resultToOutput, toChat, wireApiOf } from "../lib/messages.js";
 import { CHALLENGE_HEADER, SECRET_HEADER, Sidecar, hostSettings, proofOf } from "../lib/sidecar.js";
 
 const SECRET = "5e".repeat(32);
@@ -414,11 +414,21 @@ test("assemble hands OpenClaw the shorter list when the sidecar collapsed a task
     assert.ok(got.estimatedTokens < estimateTokens(tasks));
     const body = JSON.parse(seen.find(({ url }) => url === "/sidecar/assemble").body);
     assert.deepEqual(body.messages, toChat(tasks).chat);
+    assert.equal(body.api, "chat"); // its replies came from an openai-completions provider
     collapsed = [{ first: 1, last: 2 }]; // does not fit the answer: OpenClaw's own messages
     assert.equal((await engine.assemble({ sessionId: "s2", messages: tasks })).messages, tasks);
   } finally {
     server.close();
   }
+});
+
+test("the provider's wire API is read from the newest reply that names one", () => {
+  const reply = (api) => ({ role: "assistant", content: [], ...(api ? { api } : {}) });
+  assert.equal(wireApiOf([{ role: "user", content: "hi" }]), null); // no reply yet: the sidecar assumes a prefix cache
+  assert.equal(wireApiOf([reply("anthropic-messages"), { role: "toolResult" }]), "anthropic");
+  assert.equal(wireApiOf([reply("anthropic-messages"), reply("openai-completions")]), "chat"); // the newest
+  assert.equal(wireApiOf([reply("openai-codex-responses"), reply()]), "responses");
+  assert.equal(wireApiOf([reply("google-generative-ai")]), null); // none the sidecar prices
 });
 
 test("without a port in openclaw.json the sidecar is looked for on lightmem2's own server.port", async () => {
