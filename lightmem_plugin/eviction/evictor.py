@@ -39,7 +39,8 @@ from ..config import EstimatorConfig, EvictionConfig
 from ..error_lines import error_lines
 from ..memo import PerObject
 from ..model import Message, Request, TextPart, ToolCallPart, ToolResultPart
-from ..reduction.dedup import call_base, calls_named
+from ..reduction.dedup import call_base, calls_named, names_no_call
+from ..reduction.linedup import MIN_LINE_CHARS
 from ..tokens import TokenCounter
 from .break_cost import PREFIX, BreakCost
 from .collapse import Collapse, archive_document, fingerprint, request_text, short_goal, summary
@@ -478,7 +479,7 @@ class Evictor:
                 # later and the error lines it acted on), so outputs keep the cautious prior
                 horizon_calls = min(in_task, float(self.config.expectedRemainingCalls))
                 outputs[cid] = _Item(owner, cid, n - STUB_TOKENS, horizon_calls)
-        for cid in self._stood_on(sent, outputs):
+        for cid in self._stood_on(sent, original, outputs):
             del outputs[cid]
         items.extend(outputs.values())
         for e in self._stale_arguments(horizon):
@@ -496,28 +497,45 @@ class Evictor:
                 items.append(_Item(owners[e.call_index], f"args:{ran}", saving, in_task))
         return sorted(items, key=lambda it: (it.index, it.ident))
 
-    def _stood_on(self, sent: Request, leaving: Mapping[str, _Item]) -> set[str]:
+    def _stood_on(self, sent: Request, original: Request, leaving: Mapping[str, _Item]) -> set[str]:
         """The outputs in ``leaving`` that an output staying in view stands on: a later repeat of the
         whole output or of its lines is sent as a reference to it (:func:`..reduction.dedup.calls_named`),
         so paging it out would leave the model neither copy. Seen: a file read twice, the second read
-        sent as "identical to the output of tool call X", and X paged out as stale for the re-read."""
+        sent as "identical to the output of tool call X", and X paged out as stale for the re-read.
+        A reference that names no call (:func:`..reduction.dedup.names_no_call`) holds, by content,
+        every leaving output with the same text or one of its substantial lines."""
         named: dict[str, set[str]] = {}  # result id -> the calls its sent text refers to
-        for msg in sent.messages:
+        unnamed: dict[str, int] = {}  # result id -> its message, when its sent text names no call
+        for i, msg in enumerate(sent.messages):
             for p in msg.parts:
-                if isinstance(p, ToolResultPart) and (calls := calls_named(p.text())):
-                    named[p.tool_call_id] = calls
-        if not named:
+                if isinstance(p, ToolResultPart):
+                    text = p.text()
+                    if calls := calls_named(text):
+                        named[p.tool_call_id] = calls
+                    if names_no_call(text):
+                        unnamed[p.tool_call_id] = i
+        if not named and not unnamed:
             return set()
         as_read = {self.spell(call_base(cid)): cid for cid in leaving}
+        known: dict[str, frozenset[str]] = {}
+
+        def lines_of(cid: str) -> frozenset[str]:
+            if cid not in known:
+                known[cid] = _lines_of(original, leaving[cid].index, cid)
+            return known[cid]
+
         stay: set[str] = set()
         grew = True
         while grew:  # an output kept because it is stood on keeps what it stands on in turn
             grew = False
-            for rid, calls in named.items():
+            for rid in (*named, *unnamed):
                 if rid in leaving and rid not in stay:
                     continue  # leaves too (it comes later, so the same break takes it)
-                for name in calls:
-                    cid = as_read.get(name)
+                held = {as_read.get(name) for name in named.get(rid, ())}
+                if rid in unnamed:
+                    mine = _lines_of(original, unnamed[rid], rid)
+                    held.update(c for c in leaving if c != rid and c not in stay and lines_of(c) & mine)
+                for cid in held:
                     if cid is not None and cid not in stay:
                         stay.add(cid)
                         grew = True
@@ -739,6 +757,14 @@ def _objective(text: str) -> str:
 
 def _result(msg: Message, cid: str) -> ToolResultPart | None:
     return next((p for p in msg.parts if isinstance(p, ToolResultPart) and p.tool_call_id == cid), None)
+
+
+def _lines_of(req: Request, index: int, cid: str) -> frozenset[str]:
+    """The substantial lines (as a repeat marker counts them) of the host's output of ``cid``."""
+    part = _result(req.messages[index], cid) if index < len(req.messages) else None
+    if part is None:
+        return frozenset()
+    return frozenset(line for line in part.text().split("\n") if len(line.strip()) >= MIN_LINE_CHARS)
 
 
 def _call(msg: Message, cid: str) -> ToolCallPart | None:

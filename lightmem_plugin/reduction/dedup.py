@@ -56,6 +56,16 @@ def reference(first_call_id: str | None, key: str, chars: int, shell: bool = Fal
 _REFERENCE_RE = re.compile(r"\[lightmem2: identical to the output of tool call (\S+) \(")
 
 
+def names_no_call(text: str) -> bool:
+    """Whether ``text`` stands on an earlier output it does not name: a :func:`reference` or a repeat
+    marker written while the host might still respell call ids (OpenClaw, within a turn). Which
+    output it stands on is then known only by content (the same text, the same lines)."""
+    return "[lightmem2" in text and (
+        "identical to an earlier tool output in this conversation (" in text
+        or "as shown in an earlier output]" in text
+    )
+
+
 def calls_named(text: str) -> set[str]:
     """The tool calls (as the model reads their ids) whose outputs ``text`` stands on: the call a
     :func:`reference` names and the calls its repeat markers name. Those outputs must stay in view

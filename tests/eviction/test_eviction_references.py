@@ -6,6 +6,7 @@ earlier output that showed them; paging that earlier output out leaves the model
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from eviction_helpers import module
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.evictor import Evictor
 from lightmem_plugin.pipeline import LightMem, Session
+from lightmem_plugin.reduction.kinds import ToolCall
 from lightmem_plugin.registry import Registry
 
 
@@ -60,7 +62,7 @@ def test_a_read_a_later_repeat_refers_to_stays_in_view(
     assert f"tool call {first}" in sent  # the second read stands on the first ...
     assert module("parse", 120) in sent  # ... which the model still reads, verbatim
     # control: without the check, the same session pages the first read out
-    monkeypatch.setattr(Evictor, "_stood_on", lambda self, sent, leaving: set())
+    monkeypatch.setattr(Evictor, "_stood_on", lambda self, *args: set())
     paged, out, first = reread(tmp_path / "off", second)
     assert any(first in ids for ids in paged)
     assert module("parse", 120) not in "\n".join(str(m.get("content")) for m in out)
@@ -111,3 +113,46 @@ def test_a_repeat_of_a_paged_out_output_is_shown_as_it_is(
     paged, last, first = after_page_out(tmp_path / "off", again)
     assert [first] in paged
     assert f"tool call {first}" in last and again not in last
+
+
+def unnamed_reread(tmp_path: Path) -> tuple[list[list[str]], str, str]:
+    """As OpenClaw runs tools: each output is reduced as it arrives, inside the turn, before any request
+    has shown how the host spells its call id, so a repeat names no call ("identical to an earlier tool
+    output"). A parser read twice, then six more steps, with a rule eager to page out stale reads."""
+    cfg = Config.model_validate(
+        {"mode": "aggressive", "eviction": {"expectedRemainingCalls": 500, "keepRecentTurns": 2}}
+    )
+    lm = LightMem(config=cfg, registry=Registry(tmp_path / "reg"))
+    s = lm.session("openclaw-like")
+    s.respelled_ids = True
+    host = Host("Make the parser accept empty input.")
+    read = ToolCall("bash", json.dumps({"command": "cat pkg/parser.py"}))  # the middleware names the tool
+    first = f"call_{host.call('cat pkg/parser.py', module('parse', 120))}"
+    s.ingest_tool_result(first, host.messages[-1]["content"], read)
+    second = f"call_{host.call('cat pkg/parser.py', module('parse', 120))}"
+    sent_second = s.ingest_tool_result(second, host.messages[-1]["content"], read)
+    for k in range(8):
+        out = s.before_model_call(host.messages)
+        host.call(f"echo step {k}", f"step {k}")
+    out = s.before_model_call(host.messages)
+    assert "identical to an earlier tool output" in sent_second  # the feature under test: unnamed
+    return (
+        [list(b.call_ids) for b in s.evictor.state.batches],
+        "\n".join(str(m["content"]) for m in out),
+        first,
+    )
+
+
+def test_a_reference_that_names_no_call_holds_its_source_by_content(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paged, sent, first = unnamed_reread(tmp_path / "on")
+    assert not any(first in ids for ids in paged)
+    assert module("parse", 120) in sent
+    # control: without reading unnamed references, the first read is paged out and no copy is left
+    from lightmem_plugin.eviction import evictor
+
+    monkeypatch.setattr(evictor, "names_no_call", lambda text: False)
+    paged, sent, first = unnamed_reread(tmp_path / "off")
+    assert any(first in ids for ids in paged)
+    assert module("parse", 120) not in sent
