@@ -31,9 +31,10 @@ Run: ``.venv/bin/python benchmarks/frame_audit.py --traces ../shared/traces/swe 
 Measured on the swe traces in normal mode at 238e9c2: 484 outputs with the status hidden, 88 with
 error lines hidden and 77 of 1,229 searches with a match hidden; now 0, 0 and 0. At 94bae6e every
 repeat marker named no call (700 of 700); now each of the 697 names the calls whose outputs show its
-lines (445 one call, 161 two, 91 three), none misnamed. In aggressive mode 8 of 661 name a call whose
+lines (445 one call, 161 two, 91 three), none misnamed. In aggressive mode 8 of 661 named a call whose
 output an eviction batch archived since (its lines recoverable from it, and from the marker's own
-stub). Every line a marker stands for is checked, short ones too: at 45bd78e, 11 of 707 markers
+stub), and on the Claude Code sessions 2; at 7704ff5 0 and 0 (an output a later repeat refers to
+stays, and a repeat of a paged-out output is shown as it is). Every line a marker stands for is checked, short ones too: at 45bd78e, 11 of 707 markers
 (normal) stood for a short line (``        my_id,``, re-indented by the agent's fix) that the named
 outputs showed differently; with short lines keyed by the line before them, 0 of 718.
 """
