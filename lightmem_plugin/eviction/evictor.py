@@ -453,6 +453,8 @@ class Evictor:
         items: list[_Item] = []
         created = frozenset(self.estimator.live.created)
         for t in ready.values():
+            if self._referred_into(sent, t):
+                continue
             span = original.messages[t.first : t.last + 1]
             events = self._events_in(t, owners)
             text = summary(t.number, "0" * 32, span, events, created, shell)
@@ -540,6 +542,24 @@ class Evictor:
                         stay.add(cid)
                         grew = True
         return stay
+
+    def _referred_into(self, sent: Request, t: GoalTask) -> bool:
+        """Whether an output after finished task ``t`` refers to one of its outputs by name. Repeats
+        are scoped to their task where tasks leave (aggressive mode), so this happens only for outputs
+        reduced before the session switched to such a mode; collapsing ``t`` would then leave those
+        references pointing at nothing the model can read, so ``t`` stays."""
+        inside = {
+            self.spell(call_base(p.tool_call_id))
+            for m in sent.messages[t.first : t.last + 1]
+            for p in m.parts
+            if isinstance(p, ToolResultPart)
+        }
+        return bool(inside) and any(
+            calls_named(p.text()) & inside
+            for m in sent.messages[t.last + 1 :]
+            for p in m.parts
+            if isinstance(p, ToolResultPart)
+        )
 
     def _request_stub(self, t: GoalTask, messages: list[Message], key: str, shell: bool) -> str | None:
         """What stays of task ``t``'s request when it leaves with the task (collapse.short_goal), or

@@ -156,3 +156,43 @@ def test_a_reference_that_names_no_call_holds_its_source_by_content(
     paged, sent, first = unnamed_reread(tmp_path / "off")
     assert any(first in ids for ids in paged)
     assert module("parse", 120) not in sent
+
+
+def switched(tmp_path: Path) -> tuple[list[list[str]], str, str]:
+    """Task 1 read a parser; the user set a new goal and task 2 printed it again, all in normal mode,
+    where a repeat may refer across tasks; then the session switched to aggressive mode, where a
+    finished task leaves the context at the next batch."""
+    lm = LightMem(
+        config=Config.model_validate({"mode": "normal", "stabilizer": {"shortCallIds": False}}),
+        registry=Registry(tmp_path / "reg"),
+    )
+    s = lm.session("switched")
+    host = Host("Read the parser.")
+    first = f"call_{host.call('cat pkg/parser.py', module('parse', 120))}"
+    host.say("It defines parse_0 to parse_119.")
+    host.say("Now make parse_3 accept empty input.", role="user")
+    host.call("cat pkg/parser.py", module("parse", 120))  # sent as a reference to task 1's read
+    s.before_model_call(host.messages)
+    assert lm._fixed is not None
+    lm._fixed.mode = "aggressive"
+    for k in range(9):
+        host.call(f"echo step {k}", f"step {k}")
+        out = s.before_model_call(host.messages)
+    return (
+        [list(b.call_ids) for b in s.evictor.state.batches],
+        "\n".join(str(m["content"]) for m in out),
+        first,
+    )
+
+
+def test_a_finished_task_a_later_output_refers_into_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paged, sent, first = switched(tmp_path / "on")
+    assert f"identical to the output of tool call {first}" in sent
+    assert module("parse", 120) in sent and not any("task:1" in ids for ids in paged)
+    # control: without the check, task 1 leaves at the first batch and its read with it
+    monkeypatch.setattr(Evictor, "_referred_into", lambda self, sent, t: False)
+    paged, sent, first = switched(tmp_path / "off")
+    assert any("task:1" in ids for ids in paged)
+    assert f"identical to the output of tool call {first}" in sent and module("parse", 120) not in sent
