@@ -49,7 +49,7 @@ def Serve(home: Path, config: dict[str, Any]) -> ServeProcess:
 def _config(upstream: str, store_url: str | None) -> dict[str, Any]:
     config: dict[str, Any] = {
         "mode": "aggressive",
-        "eviction": {"expectedRemainingCalls": 200},
+        "eviction": {"expectedRemainingCalls": 500, "keepRecentTurns": 2},  # batches at calls 23 and 26
         "server": {"upstreams": {"openai": upstream + "/v1"}},
     }
     if store_url:
