@@ -505,9 +505,11 @@ class Evictor:
         so paging it out would leave the model neither copy. Seen: a file read twice, the second read
         sent as "identical to the output of tool call X", and X paged out as stale for the re-read.
         A reference that names no call (:func:`..reduction.dedup.names_no_call`) holds, by content,
-        every leaving output with the same text or one of its substantial lines."""
+        every leaving output that has one of the substantial lines it stands for (the lines of its
+        original that its sent text lacks: a frame that stays, such as ``<returncode>0</returncode>``,
+        holds nothing)."""
         named: dict[str, set[str]] = {}  # result id -> the calls its sent text refers to
-        unnamed: dict[str, int] = {}  # result id -> its message, when its sent text names no call
+        unnamed: dict[str, frozenset[str]] = {}  # result id -> the lines its unnamed references stand for
         for i, msg in enumerate(sent.messages):
             for p in msg.parts:
                 if isinstance(p, ToolResultPart):
@@ -515,7 +517,9 @@ class Evictor:
                     if calls := calls_named(text):
                         named[p.tool_call_id] = calls
                     if names_no_call(text):
-                        unnamed[p.tool_call_id] = i
+                        unnamed[p.tool_call_id] = _lines_of(original, i, p.tool_call_id) - set(
+                            text.split("\n")
+                        )
         if not named and not unnamed:
             return set()
         as_read = {self.spell(call_base(cid)): cid for cid in leaving}
@@ -534,9 +538,10 @@ class Evictor:
                 if rid in leaving and rid not in stay:
                     continue  # leaves too (it comes later, so the same break takes it)
                 held = {as_read.get(name) for name in named.get(rid, ())}
-                if rid in unnamed:
-                    mine = _lines_of(original, unnamed[rid], rid)
-                    held.update(c for c in leaving if c != rid and c not in stay and lines_of(c) & mine)
+                if unnamed.get(rid):
+                    held.update(
+                        c for c in leaving if c != rid and c not in stay and lines_of(c) & unnamed[rid]
+                    )
                 for cid in held:
                     if cid is not None and cid not in stay:
                         stay.add(cid)

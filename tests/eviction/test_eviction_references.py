@@ -127,6 +127,11 @@ def unnamed_reread(tmp_path: Path) -> tuple[list[list[str]], str, str]:
     s.respelled_ids = True
     host = Host("Make the parser accept empty input.")
     read = ToolCall("bash", json.dumps({"command": "cat pkg/parser.py"}))  # the middleware names the tool
+    other = f"call_{host.call('cat pkg/lexer.py', module('lex', 120))}"  # shares only the frame's lines
+    s.ingest_tool_result(
+        other, host.messages[-1]["content"], ToolCall("bash", '{"command": "cat pkg/lexer.py"}')
+    )
+    host.call("cat > pkg/lexer.py << 'EOF'\nimport re\nEOF")  # rewritten: that read is stale
     first = f"call_{host.call('cat pkg/parser.py', module('parse', 120))}"
     s.ingest_tool_result(first, host.messages[-1]["content"], read)
     second = f"call_{host.call('cat pkg/parser.py', module('parse', 120))}"
@@ -136,11 +141,9 @@ def unnamed_reread(tmp_path: Path) -> tuple[list[list[str]], str, str]:
         host.call(f"echo step {k}", f"step {k}")
     out = s.before_model_call(host.messages)
     assert "identical to an earlier tool output" in sent_second  # the feature under test: unnamed
-    return (
-        [list(b.call_ids) for b in s.evictor.state.batches],
-        "\n".join(str(m["content"]) for m in out),
-        first,
-    )
+    paged = [list(b.call_ids) for b in s.evictor.state.batches]
+    assert any(other in ids for ids in paged)  # a stale read it does not stand on still leaves
+    return paged, "\n".join(str(m["content"]) for m in out), first
 
 
 def test_a_reference_that_names_no_call_holds_its_source_by_content(
