@@ -247,7 +247,9 @@ class Session:
         self.image_memo: dict[str, tuple[str, str] | None] = {}
         self.repeats = Repeats(DedupIndex(plugin.config.reduction.dedupMaxRepeats))
         self.repeats.gone = self._paged_out
-        self._paged: tuple[object, int, frozenset[str]] = (None, 0, frozenset())  # stubs, count, call keys
+        self._paged_for: tuple[object, int] = (None, 0)  # the eviction stubs (and their count) read last
+        self._paged: dict[str, bool] = {}  # call id, as a pass names it -> paged out (see _paged_out)
+        self._paged_keys: set[str] = set()
         self.stabilizer = Stabilizer(plugin.config.stabilizer)
         self.evictor = Evictor(
             plugin.config.eviction, plugin.registry.put_short, plugin.counter, plugin.config.estimator
@@ -516,9 +518,14 @@ class Session:
         stubs = self.evictor.state.stubs
         if not stubs:
             return False
-        if self._paged[0] is not stubs or self._paged[1] != len(stubs):  # stubs only grow, at batches
-            self._paged = (stubs, len(stubs), frozenset(call_key(call_base(c)) for c in stubs))
-        return call_key(call_base(call_id)) in self._paged[2]
+        if self._paged_for[0] is not stubs or self._paged_for[1] != len(stubs):  # stubs grow at batches
+            self._paged_for = (stubs, len(stubs))
+            self._paged_keys = {call_key(call_base(c)) for c in stubs}
+            self._paged = {}
+        known = self._paged.get(call_id)
+        if known is None:  # asked once per spelling: repeats ask for every line they find
+            known = self._paged[call_id] = call_key(call_base(call_id)) in self._paged_keys
+        return known
 
     @property
     def _id_as_read(self) -> Callable[[str], str]:

@@ -452,8 +452,9 @@ class Evictor:
         in_task, in_session = self._horizons(goals, call_index)
         items: list[_Item] = []
         created = frozenset(self.estimator.live.created)
+        refs = _references(sent, original)
         for t in ready.values():
-            if self._referred_into(sent, t):
+            if self._referred_into(sent, refs, t):
                 continue
             span = original.messages[t.first : t.last + 1]
             events = self._events_in(t, owners)
@@ -481,7 +482,7 @@ class Evictor:
                 # later and the error lines it acted on), so outputs keep the cautious prior
                 horizon_calls = min(in_task, float(self.config.expectedRemainingCalls))
                 outputs[cid] = _Item(owner, cid, n - STUB_TOKENS, horizon_calls)
-        for cid in self._stood_on(sent, original, outputs):
+        for cid in self._stood_on(refs, original, outputs):
             del outputs[cid]
         items.extend(outputs.values())
         for e in self._stale_arguments(horizon):
@@ -499,7 +500,7 @@ class Evictor:
                 items.append(_Item(owners[e.call_index], f"args:{ran}", saving, in_task))
         return sorted(items, key=lambda it: (it.index, it.ident))
 
-    def _stood_on(self, sent: Request, original: Request, leaving: Mapping[str, _Item]) -> set[str]:
+    def _stood_on(self, refs: _Refs, original: Request, leaving: Mapping[str, _Item]) -> set[str]:
         """The outputs in ``leaving`` that an output staying in view stands on: a later repeat of the
         whole output or of its lines is sent as a reference to it (:func:`..reduction.dedup.calls_named`),
         so paging it out would leave the model neither copy. Seen: a file read twice, the second read
@@ -508,19 +509,7 @@ class Evictor:
         every leaving output that has one of the substantial lines it stands for (the lines of its
         original that its sent text lacks: a frame that stays, such as ``<returncode>0</returncode>``,
         holds nothing)."""
-        named: dict[str, set[str]] = {}  # result id -> the calls its sent text refers to
-        unnamed: dict[str, frozenset[str]] = {}  # result id -> the lines its unnamed references stand for
-        for i, msg in enumerate(sent.messages):
-            for p in msg.parts:
-                if isinstance(p, ToolResultPart):
-                    text = p.text()
-                    if calls := calls_named(text):
-                        named[p.tool_call_id] = calls
-                    if names_no_call(text):
-                        unnamed[p.tool_call_id] = _lines_of(original, i, p.tool_call_id) - set(
-                            text.split("\n")
-                        )
-        if not named and not unnamed:
+        if not refs.named and not refs.unnamed:
             return set()
         as_read = {self.spell(call_base(cid)): cid for cid in leaving}
         known: dict[str, frozenset[str]] = {}
@@ -534,37 +523,34 @@ class Evictor:
         grew = True
         while grew:  # an output kept because it is stood on keeps what it stands on in turn
             grew = False
-            for rid in (*named, *unnamed):
+            for rid in (*refs.named, *refs.unnamed):
                 if rid in leaving and rid not in stay:
                     continue  # leaves too (it comes later, so the same break takes it)
-                held = {as_read.get(name) for name in named.get(rid, ())}
-                if unnamed.get(rid):
-                    held.update(
-                        c for c in leaving if c != rid and c not in stay and lines_of(c) & unnamed[rid]
-                    )
+                held = {as_read.get(name) for name in refs.named.get(rid, (0, set()))[1]}
+                if refs.unnamed.get(rid):
+                    lines = refs.unnamed[rid]
+                    held.update(c for c in leaving if c != rid and c not in stay and lines_of(c) & lines)
                 for cid in held:
                     if cid is not None and cid not in stay:
                         stay.add(cid)
                         grew = True
         return stay
 
-    def _referred_into(self, sent: Request, t: GoalTask) -> bool:
+    def _referred_into(self, sent: Request, refs: _Refs, t: GoalTask) -> bool:
         """Whether an output after finished task ``t`` refers to one of its outputs by name. Repeats
         are scoped to their task where tasks leave (aggressive mode), so this happens only for outputs
         reduced before the session switched to such a mode; collapsing ``t`` would then leave those
         references pointing at nothing the model can read, so ``t`` stays."""
+        later = [names for at, names in refs.named.values() if at > t.last]
+        if not later:
+            return False
         inside = {
             self.spell(call_base(p.tool_call_id))
             for m in sent.messages[t.first : t.last + 1]
             for p in m.parts
             if isinstance(p, ToolResultPart)
         }
-        return bool(inside) and any(
-            calls_named(p.text()) & inside
-            for m in sent.messages[t.last + 1 :]
-            for p in m.parts
-            if isinstance(p, ToolResultPart)
-        )
+        return any(names & inside for names in later)
 
     def _request_stub(self, t: GoalTask, messages: list[Message], key: str, shell: bool) -> str | None:
         """What stays of task ``t``'s request when it leaves with the task (collapse.short_goal), or
@@ -782,6 +768,30 @@ def _objective(text: str) -> str:
 
 def _result(msg: Message, cid: str) -> ToolResultPart | None:
     return next((p for p in msg.parts if isinstance(p, ToolResultPart) and p.tool_call_id == cid), None)
+
+
+@dataclass
+class _Refs:
+    """The references the tool outputs of a request make to earlier outputs, as sent: by result id,
+    (its message, the calls it names), and the lines its references that name no call stand for."""
+
+    named: dict[str, tuple[int, set[str]]]
+    unnamed: dict[str, frozenset[str]]
+
+
+def _references(sent: Request, original: Request) -> _Refs:
+    """One scan of ``sent`` for the repeat references and markers (:mod:`..reduction.dedup`)."""
+    refs = _Refs({}, {})
+    for i, msg in enumerate(sent.messages):
+        for p in msg.parts:
+            if not isinstance(p, ToolResultPart):
+                continue
+            text = p.text()
+            if calls := calls_named(text):
+                refs.named[p.tool_call_id] = (i, calls)
+            if names_no_call(text):
+                refs.unnamed[p.tool_call_id] = _lines_of(original, i, p.tool_call_id) - set(text.split("\n"))
+    return refs
 
 
 def _lines_of(req: Request, index: int, cid: str) -> frozenset[str]:

@@ -20,22 +20,28 @@ from lightmem_plugin.reduction.kinds import ToolCall
 from lightmem_plugin.registry import Registry
 
 
-def reread(tmp_path: Path, second: str) -> tuple[list[list[str]], list[dict[str, object]], str]:
-    """A parser read, then read again (``second``: its text the second time), then six more steps,
-    with a rule eager to page out stale reads."""
+def started(tmp_path: Path, remaining: int, modules: int) -> tuple[Session, Host]:
+    """An aggressive session (host call ids) whose task has read ``modules`` modules it still needs;
+    ``remaining``: the expected remaining calls of the cost rule."""
     cfg = Config.model_validate(
         {
             "mode": "aggressive",
-            "eviction": {"expectedRemainingCalls": 500, "keepRecentTurns": 2},
+            "eviction": {"expectedRemainingCalls": remaining, "keepRecentTurns": 2},
             "stabilizer": {"shortCallIds": False},
         }
     )
-    lm = LightMem(config=cfg, registry=Registry(tmp_path / "reg"))
-    s = lm.session("reread")
+    s = LightMem(config=cfg, registry=Registry(tmp_path / "reg")).session("refs")
     host = Host("Make the parser accept empty input.")
-    for k in range(3):
+    for k in range(modules):
         host.call(f"cat pkg/mod{k}.py", module(f"m{k}", 40))
         s.before_model_call(host.messages)
+    return s, host
+
+
+def reread(tmp_path: Path, second: str) -> tuple[list[list[str]], list[dict[str, object]], str]:
+    """A parser read, then read again (``second``: its text the second time), then six more steps,
+    with a rule eager to page out stale reads."""
+    s, host = started(tmp_path, 500, 3)
     first = f"call_{host.call('cat pkg/parser.py', module('parse', 120))}"
     s.before_model_call(host.messages)
     host.call("cat pkg/parser.py", second)  # a re-read makes the first read stale
@@ -71,19 +77,7 @@ def test_a_read_a_later_repeat_refers_to_stays_in_view(
 def after_page_out(tmp_path: Path, again: str) -> tuple[list[list[str]], str, str]:
     """A stale parser read paged out (as in test_eviction_break_cost), then ``again`` printed by a
     later call: what the model reads of that later output."""
-    cfg = Config.model_validate(
-        {
-            "mode": "aggressive",
-            "eviction": {"expectedRemainingCalls": 20, "keepRecentTurns": 2},
-            "stabilizer": {"shortCallIds": False},
-        }
-    )
-    lm = LightMem(config=cfg, registry=Registry(tmp_path / "reg"))
-    s = lm.session("gone")
-    host = Host("Make the parser accept empty input.")
-    for k in range(12):
-        host.call(f"cat pkg/mod{k}.py", module(f"m{k}", 40))
-        s.before_model_call(host.messages)
+    s, host = started(tmp_path, 20, 12)
     first = f"call_{host.call('cat pkg/parser.py', module('parse', 120))}"
     s.before_model_call(host.messages)
     host.call("cat > pkg/parser.py << 'EOF'\nimport re\nEOF")
@@ -195,7 +189,7 @@ def test_a_finished_task_a_later_output_refers_into_stays(
     assert f"identical to the output of tool call {first}" in sent
     assert module("parse", 120) in sent and not any("task:1" in ids for ids in paged)
     # control: without the check, task 1 leaves at the first batch and its read with it
-    monkeypatch.setattr(Evictor, "_referred_into", lambda self, sent, t: False)
+    monkeypatch.setattr(Evictor, "_referred_into", lambda self, *args: False)
     paged, sent, first = switched(tmp_path / "off")
     assert any("task:1" in ids for ids in paged)
     assert f"identical to the output of tool call {first}" in sent and module("parse", 120) not in sent
