@@ -12,7 +12,7 @@ everywhere:
   last messages, so a break further back than that is found only at the system breakpoint: every
   message token is written again, billed ``1.25`` instead of read at ``0.1``: ``1.15`` per token
   after the head. Measured on the Claude Code traces (``lightmem2 replay``, Anthropic model): with
-  the prefix price one batch at call 128 of a 150-call session re-wrote 54k tokens for 61k K, and
+  the prefix price one batch at call 128 of a 143-call session re-wrote 54k tokens for 61k K, and
   aggressive cost 2.2% more than normal on that session.
 
 The model follows the wire API the request came in on (:attr:`..wire.base.WireApi.cache_model`), or
