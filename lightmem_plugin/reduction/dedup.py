@@ -38,6 +38,9 @@ def call_base(call_id: str) -> str:
     return call_id.partition("#")[0]
 
 
+_UNNAMED_REFERENCE = "[lightmem2: identical to an earlier tool output in this conversation ("
+
+
 def reference(first_call_id: str | None, key: str, chars: int, shell: bool = False) -> str:
     """The byte-stable text that replaces a repeated output.
 
@@ -45,7 +48,7 @@ def reference(first_call_id: str | None, key: str, chars: int, shell: bool = Fal
     letters and digits for some providers, just before each request), so no id is named rather than
     one the model never sees."""
     if first_call_id is None:
-        same = f"[lightmem2: identical to an earlier tool output in this conversation ({chars:,} chars)"
+        same = f"{_UNNAMED_REFERENCE}{chars:,} chars)"
     else:
         same = f"[lightmem2: identical to the output of tool call {first_call_id} ({chars:,} chars)"
     if shell:
@@ -60,10 +63,9 @@ def names_no_call(text: str) -> bool:
     """Whether ``text`` stands on an earlier output it does not name: a :func:`reference` or a repeat
     marker written while the host might still respell call ids (OpenClaw, within a turn). Which
     output it stands on is then known only by content (the same text, the same lines)."""
-    return "[lightmem2" in text and (
-        "identical to an earlier tool output in this conversation (" in text
-        or "as shown in an earlier output]" in text
-    )
+    if "[lightmem2" not in text:
+        return False
+    return _UNNAMED_REFERENCE in text or any(not marker_calls(m) for m in MARKER_RE.finditer(text))
 
 
 def calls_named(text: str) -> set[str]:

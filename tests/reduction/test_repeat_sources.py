@@ -130,7 +130,7 @@ def test_sources_survive_a_restart_and_an_older_state_names_no_call(tmp_path: Pa
 def test_calls_named_reads_every_reference_form_the_passes_write() -> None:
     """What eviction reads to keep an output in view while a later one refers to it: each form the
     dedup and repeat passes write, with one, two and three calls named; an unnamed one names none."""
-    from lightmem_plugin.reduction.dedup import calls_named, reference
+    from lightmem_plugin.reduction.dedup import calls_named, names_no_call, reference
     from lightmem_plugin.reduction.linedup import marker
 
     text = "\n".join(
@@ -147,3 +147,6 @@ def test_calls_named_reads_every_reference_form_the_passes_write() -> None:
     assert calls_named(reference("call_7", "k" * 12, 4700, shell=True)) == {"call_7"}
     assert calls_named(reference(None, "k" * 12, 4700)) == set()
     assert calls_named("a line that mentions tool call call_7 in prose") == set()
+    # the forms that name no call, which eviction matches by content instead
+    assert names_no_call(reference(None, "k" * 12, 4700)) and names_no_call(marker(13, 14))
+    assert not names_no_call(reference("call_7", "k" * 12, 4700)) and not names_no_call(marker(1, 4, ["aa1"]))
