@@ -2,7 +2,8 @@
 
 Hosts reach it over loopback: Claude Code through ``ANTHROPIC_BASE_URL``, Codex through a model
 provider ``base_url``, OpenClaw's plugin through the sidecar routes. A non-loopback bind is refused
-unless ``--allow-remote`` is given. Runs until interrupted.
+unless ``--allow-remote`` is given. ``--port 0`` takes a free port and names it on stderr (``lightmem2
+serve: listening on URL``). Runs until interrupted.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import sys
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
@@ -39,6 +40,11 @@ def check_bind(host: str, allow_remote: bool) -> None:
             f"refusing to listen on {host}: not a loopback address, and the proxy carries your API keys; "
             "use 127.0.0.1, or pass --allow-remote to expose it on the network"
         )
+
+
+def _url_host(host: str) -> str:
+    """``host`` as it goes in a URL (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -95,6 +101,10 @@ def serve(
 ) -> None:
     """Run the proxy until interrupted.
 
+    ``port`` 0 binds a free port the OS picks and prints ``lightmem2 serve: listening on URL`` on
+    stderr first, so whoever started it (a test harness, a supervisor) learns the port without racing
+    another process for one it picked in advance.
+
     ``config`` None follows the user's config file (a ``lightmem2 mode`` switch applies to the next
     call); a given config is used as is. ``host``/``port`` default to ``server.host``/``server.port``.
     ``commands`` answers the sidecar's chat commands (see :func:`.app.create_app`); ``lightmem2 serve``
@@ -125,6 +135,9 @@ def serve(
     # served on state no other process sees would send other bytes than its peers
     stores = open_stores(cfg) if config is None and cfg.store.url else None
     sock = bind_socket(host, port)
+    if port == 0:  # the caller cannot know which port the OS picked: say it, as the first stderr line
+        bound = sock.getsockname()[1]
+        print(f"lightmem2 serve: listening on http://{_url_host(host)}:{bound}", file=sys.stderr, flush=True)
     plugin = LightMem(config) if config is not None else LightMem.from_config(stores)
     app = create_app(plugin, allow_remote=allow_remote, commands=commands)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -24,6 +25,8 @@ from lightmem_plugin.commands.registry import run_remote_line
 from lightmem_plugin.config import Config
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.server.app import create_app
+
+LISTENING_RE = re.compile(r"lightmem2 serve: listening on http://127\.0\.0\.1:(\d+)$")
 
 
 def free_port() -> int:
@@ -109,31 +112,62 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class ServeProcess:
-    """One ``lightmem2 serve`` process with ``home`` as its data dir, on a free loopback port,
-    stopped (or killed) by PID. It starts at once; :meth:`wait_ready` waits for ``/healthz`` (so
-    several can start side by side)."""
+    """One ``lightmem2 serve`` process with ``home`` as its data dir, on a loopback port it binds itself,
+    stopped (or killed) by PID. It starts at once; :meth:`wait_ready` waits for its port and ``/healthz``
+    (so several can start side by side).
+
+    Why port 0 and not :func:`free_port`: a port picked here, released and then bound by the child can
+    be taken in between (by another serve started alongside, or as an outgoing connection's source
+    port); the child then dies on the bind while its neighbour answers ``/healthz`` on that port. Seen
+    in CI: a fleet process was already gone when the test came to kill it. serve with port 0 binds
+    first and names the port on stderr; a thread drains stderr so a chatty process never blocks on it.
+    """
 
     def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
         full = {**os.environ, "LIGHTMEM2_HOME": str(home), "PYTHONPATH": str(ROOT), **(env or {})}
-        code = "import sys\nfrom lightmem_plugin.server import serve\nserve(port=int(sys.argv[1]))\n"
+        code = "from lightmem_plugin.server import serve\nserve(port=0)\n"
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, str(self.port)], env=full, stderr=subprocess.PIPE
+            [sys.executable, "-c", code], env=full, stderr=subprocess.PIPE, text=True
         )
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.stderr = ""
+        self._port: int | None = None
+        self._announced = threading.Event()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr += line
+            found = LISTENING_RE.match(line)
+            if found and self._port is None:
+                self._port = int(found.group(1))
+                self._announced.set()
+        self._announced.set()  # stderr closed: the process is gone
+
+    @property
+    def port(self) -> int:
+        assert self._port is not None, f"serve has not named its port yet; stderr: {self.stderr!r}"
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def wait_ready(self) -> ServeProcess:
         deadline = time.monotonic() + 30
+        assert self._announced.wait(30) and self._port is not None, f"serve did not bind: {self.stderr!r}"
         while True:
             try:
                 httpx.get(self.url + "/healthz", timeout=1).raise_for_status()
                 return self
             except httpx.HTTPError:
-                assert self.proc.poll() is None, self.proc.stderr.read() if self.proc.stderr else ""
+                assert self.proc.poll() is None, self.stderr
                 assert time.monotonic() < deadline, "serve did not come up"
                 time.sleep(0.1)
 
     def kill(self) -> None:
+        assert self.proc.poll() is None, f"serve exited by itself ({self.proc.returncode}): {self.stderr!r}"
         os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=10)
 
@@ -144,3 +178,4 @@ class ServeProcess:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self._reader.join(timeout=5)

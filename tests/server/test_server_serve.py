@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_harness import ServerThread, free_port
+from server_harness import ServeProcess, ServerThread, free_port
 
 from lightmem_plugin.config import Config
 from lightmem_plugin.errors import UsageError
@@ -64,6 +64,20 @@ def test_bound_socket_is_tcp_so_nodelay_applies() -> None:
 
 
 def test_serve_runs_and_stops(tmp_path: Path) -> None:
+    """``--port 0``: serve binds a port the OS picks and names it as its first stderr line."""
+    serve = ServeProcess(tmp_path).wait_ready()
+    try:
+        r = httpx.get(serve.url + "/healthz", timeout=5)
+        assert r.json()["status"] == "ok"
+        assert "server" not in r.headers  # uvicorn's own server header is off; providers' are relayed
+        assert serve.stderr.splitlines()[0] == f"lightmem2 serve: listening on http://127.0.0.1:{serve.port}"
+    finally:
+        serve.stop()
+    assert serve.proc.returncode is not None
+
+
+def test_a_given_port_is_used_and_not_announced(tmp_path: Path) -> None:
+    """A port the caller chose is the caller's to know: serve says nothing on stderr about it."""
     port = free_port()
     code = "import sys\nfrom lightmem_plugin.server import serve\nserve(port=int(sys.argv[1]))\n"
     env = {**os.environ, "LIGHTMEM2_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
@@ -79,11 +93,10 @@ def test_serve_runs_and_stops(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, "serve did not come up"
                 time.sleep(0.1)
         assert r.json()["status"] == "ok"
-        assert "server" not in r.headers  # uvicorn's own server header is off; providers' are relayed
     finally:
         proc.terminate()
-        proc.wait(timeout=15)
-    assert proc.returncode is not None
+        _, err = proc.communicate(timeout=15)
+    assert b"listening on" not in err, err
 
 
 def test_an_idle_connection_stays_open_longer_than_clients_keep_theirs() -> None:
