@@ -45,7 +45,7 @@ from ..tokens import TokenCounter
 from .break_cost import PREFIX, BreakCost
 from .collapse import Collapse, archive_document, fingerprint, request_text, short_goal, summary
 from .entries import entries, turn_text
-from .goals import GoalTask, goal_tasks, goal_text
+from .goals import GoalTask, goal_tasks, goal_text, stated_goal
 from .heuristic import HeuristicEstimator
 from .horizon import remaining_in_session, remaining_in_task
 from .lifecycle import TaskRegistry, TaskUpdate
@@ -369,7 +369,7 @@ class Evictor:
                     TaskUpdate(
                         task_id=f"g{t.number}",
                         lifecycle="completed",
-                        objective=_objective(goal_text(messages[t.goal])),
+                        objective=_objective(stated_goal(goal_text(messages[t.goal]))),
                         turns=(t.goal, max(t.goal, t.last)),
                         evidence=(f"user set a new goal at message {nxt.goal}",),
                     )

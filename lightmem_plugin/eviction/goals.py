@@ -26,6 +26,13 @@ _HOST_BLOCKS = re.compile(
     r"command-args|local-command-stdout|local-command-caveat)>.*?</\1>",
     re.S,
 )
+# Claude Code's first message after it compacted a session: its own summary of what came before, with
+# the user's request in a numbered section (then concepts, files, errors, pending tasks, current work)
+_CONTINUED = re.compile(r"\s*This session is being continued from a previous conversation\b")
+_INTENT = re.compile(
+    r"^[ \t]*(?:\d+\.[ \t]*)?Primary Request and Intent:[ \t]*\n(?P<body>.*?)(?=^[ \t]*\d+\.[ \t]+\S[^\n]*:[ \t]*$|\Z)",
+    re.M | re.S,
+)
 _WORK_ROLES = frozenset({"assistant", "tool"})
 _CONTEXT_ROLES = frozenset({"system", "developer"})
 
@@ -48,6 +55,22 @@ class GoalTask:
 def goal_words(text: str) -> str:
     """The user's own words in a user message's text: the host's context blocks removed."""
     return _HOST_BLOCKS.sub("", text).strip()
+
+
+def stated_goal(text: str) -> str:
+    """What a goal's text asks, for the session record: a host's continuation summary stands for the
+    request it states, not for its lead-in.
+
+    Why: after Claude Code compacts a session, the goal the record showed was "This session is being
+    continued from a previous conversation that ran out of context. The summary below covers the
+    earlier portion..." (all three Claude Code sessions in ../shared/traces): the line that should
+    remind the model of the task said nothing about it. The summary's "Primary Request and Intent"
+    section says what the user asked; a summary without one stays as it is.
+    """
+    words = goal_words(text)
+    if _CONTINUED.match(words) and (found := _INTENT.search(words)) and found.group("body").strip():
+        return found.group("body").strip()
+    return words
 
 
 def goal_text(msg: Message) -> str:

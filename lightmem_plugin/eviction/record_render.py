@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Literal
 
 from ..tokens import count_tokens
+from .goals import stated_goal
 from .session_record import FinishedTask, SessionRecord
 
 RecordLevel = Literal["critical", "standard", "full"]
@@ -29,7 +30,7 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _goal(text: str, limit: int) -> str:
-    text = _TAG.sub(" ", text)
+    text = _TAG.sub(" ", stated_goal(text))
     text = re.sub(r"^\s*Consider the following (?:PR|issue) description:\s*", "", text, flags=re.I)
     return _clip(text, limit)
 

@@ -213,3 +213,43 @@ def test_the_task_line_names_every_task_once_under_its_state() -> None:
     tasks = tuple(TaskStatus(i, f"work {i}", state, (n, n)) for n, (i, state) in enumerate(order))  # type: ignore[arg-type]
     text = render(SessionRecord(turn=20, tasks=tasks), "full")
     assert "Tasks: h5, h9 active; h6, h7 completed; h1-h4 evictable; current: work h9" in text
+
+
+CONTINUED = (
+    "This session is being continued from a previous conversation that ran out of context. The summary "
+    "below covers the earlier portion of the conversation.\n\nAnalysis:\nLet me go through it in order.\n\n"
+    "Summary:\n1. Primary Request and Intent:\n   The user asked to add a retry limit to the HTTP client,\n"
+    "   then to document it.\n\n2. Key Technical Concepts:\n   - exponential backoff\n\n"
+    "7. Pending Tasks:\n   - document the flag\n\n"
+    "Please continue the conversation from where we left off without asking the user any further questions."
+)
+
+
+def test_a_hosts_continuation_summary_is_recorded_by_the_request_it_states() -> None:
+    """After Claude Code compacts, the first user message is its summary of the session so far; the goal
+    line showed the summary's lead-in ("This session is being continued ...") and nothing of the task."""
+    from lightmem_plugin.eviction.goals import stated_goal
+    from lightmem_plugin.eviction.session_record import FinishedTask, TaskFacts
+
+    assert (
+        stated_goal(CONTINUED)
+        == "The user asked to add a retry limit to the HTTP client,\n   then to document it."
+    )
+    record = SessionRecord(
+        turn=30,
+        goals=(Goal(0, CONTINUED), Goal(20, "Now make the limit configurable")),
+        finished=(FinishedTask(1, 0, CONTINUED, TaskFacts()),),
+    )
+    text = render(record, "full")
+    assert (
+        "- task 1 (turn 0): The user asked to add a retry limit to the HTTP client, then to document it."
+        in text
+    )
+    assert "being continued" not in text
+    only = render(SessionRecord(turn=3, goals=(Goal(0, CONTINUED),)), "critical")
+    assert (
+        "Goal (turn 0): The user asked to add a retry limit to the HTTP client, then to document it." in only
+    )
+    # a summary without the section, or a user who writes those words, keeps the text as written
+    plain = "This session is being continued from a previous conversation. Fix the flaky test."
+    assert stated_goal(plain) == plain
