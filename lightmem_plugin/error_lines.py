@@ -25,7 +25,11 @@ What counts (each rule anchored at the start of the line, so a line is judged by
   message of several words, so a keyword argument ``    error: reason,`` in code is not one) and the
   line that says where, ``    └─ test/x_test.exs:128: Mod."test ..."/1``. Measured on a Claude Code
   session: a ``mix test`` that failed to compile printed five such errors, and head + tail showed the
-  first one's place and cut the other four.
+  first one's place and cut the other four. Elixir closes a *warning* with the same ``└─`` line: that
+  one is no error line (:func:`error_indexes` reads the diagnostic's header above it). Seen on Claude
+  Code sessions: a passing ``mix test`` that first compiled dependencies printed ~40 deprecation
+  warnings; their places were kept as error lines and their messages cut, so the model read 17
+  stubs between bare ``└─ lib/decoder.ex:264:82`` lines, places of warnings it could not see.
 
 What does not: code that merely names an exception. A file view line ``    raise ValueError("x")``
 is indented and has no ``Name: message`` shape; a docstring line ``    ValueError: if x < 0`` is
@@ -47,6 +51,7 @@ before one anchored regex is tried.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 # Every error line but the dotted ``pkg.mod.Name: message`` form contains one of these: the guard
 # before any regex runs (one C-level search per line).
@@ -123,11 +128,38 @@ def is_status_line(line: str) -> bool:
     return ("xit" in line or "returncode" in line) and _STATUS_RE.match(line) is not None
 
 
+_ELIXIR_WHERE = re.compile(r"[ \t]*\u2514\u2500 ")
+_ELIXIR_HEADER = re.compile(r"[ \t]*(error|warning): \S")
+_ELIXIR_BLOCK = 60
+"""How far above a ``└─`` line its diagnostic's header may be (message, code excerpt and gutter)."""
+
+
+def _closes_warning(lines: Sequence[str], i: int) -> bool:
+    """Whether ``lines[i]``, an Elixir ``└─ path:line`` line, ends a warning (not an error): the
+    nearest diagnostic header above it, within the diagnostic, says ``warning:``."""
+    if _ELIXIR_WHERE.match(lines[i]) is None:
+        return False
+    for j in range(i - 1, max(-1, i - _ELIXIR_BLOCK), -1):
+        header = _ELIXIR_HEADER.match(lines[j])
+        if header is not None:
+            return header.group(1) == "warning"
+        if _ELIXIR_WHERE.match(lines[j]) is not None:  # the diagnostic before: this one has no header
+            return False
+    return False
+
+
+def error_indexes(lines: Sequence[str]) -> set[int]:
+    """Indexes of the error lines among one output's ``lines`` (no newlines): :func:`is_error_line`,
+    except an Elixir ``└─`` place line that ends a warning (its header is above it)."""
+    return {i for i, line in enumerate(lines) if is_error_line(line) and not _closes_warning(lines, i)}
+
+
 def error_lines(text: str) -> list[str]:
     """The error lines of ``text`` in order of appearance (repeats included), verbatim."""
     if _GUARD_RE.search(text) is None and ": " not in text:
         return []
-    return [line for line in text.split("\n") if is_error_line(line)]
+    lines = text.split("\n")
+    return [lines[i] for i in sorted(error_indexes(lines))]
 
 
 _FRAME_LINE = re.compile(r'^[ \t|+\-]*File "[^"\n]+", line \d+')

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from lightmem_plugin.error_lines import error_lines, is_error_line, is_status_line
+from lightmem_plugin.error_lines import error_indexes, error_lines, is_error_line, is_status_line
 
 ERROR = [
     "Traceback (most recent call last):",
@@ -132,3 +132,38 @@ def test_error_lines_of_a_text_in_order_with_repeats() -> None:
 )
 def test_a_status_line_says_only_how_the_command_ended(line: str, status: bool) -> None:
     assert is_status_line(line) is status
+
+
+ELIXIR_COMPILE = """==> toml
+Compiling 10 files (.ex)
+     warning: using single-quoted strings to represent charlists is deprecated.
+     Use ~c"" if you indeed want a charlist or use "" instead.
+     │
+ 264 │       'abc'
+     │       ~
+     │
+     └─ lib/decoder.ex:264:82
+
+    error: undefined function get/2 (expected Foo to define such a function or for it to be imported)
+    │
+ 12 │     get(x, y)
+    │     ^^^
+    │
+    └─ test/x_test.exs:128: Mod."test a"/1
+
+    └─ lib/orphan.ex:3
+"""
+
+
+def test_an_elixir_place_line_is_an_error_line_only_under_an_error() -> None:
+    """``└─ path:line`` ends an Elixir error and a warning alike: only the error's place is an error
+    line (a warning's place, kept while its message was cut, told the model nothing); a place line
+    with no header above it stays one, as before."""
+    lines = ELIXIR_COMPILE.split("\n")
+    assert is_error_line(lines[8])  # alone, the line looks the same as an error's
+    assert error_lines(ELIXIR_COMPILE) == [
+        "    error: undefined function get/2 (expected Foo to define such a function or for it to be imported)",
+        '    └─ test/x_test.exs:128: Mod."test a"/1',
+        "    └─ lib/orphan.ex:3",
+    ]
+    assert error_indexes(lines) == {10, 15, 17}

@@ -58,7 +58,7 @@ def protected_lines(
     with the code line under each frame, and the lines a search's ``matches`` patterns find."""
     out = {i for i, line in enumerate(lines) if error_lines.is_status_line(line)}
     if errors and error_lines.error_lines(text):
-        marks = {i for i, line in enumerate(lines) if error_lines.is_error_line(line)}
+        marks = error_lines.error_indexes(lines)
         out |= marks | error_lines.frame_code_lines(lines)
     if matches:
         out |= {i for i, line in enumerate(lines) if any(p.search(line) for p in matches)}

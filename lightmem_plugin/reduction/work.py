@@ -65,7 +65,7 @@ class Work:
         """Indexes of lines no selection may cut: error lines and the code line under each frame
         (computed once per work text; several passes and the renderer ask)."""
         if self._protected is None:
-            marks = {i for i, line in enumerate(self.lines) if error_lines.is_error_line(strip_ansi(line))}
+            marks = error_lines.error_indexes([strip_ansi(line) for line in self.lines])
             self._protected = marks | error_lines.frame_code_lines(self.lines) if marks else marks
         return self._protected
 
