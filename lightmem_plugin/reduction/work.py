@@ -65,9 +65,20 @@ class Work:
         """Indexes of lines no selection may cut: error lines and the code line under each frame
         (computed once per work text; several passes and the renderer ask)."""
         if self._protected is None:
-            marks = error_lines.error_indexes([strip_ansi(line) for line in self.lines])
+            marks = self._error_marks()
             self._protected = marks | error_lines.frame_code_lines(self.lines) if marks else marks
         return self._protected
+
+    def _error_marks(self) -> set[int]:
+        """Indexes of the error lines among :attr:`lines`, judged in the original where each line's
+        origin is known. Why: whether a line is an error line can depend on the lines above it (an
+        Elixir ``└─`` place under a warning's header), and the repeat pass may have folded that header
+        into a marker; in the original it is still there."""
+        if self.origin is None:
+            return error_lines.error_indexes([strip_ansi(line) for line in self.lines])
+        found = error_lines.error_indexes([strip_ansi(line) for line in self.original])
+        ends = self.origin_end
+        return {i for i, o in enumerate(self.origin) if o in found and (ends is None or ends[i] == o)}
 
     def chars(self) -> int:
         return sum(len(line) + 1 for line in self.lines)

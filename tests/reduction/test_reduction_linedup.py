@@ -219,3 +219,44 @@ def test_a_status_line_is_never_folded() -> None:
         idx.add(status + "\n" + body)
         out = idx.reduce(status + "\n" + body, archive_into({}), errors=False)
         assert out is not None and out[0].split("\n")[0] == status, out
+
+
+def _warning(n: int) -> str:
+    return (
+        "     warning: using single-quoted strings to represent charlists is deprecated.\n"
+        '     Use ~c"" if you indeed want a charlist or use "" instead.\n'
+        "     │\n"
+        f" {n} │       'abc{n}'\n"
+        "     │       ~\n"
+        "     │\n"
+        f"     └─ lib/decoder.ex:{n}:82\n\n"
+    )
+
+
+def test_a_warning_whose_header_a_marker_stands_for_is_still_a_warning() -> None:
+    """Seen on Claude Code: a dependency's compile warnings, shown once, came back in the next build.
+    The repeat pass folded the first warning's header into a marker; judged on what was left, the
+    warning's ``└─`` place line had no header above it, counted as an error line, and every warning's
+    place was kept between stubs. Error lines are judged in the original, where the header is."""
+    from dataclasses import replace
+
+    from lightmem_plugin.config import ReductionConfig
+    from lightmem_plugin.reduction.base import PassContext
+    from lightmem_plugin.reduction.dedup import Repeats, apply
+    from lightmem_plugin.reduction.reduce import reduce_text
+
+    cfg = ReductionConfig()
+    ctx = PassContext(cfg.table("normal"), cfg, archive_into({}))  # type: ignore[arg-type]
+    repeats = Repeats()
+    head = "==> toml\nCompiling 10 files (.ex)\n"
+    repeats.lines.add(head + _warning(100))
+    build = head + "".join(_warning(100 + n) for n in range(60)) + "Generated toml app\n15 tests, 0 failures\n"
+
+    def inner(u: str, base: object = None) -> str:
+        return reduce_text(u, ctx if base is None else replace(ctx, base=base))  # type: ignore[arg-type]
+
+    shown = apply(repeats, "call_2", build, ctx, inner)
+    assert "[lightmem2 repeat: lines " in shown  # the feature under test: the header went into a marker
+    # head and tail, not the place of every warning kept with a stub for each message between them
+    assert shown.count("└─ lib/decoder.ex:") <= 10 and "elided]" not in shown, shown
+    assert shown.rstrip().endswith("15 tests, 0 failures")
