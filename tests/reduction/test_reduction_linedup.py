@@ -250,7 +250,9 @@ def test_a_warning_whose_header_a_marker_stands_for_is_still_a_warning() -> None
     repeats = Repeats()
     head = "==> toml\nCompiling 10 files (.ex)\n"
     repeats.lines.add(head + _warning(100))
-    build = head + "".join(_warning(100 + n) for n in range(60)) + "Generated toml app\n15 tests, 0 failures\n"
+    build = (
+        head + "".join(_warning(100 + n) for n in range(60)) + "Generated toml app\n15 tests, 0 failures\n"
+    )
 
     def inner(u: str, base: object = None) -> str:
         return reduce_text(u, ctx if base is None else replace(ctx, base=base))  # type: ignore[arg-type]
