@@ -63,11 +63,17 @@ def lightmem2_exe() -> Path:
 def make_env(
     host: Host, lightmem2_exe: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Any]:
-    """``make_env(name, plugin=True, counter=None)``: a fresh OpenClaw env, lightmem2 installed by our
-    installer; ``counter`` counts the fake provider's tokens (default: one per 4 characters)."""
+    """``make_env(name, plugin=True, counter=None, api="openai-completions")``: a fresh OpenClaw env,
+    lightmem2 installed by our installer; ``counter`` counts the fake provider's tokens (default: one
+    per 4 characters); ``api`` is the wire API OpenClaw's provider speaks to it (:func:`base_config`)."""
     servers: list[ServerThread] = []
 
-    def make(name: str, plugin: bool = True, counter: Callable[[str], int] | None = None) -> OpenClawEnv:
+    def make(
+        name: str,
+        plugin: bool = True,
+        counter: Callable[[str], int] | None = None,
+        api: str = "openai-completions",
+    ) -> OpenClawEnv:
         fake = FakeUpstream(counter)
         server = ServerThread(fake.app).__enter__()
         servers.append(server)
@@ -75,7 +81,7 @@ def make_env(
         for sub in ("home", "state", "workspace", "lightmem2-home"):
             (root / sub).mkdir(parents=True)
         env = OpenClawEnv(host, root, fake, server.url, lightmem2_exe)
-        env.write_config(base_config(server.url, env.workspace))
+        env.write_config(base_config(server.url, env.workspace, api))
         if plugin:
             from lightmem_plugin.install import openclaw as installer
 

@@ -186,8 +186,10 @@ class OpenClawEnv:
         return subprocess.run([str(self.lightmem2), *args], env=self.env(), capture_output=True, timeout=120)
 
 
-def base_config(upstream: str, workspace: Path) -> dict[str, Any]:
-    """A minimal OpenClaw config: the fake upstream as a custom OpenAI-compatible provider."""
+def base_config(upstream: str, workspace: Path, api: str = "openai-completions") -> dict[str, Any]:
+    """A minimal OpenClaw config: the fake upstream as a custom provider speaking ``api`` (OpenAI Chat
+    Completions by default; ``"anthropic-messages"``: Anthropic Messages, whose client appends
+    ``/v1/messages`` to the base URL itself)."""
     model = {
         "id": MODEL,
         "name": "Fake",
@@ -202,9 +204,9 @@ def base_config(upstream: str, workspace: Path) -> dict[str, Any]:
         "models": {
             "providers": {
                 PROVIDER: {
-                    "baseUrl": upstream + "/v1",
+                    "baseUrl": upstream if api == "anthropic-messages" else upstream + "/v1",
                     "apiKey": "dummy",
-                    "api": "openai-completions",
+                    "api": api,
                     "models": [model],
                 }
             }
