@@ -262,6 +262,7 @@ class Session:
         self.respeller = Respeller()
         self._respelling = False  # this call's ids go out short (decided per request, see call_ids)
         self.recorder = Recorder(plugin.ledger, plugin.counter, plugin.registry.peek, self.fail)
+        self._respelled_ids = False
         self._evicted_now = False
         self._record_call = 0  # the call the session record was last snapshotted at
         self.passes_override: dict[str, TextReducer] = {}  # tests: replace the text passes
@@ -272,9 +273,6 @@ class Session:
         """Outputs ingested outside a request reach the model through this plugin's proxy on a wire
         whose ids it respells (a Claude Code hook whose ``ANTHROPIC_BASE_URL`` is our ``serve``), so a
         repeat may name the short id; otherwise a hook's repeat names no call."""
-        self.respelled_ids = False
-        """The host may respell call ids after we see them (OpenClaw, for some providers: letters and
-        digits only, just before each request): a repeat then names no call id (dedup.reference)."""
         # ledger rows of this session object: another process serving the same session writes its own
         # (never shown to the model, so a random id costs no determinism)
         self.writer = os.urandom(6).hex()
@@ -285,6 +283,18 @@ class Session:
         if plugin.states is not None:
             store = plugin.states
             self.fail.run("state", lambda: self._load_state(store), None)
+
+    @property
+    def respelled_ids(self) -> bool:
+        """The host may respell call ids after we see them (OpenClaw, for some providers: letters and
+        digits only, just before each request): a repeat then names no call id (dedup.reference), and
+        the ledger compares messages with ids in that form (:func:`~.accounting.ids_alike`)."""
+        return self._respelled_ids
+
+    @respelled_ids.setter
+    def respelled_ids(self, value: bool) -> None:
+        self._respelled_ids = value
+        self.recorder.host_respells(value)
 
     @property
     def last_record(self) -> CallRecord | None:

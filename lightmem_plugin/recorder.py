@@ -113,6 +113,11 @@ class Recorder:
             self._pending = None
             self.write(facts, original, sent)
 
+    def host_respells(self, value: bool) -> None:
+        """Whether the host respells call ids before each request (see :func:`~.accounting.ids_alike`)."""
+        if self._accountant is not None:
+            self._accountant.host_respells = value
+
     def turn(
         self,
         messages: list[Message] | None,

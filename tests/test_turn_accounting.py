@@ -149,3 +149,39 @@ def test_a_retried_request_is_one_model_call(tmp_path: Path) -> None:
         [*msgs, {"role": "assistant", "content": "done"}, {"role": "user", "content": "x"}]
     )
     assert [r.call_index for r in ledger.calls("s")] == [1, 2, 3]  # an answered call sent again is a new call
+
+
+def test_a_turn_respelled_by_the_host_at_the_next_assemble_is_no_cache_break(tmp_path: Path) -> None:
+    """OpenClaw commits a turn with its runtime's call ids (``toolu_8_0``) and hands the next
+    ``assemble()`` the same messages with the ids it sent the provider (``toolu80``). Compared as
+    written, each turn boundary was a "message N changed" break in ``report`` and a miss in the
+    simulated figures, while the provider hit its cache."""
+
+    def turn_of(cid: str) -> list[dict[str, Any]]:
+        return [
+            {"role": "user", "content": "count the log lines"},
+            _call(cid, '{"command": "wc -l app.log"}'),
+            {"role": "tool", "tool_call_id": cid, "content": "400 app.log"},
+            {"role": "assistant", "content": "400 lines."},
+        ]
+
+    def boundary(respells: bool) -> Any:
+        lm, ledger = _plugin(tmp_path / str(respells))
+        session = lm.session("oc")
+        session.respelled_ids = respells  # what the sidecar sets for OpenClaw
+        history = [
+            {"role": "user", "content": "earlier goal"},
+            {"role": "assistant", "content": "done before"},
+        ]
+        session.before_model_call(history, whole_turn=True)
+        session.record_turn(turn_of("toolu_8_0"), [(1, USAGE_1), (3, USAGE_2)], "anthropic")
+        nxt = [*history, *turn_of("toolu80"), {"role": "user", "content": "next"}]
+        session.before_model_call(nxt, whole_turn=True)
+        session.record_turn([{"role": "user", "content": "next"}], [(1, USAGE_1)], "anthropic")
+        return ledger.calls("oc")[-1]
+
+    row = boundary(True)
+    assert row.prefix_break_at is None and row.break_reason is None, row.break_reason
+    assert row.miss_tokens < row.hit_tokens
+    # the same ids compared as written (a host that does not respell) still break there
+    assert boundary(False).break_reason == "message 3 changed"

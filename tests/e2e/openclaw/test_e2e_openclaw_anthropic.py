@@ -301,6 +301,9 @@ def test_openclaw_on_anthropic_messages_evicts_and_records_anthropic_usage(make_
     named = re.search(r"^evictions: 1 batches, [\d,]+ tokens \(calls (\d+)\)$", shown, re.M)
     assert named is not None and int(named.group(1)) == batch + 1, shown
     assert f"call {batch + 1} at message " in shown and ": eviction batch" in shown
+    # the batch is the only break: OpenClaw's respelling of a committed turn's call ids at the next
+    # assemble (toolu_8_0 -> toolu80) is not one (before accounting.ids_alike: 6 of the 8 listed)
+    assert "cache killers (1):" in shown, shown
 
     with_lm, without = cache_figures(answered), cache_figures(plain_answered)
     print("\nopenclaw anthropic-messages cache figures:", json.dumps({"with": with_lm, "without": without}))
