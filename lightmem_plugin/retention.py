@@ -61,7 +61,7 @@ import xxhash
 
 from .cachesim import k_cost
 from .error_lines import error_lines
-from .eviction.goals import goal_words
+from .eviction.goals import goal_words, interrupted
 from .reduction.base import stub_keys
 
 MIN_LINE_CHARS = 16
@@ -305,10 +305,15 @@ def last_goal(prompt: Sequence[ChatMessage]) -> int:
 
 
 def _answers_question(prompt: Sequence[ChatMessage], pos: int) -> bool:
-    """Whether the user message at ``pos`` answers a question the agent ended its turn with (then it
-    continues that task, as :func:`.eviction.goals.goal_tasks` has it)."""
+    """Whether the user message at ``pos`` answers a question the agent ended its turn with, or follows
+    the note that the user stopped the agent (then it continues that task, as
+    :func:`.eviction.goals.goal_tasks` has it)."""
+    if interrupted(_content_text(prompt[pos].get("content"))):
+        return True  # the note and the user's next words in one message
     for message in reversed(prompt[:pos]):
         role = message.get("role")
+        if role == "user" and interrupted(_content_text(message.get("content"))):
+            return True  # the user stopped the agent: what they say next redirects the same task
         if role == "assistant":
             said = _content_text(message.get("content")).rstrip()
             if said:

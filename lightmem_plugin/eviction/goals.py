@@ -52,9 +52,29 @@ class GoalTask:
         return self.last < self.first
 
 
+# Claude Code's notes in a user message that no user wrote: a background command finished (the notice
+# and its "Read the output file..." line), and the note that the user stopped the agent
+_NOTICE = re.compile(
+    r"<task-notification>.*?</task-notification>\s*(?:Read the output file to retrieve the result: \S+)?",
+    re.S,
+)
+_INTERRUPTED = re.compile(r"\s*\[Request interrupted by user[^\]\n]*\]\s*")
+
+
 def goal_words(text: str) -> str:
-    """The user's own words in a user message's text: the host's context blocks removed."""
-    return _HOST_BLOCKS.sub("", text).strip()
+    """The user's own words in a user message's text: the host's context blocks and notes removed.
+
+    Why the notes: Claude Code writes them as user messages. Taken for goals, a background command's
+    completion notice (``<task-notification>``) closed the task that started the command, and
+    ``[Request interrupted by user]`` closed the task the user had just stopped: on the Claude Code
+    traces both of aggressive mode's collapses fired on such notes, archiving unfinished work as
+    "finished" (one agent then read a task id that only the collapsed work named)."""
+    return _INTERRUPTED.sub("\n", _NOTICE.sub("", _HOST_BLOCKS.sub("", text))).strip()
+
+
+def interrupted(text: str) -> bool:
+    """Whether a user message's ``text`` holds the note that the user stopped the agent."""
+    return _INTERRUPTED.search(text) is not None
 
 
 def stated_goal(text: str) -> str:
@@ -97,12 +117,30 @@ def _asked(messages: Sequence[Message], before: int) -> bool:
     return False
 
 
+def after_interruption(messages: Sequence[Message], at: int) -> bool:
+    """Whether user message ``at``, or the user messages right before it, hold the note that the user
+    stopped the agent. What the user says then redirects the task it stopped (seen: "create the
+    beads" after stopping the agent's planning of them); it does not start a new one, and the stopped
+    work is not finished."""
+    for msg in reversed(messages[: at + 1]):
+        if msg.role != "user":
+            return False
+        if interrupted("".join(p.text for p in msg.parts if isinstance(p, TextPart))):
+            return True
+    return False
+
+
 def goal_tasks(messages: Sequence[Message]) -> list[GoalTask]:
     """Every goal in ``messages`` with the range of its work (the last one's may still grow).
 
     A user message that answers a question the agent ended its turn with ("Shall I apply the fix?"
-    -> "yes") continues that task: it is part of the work, not a new goal."""
-    goals = [i for i, m in enumerate(messages) if is_goal(m) and not (i and _asked(messages, i))]
+    -> "yes") continues that task: it is part of the work, not a new goal. So does one right after the
+    user interrupted the agent (:func:`after_interruption`)."""
+    goals = [
+        i
+        for i, m in enumerate(messages)
+        if is_goal(m) and not (i and (_asked(messages, i) or after_interruption(messages, i)))
+    ]
     out: list[GoalTask] = []
     for n, g in enumerate(goals):
         first = g + 1

@@ -19,7 +19,7 @@ from typing import Literal
 from ..model import Message
 from .decisions import Decision, extract_decisions
 from .entries import tool_calls
-from .goals import goal_words
+from .goals import after_interruption, goal_words
 from .heuristic import HeuristicEstimator
 from .lifecycle import Lifecycle, TaskRegistry
 from .signals import Said, ToolEvent
@@ -214,6 +214,8 @@ def _errors(source: HeuristicEstimator) -> tuple[ErrorEntry, ...]:
 def _answers(messages: Sequence[Message], said: Sequence[Said], n: int) -> bool:
     """Whether user text ``said[n]`` answers a question the agent ended its turn with (it then
     continues that task; see :func:`.goals.goal_tasks`)."""
+    if after_interruption(messages, said[n].index):
+        return True
     prev = said[n - 1] if n else None
     if prev is None or prev.role != "assistant" or not prev.text.rstrip().endswith("?"):
         return False
