@@ -38,6 +38,7 @@ from .config import Config, Mode
 from .errors import LightMemError
 from .fidelity import ChangedLinesTracker
 from .pipeline import LightMem
+from .reduction.base import prefers_shell
 from .registry import Registry
 from .retention import RetentionTracker, recover_charge
 from .sealing import Sealer
@@ -71,6 +72,18 @@ class Vanilla:
         return None
 
 
+def called_tools(trace: Trace) -> list[str]:
+    """The names of the tools the trace's agent called, sorted."""
+    names: set[str] = set()
+    for call in trace.calls:
+        for message in call.prompt:
+            for tool_call in message.get("tool_calls") or ():
+                name = (tool_call.get("function") or {}).get("name") if isinstance(tool_call, dict) else None
+                if isinstance(name, str):
+                    names.add(name)
+    return sorted(names)
+
+
 class LightMemPolicy:
     """A lightmem2 mode, through the same Python API the adapters use, with a private registry."""
 
@@ -86,6 +99,11 @@ class LightMemPolicy:
         )
         self.plugin = LightMem(config=cfg, registry=registry)
         self.session = self.plugin.session(trace.id)
+        # stubs name the recovery the recorded host would have (recoverHint "auto"): the prompts list no
+        # tools, so judge by the tools called. mini-swe-agent has bash alone, and Claude Code's hooks
+        # name the shell command too: a replay that named lightmem2_recover sent other bytes than
+        # those hosts get (seen in a review of the swe dumps)
+        self.session.prefer_shell = prefers_shell(called_tools(trace))
 
     def transform(self, index: int, prompt: list[ChatMessage]) -> list[ChatMessage]:
         return self.session.before_model_call(prompt)

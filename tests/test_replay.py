@@ -182,3 +182,14 @@ def test_changed_lines_outside_stubs_counts_a_stripped_space_once() -> None:
     res = replay_trace(tiny_trace(), StripSpaces())
     assert res.lines_changed_outside_stubs == 1
     assert res.kept == 2 and res.kept_lines == 2  # the quoted line itself is untouched
+
+
+def test_stubs_name_the_recovery_the_recorded_host_has(tmp_path: Path) -> None:
+    """mini-swe-agent calls bash alone: through lightmem2 it gets stubs naming the shell command
+    (recoverHint "auto"). The recorded prompts list no tools, so the replay named lightmem2_recover,
+    which that agent cannot call: its figures were for other bytes than the host receives."""
+    replay_paths([TRACE], "normal", dump_dir=tmp_path)
+    (dump,) = tmp_path.glob("*.jsonl")
+    sent = dump.read_text()
+    assert "archived; run: lightmem2 recover " in sent
+    assert "lightmem2_recover(" not in sent

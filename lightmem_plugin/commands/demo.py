@@ -16,7 +16,8 @@ from ..config import Config, data_dir
 from ..eviction.record_store import RecordStore
 from ..ledger import Ledger
 from ..pipeline import LightMem
-from ..replay import replay_paths, summarize
+from ..reduction.base import prefers_shell
+from ..replay import called_tools, replay_paths, summarize
 from ..traces import load_trace
 from . import report, visual
 from .base import Command, Outcome
@@ -56,6 +57,9 @@ def _record(path: Path, ledger: Ledger) -> None:
     lm.attach_search_index()
     ledger.forget(DEMO_SESSION_ID)  # a rerun of the demo replaces its rows instead of continuing them
     session = lm.session(DEMO_SESSION_ID)
+    session.prefer_shell = prefers_shell(
+        called_tools(trace)
+    )  # the recovery hint the host gets, as in the table
     for call in trace.calls:
         session.before_model_call(call.prompt)
         session.after_model_call(call.output)
