@@ -9,8 +9,9 @@ the block sits in the cached eviction stub and must be byte-identical for the sa
 
 from __future__ import annotations
 
+import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 from ..tokens import count_tokens
@@ -80,7 +81,32 @@ def _id_ranges(ids: list[str]) -> str:
     return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(r) for r in runs)
 
 
-def _finished(task: FinishedTask, level: RecordLevel) -> Iterator[str]:
+_MIN_BASE_CHARS = 20
+"""A directory shared by the record's absolute paths is named once when it is at least this long."""
+
+
+def _base_dir(record: SessionRecord) -> str | None:
+    """The directory whose naming once saves the most characters over the absolute paths in
+    ``record`` that lie under it (two at least; ``/home/u/projects/app``), else None. Paths elsewhere
+    (a ``/tmp`` file) stay absolute.
+
+    Why: Claude Code names files by absolute path, so the record said
+    ``/home/USER/projects/spotter-worktrees/spotter-gqc/`` before each of the dozen files it listed,
+    a third of a standard record's budget, and fewer files and tasks fitted."""
+    paths = {f.path for f in record.files if f.path.startswith("/")}
+    paths |= {p for t in record.finished for p in t.facts.modified if p.startswith("/")}
+    under: dict[str, int] = {}
+    for path in paths:
+        parent = posixpath.dirname(path)
+        while len(parent) >= _MIN_BASE_CHARS:
+            under[parent] = under.get(parent, 0) + 1
+            parent = posixpath.dirname(parent)
+    saving = {d: n * (len(d) + 1) - len(d) - 30 for d, n in under.items() if n >= 2}
+    best = max(saving, key=lambda d: (saving[d], d), default=None)
+    return best if best is not None and saving[best] > 0 else None
+
+
+def _finished(task: FinishedTask, level: RecordLevel, rel: Callable[[str], str] = str) -> Iterator[str]:
     """The line for a finished task, then shorter variants: its goal, the files it edited, how it
     ended (files it created are only counted: mostly the agent's scratch scripts)."""
     f = task.facts
@@ -89,16 +115,33 @@ def _finished(task: FinishedTask, level: RecordLevel) -> Iterator[str]:
     ended += f"; created {len(f.created)} files" if f.created else ""
     head = f"- task {task.number} (turn {task.turn}): {_goal(task.goal, 80)}"
     if f.modified:
-        for line in _paths(f"{head} -> edited", f.modified[:6]):
+        for line in _paths(f"{head} -> edited", tuple(map(rel, f.modified[:6]))):
             yield line + ended
     yield head + ended
 
 
-def _candidates(record: SessionRecord, level: RecordLevel) -> Iterator[tuple[str, list[str]]]:
-    """(section header, line variants best-first) in priority order; header "" means none."""
+def _candidates(
+    record: SessionRecord, level: RecordLevel, shown: list[str]
+) -> Iterator[tuple[str, list[str]]]:
+    """(section header, line variants best-first) in priority order; header "" means none.
+
+    ``shown`` is the lines rendered so far: paths are written relative to the record's base directory
+    only once the line naming it is among them (a budget too small for it keeps them absolute)."""
     if record.goals:
         goal = record.goals[-1]
         yield "", [f"Goal (turn {goal.turn}): {_goal(goal.text, _GOAL_CHARS[level])}"]
+    base = _base_dir(record)
+    named = f"Paths below are relative to {base}/" if base else ""
+    if named:
+        yield "", [named]
+
+    prefix = f"{base}/" if base else None
+
+    def rel(path: str) -> str:
+        if prefix is not None and named in shown and path.startswith(prefix):
+            return path[len(prefix) :]
+        return path
+
     for err in reversed(record.open_errors[-3:]):
         yield "Open errors:", [f"- turn {err.turn}: `{_clip(err.command, 60)}` -> {_clip(err.error, 100)}"]
     for d in reversed(record.active_decisions):
@@ -107,13 +150,13 @@ def _candidates(record: SessionRecord, level: RecordLevel) -> Iterator[tuple[str
         text += f" because {d.reason}" if d.reason else ""
         yield "Decisions in force:", [_clip(f"{text} [turn {d.valid_from}]", _DECISION_CHARS[level])]
     for task in reversed(record.finished):  # newest first: the likeliest to be asked about
-        yield "Finished tasks:", list(_finished(task, level))
+        yield "Finished tasks:", list(_finished(task, level, rel))
     modified = record.files_in("modified")
     if modified:
-        yield "", list(_paths("Files modified", modified))
+        yield "", list(_paths("Files modified", tuple(map(rel, modified))))
     created = record.files_in("created")
     if created:
-        yield "", list(_paths("Files created", created))
+        yield "", list(_paths("Files created", tuple(map(rel, created))))
     tasks = _tasks(record)
     if tasks:
         yield "", [tasks]
@@ -122,10 +165,10 @@ def _candidates(record: SessionRecord, level: RecordLevel) -> Iterator[tuple[str
         yield "Dropped decisions:", [_clip(f"- {d.id} {d.choice} ({end})", 160)]
     deleted = record.files_in("deleted")
     if deleted:
-        yield "", list(_paths("Files deleted", deleted))
+        yield "", list(_paths("Files deleted", tuple(map(rel, deleted))))
     read = record.files_in("read")
     if read:
-        yield "", list(_paths("Files read", read))
+        yield "", list(_paths("Files read", tuple(map(rel, read))))
     for goal in reversed(record.goals[:-1]):
         yield "Earlier goals:", [f"- turn {goal.turn}: {_goal(goal.text, 120)}"]
 
@@ -136,7 +179,7 @@ def render(record: SessionRecord, level: RecordLevel = "standard") -> str:
     lines = [f"Session record (turn {record.turn}):"]
     used = count_tokens(lines[0]) + 1
     headers: set[str] = set()
-    for header, variants in _candidates(record, level):
+    for header, variants in _candidates(record, level, lines):
         extra = count_tokens(header) + 1 if header and header not in headers else 0
         for line in variants:
             cost = count_tokens(line) + 1 + extra

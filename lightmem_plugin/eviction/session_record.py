@@ -250,7 +250,7 @@ def extract(
     )
     return SessionRecord(
         turn=len(messages) - 1,
-        goals=tuple(Goal(s.index, s.text) for s in said if s.role == "user"),
+        goals=tuple(Goal(s.index, s.text) for s in said if s.role == "user" and goal_words(s.text)),
         decisions=extract_decisions(said),
         tasks=tuple(
             TaskStatus(c.id, c.objective, c.lifecycle, c.turns) for c in (registry.chunks if registry else ())

@@ -253,3 +253,46 @@ def test_a_hosts_continuation_summary_is_recorded_by_the_request_it_states() -> 
     # a summary without the section, or a user who writes those words, keeps the text as written
     plain = "This session is being continued from a previous conversation. Fix the flaky test."
     assert stated_goal(plain) == plain
+
+
+def test_absolute_paths_are_written_once_under_the_directory_they_share() -> None:
+    """Claude Code names files by absolute path: the record repeated the project's directory before
+    every file, a third of a standard record, and fewer files fitted. The directory is named once;
+    a path elsewhere stays absolute, and a budget too small for that line keeps them all whole."""
+    root = "/home/u/projects/worktrees/app"
+    files = tuple(
+        FileTouch(p, ((3, action),))  # type: ignore[arg-type]
+        for p, action in [
+            (f"{root}/lib/app/alpha.ex", "modify"),
+            (f"{root}/lib/app/beta.ex", "modify"),
+            (f"{root}/test/app/alpha_test.exs", "create"),
+            ("/tmp/claude-1000/tasks/b0be39e.output", "read"),
+        ]
+    )
+    record = SessionRecord(turn=9, goals=(Goal(0, "Add beta"),), files=files)
+    text = render(record, "standard")
+    assert f"Paths below are relative to {root}/" in text
+    assert "Files modified: lib/app/alpha.ex, lib/app/beta.ex" in text
+    assert "Files created: test/app/alpha_test.exs" in text
+    assert "Files read: /tmp/claude-1000/tasks/b0be39e.output" in text
+    assert text.count(root) == 1
+    # one file under a directory is not worth a line naming it
+    lone = SessionRecord(turn=9, files=files[:1] + files[3:])
+    assert "relative to" not in render(lone, "standard") and f"{root}/lib/app/alpha.ex" in render(
+        lone, "standard"
+    )
+
+
+def test_a_hosts_note_is_no_goal_of_the_record() -> None:
+    """Claude Code's background-task notice is a user message: the record's goal line showed it (and,
+    with the notice's words removed, an empty goal)."""
+    notice = (
+        "<task-notification>\n<task-id>b1</task-id>\n<status>completed</status>\n</task-notification>\n"
+        "Read the output file to retrieve the result: /tmp/t/b1.output"
+    )
+    s = Session("Add a retry flag to the client")
+    s.call("cat client.py", "def get(url):\n    return http(url)\n")
+    s.say(notice, role="user")
+    record = extract(s.turns)
+    assert [g.text for g in record.goals] == ["Add a retry flag to the client"]
+    assert "Goal (turn 1): Add a retry flag to the client" in render(record, "critical")

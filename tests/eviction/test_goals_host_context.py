@@ -63,7 +63,9 @@ def test_claude_codes_notes_are_no_goals_and_an_interruption_does_not_finish_the
     from lightmem_plugin.eviction.goals import goal_words, is_goal
     from lightmem_plugin.retention import last_goal
 
-    assert goal_words(NOTICE) == "" and not is_goal(text("user", "[Request interrupted by user for tool use]"))
+    assert goal_words(NOTICE) == "" and not is_goal(
+        text("user", "[Request interrupted by user for tool use]")
+    )
     work = [call("c1", "mix test &"), result("c1", "started bd0afab"), text("assistant", "Waiting.")]
     for redirect in (
         [text("user", "[Request interrupted by user]"), text("user", "create the beads")],
