@@ -57,9 +57,8 @@ def _record(path: Path, ledger: Ledger) -> None:
     lm.attach_search_index()
     ledger.forget(DEMO_SESSION_ID)  # a rerun of the demo replaces its rows instead of continuing them
     session = lm.session(DEMO_SESSION_ID)
-    session.prefer_shell = prefers_shell(
-        called_tools(trace)
-    )  # the recovery hint the host gets, as in the table
+    # stubs name the recovery the recorded host has, as the table's replay does
+    session.prefer_shell = prefers_shell(called_tools(trace))
     for call in trace.calls:
         session.before_model_call(call.prompt)
         session.after_model_call(call.output)
