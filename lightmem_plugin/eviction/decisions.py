@@ -76,6 +76,8 @@ _PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = tuple(
 _REVISION = re.compile(r"\b(?:actually|instead|rather|on second thought|changed my mind)\b", re.I)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])|\n+")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.S)
+_POINTS_BACK = re.compile(r"(?:that|this|these|those|it|them)\b", re.I)
+"""A choice that starts like this names something only the conversation around it showed."""
 _STOP = frozenset(("the", "and", "for", "with", "this", "that", "use", "instead", "all", "not", "let"))
 
 
@@ -179,8 +181,8 @@ def extract_decisions(said: Iterable[Said]) -> tuple[Decision, ...]:
                         target, valid_until=item.index, status="cancelled", reason=target.reason or reason
                     )
                 continue
-            if choice is None:
-                continue
+            if choice is None or _POINTS_BACK.match(choice):
+                continue  # none, or only a pointer ("that alias"): meaningless once its context left
             if name != "fixed" and any(d.choice.lower() == choice.lower() for d in active):
                 continue  # restated, not a new decision
             new = Decision(

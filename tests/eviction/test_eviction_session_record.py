@@ -58,6 +58,10 @@ from lightmem_plugin.tokens import count_tokens
             None,
         ),
         ("Let me look at the file first.", None, None, None, None),
+        # a choice that only points back at the conversation says nothing once that is gone (seen on
+        # Claude Code: "Decisions in force: - that alias in the next edits")
+        ("Expected — I'll use that alias in the next edits.", None, None, None, None),
+        ("OK, we'll go with it.", None, None, None, None),
     ],
 )
 def test_decision_phrases(
