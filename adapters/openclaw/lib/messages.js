@@ -86,7 +86,10 @@ export function messageToChat(msg) {
  */
 export function wireApiOf(messages) {
   for (let i = messages.length - 1; i >= 0; i--) {
-    const api = messages[i]?.role === "assistant" ? messages[i].api : undefined;
+    const msg = messages[i];
+    // OpenClaw's own replies (a chat command's answer, a transcript mirror) carry its provider
+    // "openclaw" and an api of their own ("openai-responses"): they never went to the model's provider
+    const api = msg?.role === "assistant" && msg.provider !== "openclaw" ? msg.api : undefined;
     if (typeof api !== "string") continue;
     if (api === "anthropic-messages") return "anthropic";
     if (api === "openai-completions") return "chat";

@@ -429,6 +429,9 @@ test("the provider's wire API is read from the newest reply that names one", () 
   assert.equal(wireApiOf([reply("anthropic-messages"), reply("openai-completions")]), "chat"); // the newest
   assert.equal(wireApiOf([reply("openai-codex-responses"), reply()]), "responses");
   assert.equal(wireApiOf([reply("google-generative-ai")]), null); // none the sidecar prices
+  // OpenClaw's own answer to a chat command never went to the provider: the reply before it decides
+  const own = { ...reply("openai-responses"), provider: "openclaw", model: "gateway-injected" };
+  assert.equal(wireApiOf([reply("anthropic-messages"), own]), "anthropic");
 });
 
 test("without a port in openclaw.json the sidecar is looked for on lightmem2's own server.port", async () => {
