@@ -87,12 +87,21 @@ def strip_marks(value: Any) -> Any:
     return value
 
 
+def _blocks(content: Any) -> Any:
+    """Anthropic content as blocks: a string is the one text block it stands for."""
+    return [{"type": "text", "text": content}] if isinstance(content, str) and content else content
+
+
 def render(api: str, body: dict[str, Any]) -> str:
-    """The prompt as the fake provider tokenises it (prompt order, canonical JSON pieces)."""
+    """The prompt as the fake provider tokenises it (prompt order, canonical JSON pieces).
+
+    Anthropic reads a string ``system`` or message ``content`` as one text block, so both spellings
+    are the same prompt here too (OpenClaw sends a message as a marked text block on one turn and as
+    a string on the next: counted as a change, the fake reported a cache miss Anthropic would not)."""
     pieces: list[Any] = [body.get("tools") or []]
     if api == "anthropic":
-        pieces.append(body.get("system") or "")
-        pieces.extend(body.get("messages") or [])
+        pieces.append(_blocks(body.get("system") or ""))
+        pieces.extend({**m, "content": _blocks(m.get("content"))} for m in body.get("messages") or [])
     elif api == "chat":
         pieces.extend(body.get("messages") or [])
     else:

@@ -32,6 +32,22 @@ def test_render_ignores_cache_control_marks() -> None:
     assert render("anthropic", a) == render("anthropic", b)
 
 
+def test_anthropic_string_content_is_the_text_block_it_stands_for() -> None:
+    """OpenClaw sends a message as a marked text block on one turn and as a string on the next; Anthropic
+    reads both as the same prompt, and so must the fake (it reported a miss there)."""
+    block = {
+        "role": "user",
+        "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+    }
+    plain = {"role": "user", "content": "hi"}
+    as_blocks = {"system": [{"type": "text", "text": "be brief"}], "messages": [block]}
+    as_strings = {"system": "be brief", "messages": [plain]}
+    assert render("anthropic", as_blocks) == render("anthropic", as_strings)
+    assert render("anthropic", as_blocks) != render(
+        "anthropic", {"system": "be brief", "messages": [{"role": "user", "content": "ho"}]}
+    )
+
+
 @pytest.mark.parametrize("api", ["anthropic", "chat", "responses"])
 def test_usage_fields_like_the_real_apis(api: str) -> None:
     fake = FakeUpstream()
