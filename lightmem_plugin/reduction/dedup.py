@@ -237,7 +237,7 @@ def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Ca
     markers (each naming the call that showed its lines) before ``inner`` (the text passes) reduces
     the rest. Both archive the original."""
     first = repeats.outputs.check(call_id, text)
-    if first is not None and not repeats.gone(first):
+    if first is not None and not repeats.gone(first) and _shows_its_lines(repeats, first, text):
         key = ctx.archive(text.encode("utf-8", "surrogatepass"))
         return reference(repeats.shown_id(first, ctx), key, len(text), shell_hint(ctx))
 
@@ -255,6 +255,20 @@ def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Ca
         return _with_stub(inner(derived), stub_line)
     reduced = inner(derived, base)  # its stubs name the original's key and line numbers
     return _with_stub(derived, stub_line) if reduced == derived else reduced
+
+
+def _shows_its_lines(repeats: Repeats, first: str, text: str) -> bool:
+    """Whether the output of ``first`` (of which ``text`` is a copy) shows lines of its own, or may.
+
+    Why: when that output reached the model only as repeat markers naming other calls, a reference to
+    it made the agent follow two hops with two numberings ("identical to the output of xe4j0st3s",
+    which said "lines 1:44 as shown in the output of 7fobvpl25"; seen in a review of the swe dumps).
+    Then the copy gets the line markers itself, naming the calls that show the lines."""
+    sources = repeats.lines.sources(text)
+    if not sources or None in sources:
+        return True
+    own = call_base(call_key(first))
+    return any(call_base(call_key(s)) == own for s in sources if s is not None)
 
 
 def _with_stub(text: str, stub_line: str) -> str:

@@ -143,6 +143,17 @@ class LineIndex:
         for key in _keys(text.split("\n"), self.scope):
             self.seen.setdefault(key, source)
 
+    def sources(self, text: str) -> set[str | None]:
+        """The calls that first showed the substantial lines of ``text`` the model was shown (None for
+        a line remembered without its source)."""
+        lines = text.split("\n")
+        keys = _keys(lines, self.scope)
+        return {
+            self.seen[k]
+            for line, k in zip(lines, keys, strict=True)
+            if len(line.strip()) >= MIN_LINE_CHARS and k in self.seen
+        }
+
     def _shown(self, key: int) -> bool:
         """Whether the line with ``key`` is in an output the model still reads."""
         if key not in self.seen:

@@ -262,3 +262,36 @@ def test_a_warning_whose_header_a_marker_stands_for_is_still_a_warning() -> None
     # head and tail, not the place of every warning kept with a stub for each message between them
     assert shown.count("└─ lib/decoder.ex:") <= 10 and "elided]" not in shown, shown
     assert shown.rstrip().endswith("15 tests, 0 failures")
+
+
+def test_a_copy_of_an_output_that_showed_only_markers_names_the_call_that_shows_the_lines() -> None:
+    """Seen in a review of the swe dumps: "identical to the output of tool call X", where X's output
+    was only "lines 1:44 as shown in the output of tool call Y": two hops, two numberings. The copy
+    now names Y itself; a copy of an output that shows its own lines still names that output."""
+    from dataclasses import replace
+
+    from lightmem_plugin.config import ReductionConfig
+    from lightmem_plugin.reduction.base import PassContext
+    from lightmem_plugin.reduction.dedup import Repeats, apply
+    from lightmem_plugin.reduction.reduce import reduce_text
+
+    cfg = ReductionConfig()
+    ctx = PassContext(cfg.table("normal"), cfg, archive_into({}))  # type: ignore[arg-type]
+    repeats = Repeats()
+
+    def shown(call_id: str, text: str) -> str:
+        def inner(u: str, base: object = None) -> str:
+            return reduce_text(u, ctx if base is None else replace(ctx, base=base))  # type: ignore[arg-type]
+
+        out = apply(repeats, call_id, text, ctx, inner)
+        repeats.lines.add(out, call_id)
+        return out
+
+    shown("cally", CODE + "\na line of the first output that no later output has")
+    hollow = shown("callx", CODE)
+    assert hollow.startswith("[lightmem2 repeat: lines 1:40 as shown in the output of tool call cally]")
+    copy = shown("callz", CODE)
+    assert "identical to" not in copy and "as shown in the output of tool call cally]" in copy
+    fresh = "\n".join(f"    value_{i} = compute({i}) + offset  # fresh {i}" for i in range(30))
+    shown("callw", fresh)
+    assert "identical to the output of tool call callw" in shown("callv", fresh)
