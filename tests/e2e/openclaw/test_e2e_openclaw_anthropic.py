@@ -55,8 +55,7 @@ from test_e2e_openclaw_gateway_evict import (
     LATER,
     MARKER,
     NOTES,
-    log_text,
-    notes,
+    assert_task1_archived,
     run_chat,
     turns,
 )
@@ -282,17 +281,7 @@ def test_openclaw_on_anthropic_messages_evicts_and_records_anthropic_usage(make_
     archived = recover(key.group(1))
     assert archived is not None
     seen = {o.call_id: o.text for o in wire_audit.tool_outputs("anthropic", before)}
-    assert task1 <= set(seen)
-    for cid in sorted(task1):
-        assert seen[cid] in archived, f"the output of {cid} is not archived verbatim"
-    for i in range(NOTES):
-        assert f"\n{notes(i)}\n" in archived, f"notes {i} are not archived whole"
-    reads = [seen[c] for c in sorted(task1) if "Successfully wrote" not in seen[c]]
-    assert len(reads) == 2
-    for output in reads:
-        inner = STUB_KEY.findall(output)
-        assert inner, f"a read should have been reduced with a stub: {output[:200]!r}"
-        assert recover(inner[0]) in {log_text("a"), log_text("b")}
+    assert_task1_archived(archived, seen, task1, recover)
 
     # the session went on: each later step ran (its output reached the model) and was answered
     outputs = [o.text for o in wire_audit.tool_outputs("anthropic", bodies[-1])]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from e2e_support import STUB_KEY, cache_figures
@@ -53,6 +54,25 @@ def notes(i: int) -> str:
         f"and retries {n % 5} times.\n"
         for n in range(115)
     )
+
+
+def assert_task1_archived(
+    archived: str, seen: dict[str, str], task1: set[str], recover: Callable[[str], str | None]
+) -> None:
+    """Task 1's archive holds each of its outputs as the model saw them (``seen``: call id -> text)
+    and each notes file it wrote, byte for byte; the two reads, reduced, name stubs that ``recover``
+    turns into the logs."""
+    assert task1 <= set(seen)
+    for cid in sorted(task1):
+        assert seen[cid] in archived, f"the output of {cid} is not archived verbatim"
+    for i in range(NOTES):
+        assert f"\n{notes(i)}\n" in archived, f"notes {i} are not archived whole"
+    reads = [seen[c] for c in sorted(task1) if "Successfully wrote" not in seen[c]]
+    assert len(reads) == 2
+    for output in reads:
+        inner = STUB_KEY.findall(output)
+        assert inner, f"a read should have been reduced with a stub: {output[:200]!r}"
+        assert recover(inner[0]) in {log_text("a"), log_text("b")}
 
 
 def turns() -> list[tuple[str, list[Any]]]:
@@ -162,20 +182,12 @@ def test_gateway_aggressive_collapses_a_finished_task(make_env: Any) -> None:
     archive = env.lightmem2_cli("recover", key.group(1))
     assert archive.returncode == 0, archive.stderr
     archived = archive.stdout.decode()
-    seen = dict(_tool_outputs(before))
-    assert task1_calls <= set(seen)
-    for cid in sorted(task1_calls):
-        assert seen[cid] in archived, f"the output of {cid} is not archived verbatim"
-    for i in range(NOTES):
-        assert f"\n{notes(i)}\n" in archived, f"notes {i} are not archived whole"
-    reads = [seen[c] for c in sorted(task1_calls) if "Successfully wrote" not in seen[c]]
-    assert len(reads) == 2
-    logs = {log_text("a"), log_text("b")}
-    for output in reads:
-        (inner, *_) = STUB_KEY.findall(output) or [None]
-        assert inner is not None, f"a read should have been reduced with a stub: {output[:200]!r}"
-        got = env.lightmem2_cli("recover", inner)
-        assert got.returncode == 0 and got.stdout.decode() in logs
+
+    def recover(key: str) -> str | None:
+        got = env.lightmem2_cli("recover", key)
+        return got.stdout.decode() if got.returncode == 0 else None
+
+    assert_task1_archived(archived, dict(_tool_outputs(before)), task1_calls, recover)
 
     # the session went on: each later step ran (its output reached the model) and was answered
     outputs = [t for _, t in _tool_outputs(bodies[-1])]
