@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,7 +20,7 @@ import xxhash
 
 from . import wire
 from .cachesim import make_cache
-from .call_ids import short_id
+from .call_ids import alnum_id, short_id
 from .chat_tokens import MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, Chunker, chat_tokens, head_chunk
 from .codecs import openai_chat
 from .ledger import CallRecord, k_cost
@@ -69,9 +68,6 @@ def render(msg: Message) -> str:
     return "\n".join(out)
 
 
-_ALNUM_ONLY = re.compile(r"[^A-Za-z0-9]")
-
-
 def ids_alike(msg: Message) -> Message:
     """``msg`` with every tool call id in letters and digits only, as OpenClaw sends ids to most
     providers (its "strict" mode: ``toolu_8_0`` -> ``toolu80``).
@@ -86,9 +82,9 @@ def ids_alike(msg: Message) -> Message:
     parts: list[Part] = []
     for p in msg.parts:
         if isinstance(p, ToolCallPart):
-            p = replace(p, id=_ALNUM_ONLY.sub("", p.id) or p.id)
+            p = replace(p, id=alnum_id(p.id) or p.id)
         elif isinstance(p, ToolResultPart):
-            p = replace(p, tool_call_id=_ALNUM_ONLY.sub("", p.tool_call_id) or p.tool_call_id)
+            p = replace(p, tool_call_id=alnum_id(p.tool_call_id) or p.tool_call_id)
         parts.append(p)
     return replace(msg, parts=parts)
 

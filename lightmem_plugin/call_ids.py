@@ -22,6 +22,7 @@ call the provider holds from an earlier response), and opaque parts (server tool
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import replace
 
 import xxhash
@@ -29,8 +30,15 @@ import xxhash
 from .memo import PerObject
 from .model import CALL_ID_HINTS, SERVER_CALL_IDS, Message, Part, Request, ToolCallPart, ToolResultPart
 
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
 SHORT_ID_CHARS = 9
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def alnum_id(call_id: str) -> str:
+    """``call_id`` in letters and digits only: how OpenClaw respells ids for most providers (its
+    "strict" mode: ``toolu_8_0`` -> ``toolu80``), so the form two spellings of one id share."""
+    return _NOT_ALNUM.sub("", call_id)
 
 
 @functools.lru_cache(maxsize=65_536)

@@ -153,9 +153,9 @@ def check_tokenizer() -> Check:
 
 def check_server(config: Config, probe: Probe) -> Check:
     """``GET /healthz`` on the configured proxy; not running is a warning (only proxy hosts need it)."""
-    host = config.server.host
-    host = "127.0.0.1" if host in ("0.0.0.0", "") else f"[{host}]" if ":" in host else host
-    url = f"http://{host}:{config.server.port}/healthz"
+    from ..server import url_host
+
+    url = f"http://{url_host(config.server.host)}:{config.server.port}/healthz"
     code, _why = probe.get(url, {})
     if code is None:
         return Check(

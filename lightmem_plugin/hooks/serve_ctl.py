@@ -36,9 +36,9 @@ SERVED_AT_LEAST_S = 5.0  # a proxy that ran this long and died is restarted; one
 
 def base_url(config: Config) -> str:
     """``http://HOST:PORT`` of the configured proxy (a wildcard bind is reached on loopback)."""
-    host = config.server.host
-    host = "127.0.0.1" if host in ("", "0.0.0.0") else f"[{host}]" if ":" in host else host
-    return f"http://{host}:{config.server.port}"
+    from ..server import url_host  # lazy: hooks that never reach the proxy skip the import
+
+    return f"http://{url_host(config.server.host)}:{config.server.port}"
 
 
 def is_running(config: Config, timeout: float = PROBE_TIMEOUT_S) -> bool:

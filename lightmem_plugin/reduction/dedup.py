@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import xxhash
 
+from ..call_ids import alnum_id
 from .base import shell_hint
 from .linedup import MARKER_RE, LineIndex, marker_calls
 from .search_terms import search_patterns
@@ -24,13 +25,17 @@ if TYPE_CHECKING:
     from .base import PassContext
 
 MIN_CHARS = 300
-_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
 
 
 def call_key(call_id: str) -> str:
     """The spelling-independent form of a tool call id (a ``#N`` part suffix is kept apart)."""
     base, sep, part = call_id.partition("#")
-    return _NOT_ALNUM.sub("", base) + sep + part
+    return alnum_id(base) + sep + part
+
+
+def same_call(a: str, b: str) -> bool:
+    """Whether two call ids, in any spelling and part, name one host call."""
+    return call_base(call_key(a)) == call_base(call_key(b))
 
 
 def call_base(call_id: str) -> str:
@@ -243,8 +248,7 @@ def apply(repeats: Repeats, call_id: str, text: str, ctx: PassContext, inner: Ca
 
     def name(source: str) -> str | None:
         # never the output's own call: a part of it that repeats an earlier part names no call
-        own = call_base(call_key(source)) == call_base(call_key(call_id))
-        return None if own else repeats.shown_id(source, ctx)
+        return None if same_call(source, call_id) else repeats.shown_id(source, ctx)
 
     matches = partial(search_patterns, ctx.call)
     elided = repeats.lines.reduce(text, ctx.archive, shell_hint(ctx), ctx.table.keepErrorLines, matches, name)
@@ -267,8 +271,7 @@ def _shows_its_lines(repeats: Repeats, first: str, text: str) -> bool:
     sources = repeats.lines.sources(text)
     if not sources or None in sources:
         return True
-    own = call_base(call_key(first))
-    return any(call_base(call_key(s)) == own for s in sources if s is not None)
+    return any(same_call(s, first) for s in sources if s is not None)
 
 
 def _with_stub(text: str, stub_line: str) -> str:

@@ -51,14 +51,12 @@ MAX_SOURCES = 3
 """Calls one marker may name: a run of lines that more calls showed first is cut where the next begins."""
 
 
-def protected_lines(
-    lines: list[str], text: str, errors: bool, matches: Sequence[re.Pattern[str]] = ()
-) -> set[int]:
+def protected_lines(lines: list[str], errors: bool, matches: Sequence[re.Pattern[str]] = ()) -> set[int]:
     """Indexes of the lines no marker may stand for: status lines, with ``errors`` the error lines
     with the code line under each frame, and the lines a search's ``matches`` patterns find."""
     out = {i for i, line in enumerate(lines) if error_lines.is_status_line(line)}
-    if errors and error_lines.error_lines(text):
-        marks = error_lines.error_indexes(lines)
+    marks = error_lines.error_indexes(lines) if errors else set()
+    if marks:
         out |= marks | error_lines.frame_code_lines(lines)
     if matches:
         out |= {i for i, line in enumerate(lines) if any(p.search(line) for p in matches)}
@@ -214,7 +212,7 @@ class LineIndex:
         keys = _keys(lines, self.scope)
         runs = self._runs(lines, keys)
         if runs:
-            keep = protected_lines(lines, text, errors, matches())
+            keep = protected_lines(lines, errors, matches())
             runs = self._runs(lines, keys, keep) if keep else runs
         marks = [_named_marker(a, b, sources, name) for a, b, sources in runs]
         saved = sum(

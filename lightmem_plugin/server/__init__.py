@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..commands.base import LineRunner
     from ..config import Config
 
-__all__ = ["bind_socket", "check_bind", "serve", "server_config"]
+__all__ = ["bind_socket", "check_bind", "serve", "server_config", "url_host"]
 
 
 def check_bind(host: str, allow_remote: bool) -> None:
@@ -42,9 +42,11 @@ def check_bind(host: str, allow_remote: bool) -> None:
         )
 
 
-def _url_host(host: str) -> str:
-    """``host`` as it goes in a URL (an IPv6 address in brackets)."""
-    return f"[{host}]" if ":" in host else host
+def url_host(host: str) -> str:
+    """The host part of a URL that reaches a server bound to ``host`` from this machine: a wildcard
+    bind is reached on loopback, an IPv6 address goes in brackets (the hooks, doctor and serve's own
+    ``listening on`` line write it alike)."""
+    return "127.0.0.1" if host in ("", "0.0.0.0") else f"[{host}]" if ":" in host else host
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -137,7 +139,7 @@ def serve(
     sock = bind_socket(host, port)
     if port == 0:  # the caller cannot know which port the OS picked: say it, as the first stderr line
         bound = sock.getsockname()[1]
-        print(f"lightmem2 serve: listening on http://{_url_host(host)}:{bound}", file=sys.stderr, flush=True)
+        print(f"lightmem2 serve: listening on http://{url_host(host)}:{bound}", file=sys.stderr, flush=True)
     plugin = LightMem(config) if config is not None else LightMem.from_config(stores)
     app = create_app(plugin, allow_remote=allow_remote, commands=commands)
     try:
