@@ -33,7 +33,7 @@ def test_a_pass_is_named_by_its_own_stub_label(spec: Any) -> None:
     shown = f"head line\n{stub(KEY, 5_000, (2, 80), spec.what)}\ntail line"
     assert saver(shown) == spec.name
     # also in the shell form, and when repeat markers changed the output too
-    marker = "[lightmem2 repeat: lines 1:9 as shown in the output of tool call abc]"
+    marker = "[lightmem2 repeat: lines 1:9 of this output, as shown in the output of tool call abc]"
     assert saver(f"{marker}\n{stub(KEY, 5_000, (2, 80), spec.what, shell=True)}\nx") == spec.name
 
 
@@ -44,7 +44,7 @@ def test_a_pass_is_named_by_its_own_stub_label(spec: Any) -> None:
         (f"head\nValueError: x\n{stub(KEY, 9_000, None, PROTECTED_WHAT)}\ntail", "truncate"),
         (f"tidied line\nanother\n{stub(KEY, 9_000, (1, 2))}", "whitespace"),
         (
-            f"[lightmem2 repeat: lines 1:30 as shown in an earlier output]\nnew\n{stub(KEY, 900, None, REPEATED)}",
+            f"[lightmem2 repeat: lines 1:30 of this output, as shown in an earlier output]\nnew\n{stub(KEY, 900, None, REPEATED)}",
             "dedup",
         ),
         (

@@ -241,7 +241,12 @@ def test_a_line_marker_that_names_a_call_must_name_an_earlier_one_showing_its_li
     named = (
         STUB
         + "\n"
-        + "\n".join(["[lightmem2 repeat: lines 1:37 as shown in the output of tool call c1]", *lines[37:]])
+        + "\n".join(
+            [
+                "[lightmem2 repeat: lines 1:37 of this output, as shown in the output of tool call c1]",
+                *lines[37:],
+            ]
+        )
     )
     without = [chat(("c1", ORIGINAL), ("c2", ORIGINAL))]
     checked = wire_audit.audit("chat", [chat(("c1", ORIGINAL), ("c2", named))], without, recover)

@@ -17,7 +17,10 @@ the error is still there.
 
 A marker names the tool calls whose outputs show its lines (``as shown in the output of tool call
 ID``; ``the outputs of tool calls ID, ID`` for a run that two or three calls showed first, the ids as
-the model reads them), so the model can find them. It names no call where the model may read an id in
+the model reads them), so the model can find them. Its line numbers are said to be ``of this output``
+(the archived original the output's stub names): a review of the swe dumps found that
+``lines 40:79 as shown in the output of tool call X`` reads as X's lines 40 to 79, where X may have
+printed them as its lines 1 to 40. It names no call where the model may read an id in
 another spelling than ours (:func:`~.dedup.Repeats.shown_id`), nor the output's own call (a part of an
 output repeating an earlier part), nor lines remembered by a session state saved before sources were
 kept. Measured on the swe sessions, normal mode, against the unnamed markers: naming up to three
@@ -98,11 +101,11 @@ def marker(first: int, last: int, sources: Sequence[str] = ()) -> str:
         where = f"the output of tool call {sources[0]}"
     else:
         where = f"the outputs of tool calls {', '.join(sources)}"
-    return f"[lightmem2 repeat: lines {first}:{last} as shown in {where}]"
+    return f"[lightmem2 repeat: lines {first}:{last} of this output, as shown in {where}]"
 
 
 MARKER_RE = re.compile(
-    r"\[lightmem2 repeat: lines (\d+):(\d+) as shown in "
+    r"\[lightmem2 repeat: lines (\d+):(\d+) of this output, as shown in "
     r"(?:an earlier output|the outputs? of tool calls? ([^\]]+))\]"
 )
 """A :func:`marker` in text: groups first line, last line and the calls named (see :func:`marker_calls`)."""

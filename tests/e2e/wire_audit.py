@@ -50,7 +50,7 @@ STUB_ANY = re.compile(r"\[lightmem2[^\]\n]*\]")
 # in-place markers of a range of the original, recovered through the output's keyed stub (work.Mark,
 # linedup.marker): keyless by design, so only with a keyed stub in the same output
 MARK = re.compile(
-    r"\[lightmem2(?: repeat)?: lines (\d+):(\d+) (?:elided|as shown in "
+    r"\[lightmem2(?: repeat)?: lines (\d+):(\d+) (?:elided|of this output, as shown in "
     r"(?:an earlier output|the output of tool call (\S+)|the outputs of tool calls ([^\]]+)))\]"
 )
 KEY = re.compile(r"\b([0-9a-f]{12,32})\b")
@@ -292,7 +292,7 @@ def _audit_named_marker(
     original: str | None,
     audit: Audit,
 ) -> None:
-    """A marker "lines A:B as shown in the output of tool call X" (or "the outputs of tool calls X,
+    """A marker "lines A:B of this output, as shown in the output of tool call X" (or "the outputs of tool calls X,
     Y"): each call named is an earlier call of the request, not this one, and their outputs as the
     request shows them have each of lines A:B of the original (``original``: what the output's keyed
     stub recovers; lines under 8 chars aside, the marker never stands for them alone)."""

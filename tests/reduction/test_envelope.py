@@ -114,7 +114,7 @@ def test_xml_frame_keeps_the_return_code_when_the_body_repeats_earlier_lines() -
     out = session.ingest_tool_result("call_2", failed)
     assert out.startswith("<returncode>1</returncode>\n<output>\n"), out
     assert "\ntail line printed only by the second run\n[lightmem2: " in out and out.endswith(")]\n</output>")
-    assert "[lightmem2 repeat: lines 1:30 as shown in an earlier output]" in out
+    assert "[lightmem2 repeat: lines 1:30 of this output, as shown in an earlier output]" in out
     assert changed_lines(failed, out) == []  # no blank line or merged closing tag of ours
     body = failed[len("<returncode>1</returncode>\n<output>\n") : -len("</output>")]
     assert session.plugin.registry.recover(stub_keys(out)[0]) == body  # the body, line break included

@@ -34,10 +34,12 @@ def test_repeated_run_becomes_marker_and_original_is_archived() -> None:
     out = idx.reduce(again, archive_into(store))
     assert out is not None
     body, stub, base = out
-    assert "[lightmem2 repeat: lines 2:41 as shown in an earlier output]" in body
+    assert "[lightmem2 repeat: lines 2:41 of this output, as shown in an earlier output]" in body
     # the map from each shown line to the original lines it stands for (the marker: lines 2..41)
     assert base is not None and base.original == again
-    marker_at = body.split("\n").index("[lightmem2 repeat: lines 2:41 as shown in an earlier output]")
+    marker_at = body.split("\n").index(
+        "[lightmem2 repeat: lines 2:41 of this output, as shown in an earlier output]"
+    )
     assert (base.first[marker_at], base.last[marker_at]) == (1, 40)
     assert (base.first[marker_at + 1], base.last[marker_at + 1]) == (41, 41)
     assert body.startswith("$ sed -n 1,40p file.py\n")
@@ -118,7 +120,7 @@ def test_a_truncation_after_repeat_markers_names_the_original() -> None:
         return reduce_text(u, ctx if base is None else replace(ctx, base=base))  # type: ignore[arg-type]
 
     shown = apply(repeats, "call_2", text, ctx, inner)
-    assert "[lightmem2 repeat: lines 1:40 as shown in an earlier output]" in shown
+    assert "[lightmem2 repeat: lines 1:40 of this output, as shown in an earlier output]" in shown
     keys = set(stub_keys(shown))
     assert keys == {str(content_key(text.encode()))}, shown[-600:]  # every stub: the original
     # the truncation's line range is in the original's numbering (the elided fresh lines)
@@ -202,7 +204,9 @@ def test_a_rerun_that_fails_the_same_way_keeps_its_traceback_in_place() -> None:
     out = idx.reduce(again, archive_into({}))
     assert out is not None
     shown = out[0].split("\n")
-    assert "[lightmem2 repeat: lines 1:12 as shown in an earlier output]" in shown  # the setup still folds
+    assert (
+        "[lightmem2 repeat: lines 1:12 of this output, as shown in an earlier output]" in shown
+    )  # the setup still folds
     for line in error_lines(again):
         assert line in shown
     for i in range(6):
@@ -289,7 +293,9 @@ def test_a_copy_of_an_output_that_showed_only_markers_names_the_call_that_shows_
 
     shown("cally", CODE + "\na line of the first output that no later output has")
     hollow = shown("callx", CODE)
-    assert hollow.startswith("[lightmem2 repeat: lines 1:40 as shown in the output of tool call cally]")
+    assert hollow.startswith(
+        "[lightmem2 repeat: lines 1:40 of this output, as shown in the output of tool call cally]"
+    )
     copy = shown("callz", CODE)
     assert "identical to" not in copy and "as shown in the output of tool call cally]" in copy
     fresh = "\n".join(f"    value_{i} = compute({i}) + offset  # fresh {i}" for i in range(30))

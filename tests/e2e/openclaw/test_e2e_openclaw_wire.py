@@ -98,7 +98,9 @@ def test_what_the_model_received_with_lightmem2_is_the_same_session_reduced(make
     assert wire_audit.REPEAT_UNNAMED.match(again.text), again.text[:400]
     # for the same reason the listing's head again is a marker naming no call, recovered by its stub
     head = output_of(last, wire_audit.HEAD_AGAIN, 0)
-    assert "[lightmem2 repeat: lines 1:20 as shown in an earlier output]" in head.text, head.text[:400]
+    assert "[lightmem2 repeat: lines 1:20 of this output, as shown in an earlier output]" in head.text, (
+        head.text[:400]
+    )
     key = wire_audit.KEY.search(again.text)
     assert key is not None and key.group(1) in first.text, (first.text[-300:], again.text)
     failing, plain_failing = output_of(last, wire_audit.FAILING), output_of(plain_last, wire_audit.FAILING)
