@@ -172,7 +172,7 @@ def _outputs() -> dict[str, tuple[str, str]]:
         "json": ("curl -s http://127.0.0.1:8000/items", doc),
         "log": ("pip install -r requirements.txt", build),
         "traceback": ("python run_job.py", tb),
-        "truncate": ("python simulate.py", plain),
+        "truncate": ("./simulate --steps 200", plain),
         "html": ("curl -s http://127.0.0.1:8000/page", page),
     }
 

@@ -10,7 +10,15 @@ each elided region behind a line-range marker that recovers it, never a blind cu
 the code. Error lines in a view (a script that ran after the ``cat``) stay too.
 
 A subagent's report (kind ``report``) is read the same way: another agent wrote it for this one, so
-it is what this agent asked to see.
+it is what this agent asked to see. So are the prints of a script the agent ran (kind ``script``,
+``python check_fix.py``): it wrote the script to print them. Cut by head + tail, they were the kind
+the agent most often used out of view: on the swe traces 45 of 653 later uses of such outputs in
+aggressive mode (18 in normal), e.g. the numbered lines of the module a script printed, used by the
+very next edit; the ``Test 3: ...`` headers of a check script. Kept whole, none of the 667 is out
+of view in aggressive mode, for 0.8% more K charged (normal: 0.6%). Also when they read as a log:
+a check script printing each case's command, exit code and traceback lost its ``Test 2:`` header
+and ``Exit code:`` line to the log pass (the same K: the traceback lines it keeps are most of such
+an output).
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ if TYPE_CHECKING:
     from .base import PassContext
 
 WHAT = "chars of file view (outline, head and tail shown)"
+SCRIPT_WHAT = "chars of script output (head and tail shown)"
+"""The label when a script's prints were cut (no longer than :data:`WHAT`, which bounds stub sizes)."""
 _NUMBER = r"(?:\s*\d+(?:\t| {1,3}|→))?"  # `cat -n` / Read numbering
 _DEFINITION = re.compile(
     _NUMBER
@@ -55,7 +65,8 @@ def select(work: Work, ctx: PassContext) -> list[Piece] | None:
         return unchanged(work)
     lengths = [len(line) for line in work.lines]
     keep = truncate.select_by_score(lengths, score_lines(work.lines), table.fileViewChars, MARK_COST, True)
-    return with_protected(work, keep, WHAT, table.keepErrorLines)
+    what = SCRIPT_WHAT if work.kind == "script" else WHAT
+    return with_protected(work, keep, what, table.keepErrorLines)
 
 
 PASS = PassSpec(
@@ -65,5 +76,5 @@ PASS = PassSpec(
     "a file view stays whole, or keeps its outline, head and tail",
     select,
     WHAT,
-    kinds=("file_view", "report"),
+    kinds=("file_view", "report", "script"),
 )

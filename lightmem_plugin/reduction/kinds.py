@@ -34,6 +34,7 @@ Kind = Literal[
     "html",
     "listing",
     "report",
+    "script",
     "other",
 ]
 KINDS: tuple[Kind, ...] = get_args(Kind)
@@ -132,6 +133,14 @@ _SETUP = re.compile(
 )
 """Segments that write or set up rather than print what the agent asked to see."""
 _RUN = re.compile(r"^(?:python3?|node|bash|sh|ruby|perl|java|\./)\S*\s")
+_SCRIPT = re.compile(
+    r"^(?:python3?(?:\.\d+)?|node|ruby|perl|php)\s+(?:-[uBEIOsS]+\s+)*"
+    r"(?:-[ce]\s|(?![\w./-]*\b(?:setup|manage)\.py\b)[\w./-]+\.(?:py|js|mjs|cjs|rb|pl|php)\b)"
+)
+"""A program run on a script file or inline code (``python check_fix.py``, ``python -c "..."``,
+``node probe.js``): what the agent wrote a script to print. Not ``-m`` (a module of the project or a
+tool), nor ``setup.py``/``manage.py`` (a project's build and admin commands), nor ``bash x.sh``
+(often a build). See :func:`classify` for why its prints stay whole."""
 XARGS_VALUE_OPTIONS = "nIPdLEsa"
 """The ``xargs`` options that take a value (``-n 1``, ``-I {}``): the word after them is no program."""
 _XARGS = re.compile(rf"^xargs(?:\s+(?:-[{XARGS_VALUE_OPTIONS}]\s*\S+|--[\w-]+(?:=\S+)?|-[0rtpx]+))*\s+")
@@ -207,8 +216,10 @@ def kind_of_command(call: ToolCall | None) -> Kind | None:
         return None
     first = telling[0]
     programs = telling
+    if _SCRIPT.match(first):
+        return "script"  # its content decides first (a traceback, a test run, a log)
     if _RUN.match(first):
-        return None  # a script's output: its content decides (a traceback, a log, plain prints)
+        return None  # a program's output: its content decides (a traceback, a log, plain prints)
     if _DIFF_CMD.match(first):
         return "diff"
     if _BUILD.match(first):
@@ -248,6 +259,8 @@ def classify(text: str, call: ToolCall | None = None) -> Kind:
         return "traceback"
     if promised == "test_run":
         return "other"  # a test command that printed no test output (not installed, a syntax error ...)
+    if promised == "script":
+        return "script"
     if _share(lines, _SEARCH_LINE) >= 0.6:
         return "search"
     if _share(lines, _NUMBERED_LINE) >= 0.8:

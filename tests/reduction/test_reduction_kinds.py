@@ -9,6 +9,7 @@ import pytest
 
 from lightmem_plugin.config import FILE_VIEW_CHARS, ReductionConfig
 from lightmem_plugin.error_lines import is_error_line
+from lightmem_plugin.reduction import logsum
 from lightmem_plugin.reduction.base import STUB_RE, PassContext
 from lightmem_plugin.reduction.kinds import ToolCall, classify, kind_of_command
 from lightmem_plugin.reduction.reduce import reduce_text
@@ -35,8 +36,17 @@ def bash(command: str) -> ToolCall:
         ('find tests -name "*.py" -type f | xargs grep -n "RenameIndex" -B 5 -A 5', "search"),
         ("find . -name '*.py' | xargs -0 -n 1 grep -H bar", "search"),
         ('find tests -name "*.py" -exec grep -n "symmetrical=True" {} \\;', "search"),
-        ("python reproduce.py", None),
-        ("cat > t.py << 'EOF'\nimport os\ngrep = 1\nEOF\npython t.py", None),
+        # a script the agent ran prints what it wrote the script to print
+        ("python reproduce.py", "script"),
+        ("cat > t.py << 'EOF'\nimport os\ngrep = 1\nEOF\npython t.py", "script"),
+        ("cd /testbed && python3 -u scripts/check_fix.py 2>&1", "script"),
+        ('python -c "import sys; print(sys.path)"', "script"),
+        ("node probe.mjs", "script"),
+        # a project's own commands, a module run, a shell script: content decides
+        ("python setup.py build_ext -i", None),
+        ("python manage.py migrate", None),
+        ("python -m mypkg.cli --help", None),
+        ("bash build.sh", None),
         ("sed -i 's/a/b/' f.py && cat f.py", "file_view"),
     ],
 )
@@ -72,7 +82,8 @@ TRACEBACK = (
 def test_content_decides_when_the_command_says_nothing() -> None:
     assert classify(TRACEBACK, bash("python repro.py")) == "traceback"
     assert classify("a.py:1:import os\n" * 50, None) == "search"
-    assert classify("nothing special\n" * 50, bash("python repro.py")) == "other"
+    assert classify("nothing special\n" * 50, bash("python repro.py")) == "script"
+    assert classify("nothing special\n" * 50, bash("./repro")) == "other"
     # a test command that printed no test output is not a test run
     assert classify("bash: pytest: command not found\n", bash("pytest")) == "other"
 
@@ -120,6 +131,56 @@ def test_a_test_run_keeps_the_failure_whole_and_drops_passing_lines() -> None:
         assert line in out.splitlines(), line
     assert out.count(" PASSED ") < 20
     assert "1 failed, 80 passed in 0.42s" in out
+
+
+SCRIPT_PRINTS = "".join(
+    f"Test {i}: self-referential M2M with symmetrical={i % 2 == 0} and related_name\n"
+    f"  -> created model_{i}, related_name='friends_{i}' accepted: {i % 3 != 0}\n"
+    for i in range(1, 30)
+)
+
+
+@pytest.mark.parametrize("mode", ["normal", "aggressive"])
+def test_a_scripts_prints_are_kept_whole(mode: str) -> None:
+    """The agent wrote the script to print these lines: head + tail cut its ``Test N:`` results (the
+    swe traces' most frequent later use out of view); a plain program's prints still are cut."""
+    assert len(SCRIPT_PRINTS) > ReductionConfig().table(mode).triggerChars
+    assert (
+        reduce_text(SCRIPT_PRINTS, _ctx(mode, bash("cd /testbed && python test_m2m.py 2>&1")))
+        == SCRIPT_PRINTS
+    )
+    cut = reduce_text(SCRIPT_PRINTS, _ctx(mode, bash("./gen_report")))
+    assert STUB_RE.search(cut) and "Test 15: " not in cut
+
+
+CHECK_CASES = "".join(
+    f"Test {i}: django-admin startapp with {'a trailing slash' if i % 2 else 'no slash'}...\n"
+    + "".join(f"  step {k}: set up the temporary project directory for this case\n" for k in range(8))
+    + "Exit code: 1\nStderr: Traceback (most recent call last):\n"
+    + "".join(
+        f'  File "/testbed/django/core/management/mod_{k}.py", line {10 + k}, in f{k}\n' for k in range(8)
+    )
+    + "ModuleNotFoundError: No module named 'pytz'\n\n"
+    for i in range(1, 7)
+)
+
+
+@pytest.mark.parametrize("mode", ["normal", "aggressive"])
+def test_a_scripts_prints_stay_whole_also_when_they_read_as_a_log(mode: str) -> None:
+    """Before, a check script's cases went to the log pass, which kept the tracebacks and elided the
+    ``Test 2:`` header and ``Exit code:`` lines between them (a swe session, django-14382)."""
+    assert logsum.is_log(CHECK_CASES.splitlines())
+    out = reduce_text(CHECK_CASES, _ctx(mode, bash("cd /testbed && python test_trailing_slash.py")))
+    assert out == CHECK_CASES
+    assert "chars of log (" in reduce_text(CHECK_CASES, _ctx(mode, bash("./run_checks")))
+
+
+def test_a_long_scripts_prints_are_cut_under_their_own_label() -> None:
+    prints = "".join(f"row {i}: value={i * 7} status=ok and some padding to fill\n" for i in range(900))
+    assert len(prints) > ReductionConfig().table("normal").fileViewChars
+    out = reduce_text(prints, _ctx("normal", bash("python dump_rows.py")))
+    assert "chars of script output (head and tail shown)" in out
+    assert "row 0: " in out and "row 899: " in out
 
 
 def test_a_requested_file_view_is_kept_whole() -> None:
