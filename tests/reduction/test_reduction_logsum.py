@@ -6,6 +6,7 @@ import pytest
 
 from lightmem_plugin.reduction import logsum
 from lightmem_plugin.reduction.truncate import select_by_score
+from lightmem_plugin.reduction.work import MARK_COST, Work, with_protected
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "reduction"
 
@@ -120,3 +121,28 @@ def test_very_long_lines_are_scanned_cheaply() -> None:
     lines = ["x" * 1_000_000 + " ERROR", "Traceback (most recent call last):", "ValueError: boom"] * 3
     scores = logsum.score_lines(lines, 100, 100)
     assert len(scores) == len(lines)
+
+
+def test_a_short_line_between_kept_tracebacks_is_shown_not_marked() -> None:
+    """A marker costs more tokens than a short line it stands for (13 against 11 for the header
+    below): between two tracebacks the log pass kept, such a line stays in view."""
+    frames = "".join(
+        f'  File "/repo/pkg/mod_{k}.py", line {10 + k}, in f{k}\n    call_{k}()\n' for k in range(6)
+    )
+    case = (
+        "Stderr: Traceback (most recent call last):\n"
+        + frames
+        + "ModuleNotFoundError: No module named 'pytz'\n"
+    )
+    noise = "".join(f"progress {k}: copying template files into the project tree\n" for k in range(40))
+    lines = (
+        noise + case + "Stderr: Traceback (most recent call last):\n" + frames + "KeyError: 'x'\n" + noise
+    ).split("\n")
+    work = Work(lines, lines, list(range(len(lines))))
+    between = lines.index("ModuleNotFoundError: No module named 'pytz'") + 1
+    assert lines[between] == "Stderr: Traceback (most recent call last):"
+    assert between not in work.protected()  # only the new rule can show it
+    assert len(lines[between]) + 1 > MARK_COST  # the old rule (one marker's chars) marked it
+    pieces = with_protected(work, [False] * len(lines), "chars of log", True)
+    shown = [p for p in pieces if isinstance(p, str)]
+    assert lines[between] in shown and "KeyError: 'x'" in shown
