@@ -48,7 +48,8 @@ def _by_label() -> dict[str, str]:
     """Stub label -> the pass that writes it (labels shared by several passes are left out)."""
     owners: dict[str, set[str]] = {}
     for spec in PASSES:
-        owners.setdefault(spec.what, set()).add(spec.name)
+        for what in (spec.what, *spec.also):
+            owners.setdefault(what, set()).add(spec.name)
     return {what: next(iter(names)) for what, names in owners.items() if len(names) == 1}
 
 

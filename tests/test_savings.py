@@ -20,6 +20,7 @@ from lightmem_plugin.reduction.headtail import PROTECTED_WHAT
 from lightmem_plugin.reduction.kinds import ToolCall
 from lightmem_plugin.reduction.linedup import WHAT as REPEATED
 from lightmem_plugin.reduction.passes import PASSES
+from lightmem_plugin.reduction.work import unchanged
 from lightmem_plugin.registry import Registry
 from lightmem_plugin.savings import saver, split_saving
 from lightmem_plugin.traces import load_trace
@@ -84,7 +85,7 @@ def test_every_changed_output_of_a_real_session_is_named_by_the_pass_that_chose_
 
     def recording(spec: Any, *args: Any) -> Any:
         out = run(spec, *args)
-        if spec.stage == "select" and out is not None and not all(isinstance(p, str) for p in out):
+        if spec.stage == "select" and out is not None and out != unchanged(args[0]):
             picked.append(spec.name)  # it cut something (a whole file view cuts nothing)
         return out
 
@@ -104,21 +105,28 @@ def test_every_changed_output_of_a_real_session_is_named_by_the_pass_that_chose_
     monkeypatch.setattr(pipeline, "reduce_output", reducing)
     trace = load_trace(bundled_trace())  # 130 calls: file views, tracebacks, repeats, script prints
     ledger = Ledger(tmp_path / "ledger.sqlite3")
-    lm = pipeline.LightMem(config=Config(mode="normal"), registry=Registry(tmp_path / "reg"), ledger=ledger)
+    # views up to 4,000 chars stay whole (24,000 by default): the session's long views get cut
+    config = Config.model_validate({"mode": "normal", "reduction": {"normal": {"fileViewChars": 4000}}})
+    lm = pipeline.LightMem(config=config, registry=Registry(tmp_path / "reg"), ledger=ledger)
     s = lm.session("savings")
     for call in trace.calls:
         sent = s.before_model_call(call.prompt)
         s.after_model_call(call.output)
     shown = {m["tool_call_id"]: m["content"] for m in sent if m.get("role") == "tool"}
     checked: list[str] = []
+    tidied: list[str] = []  # the names of outputs no select pass cut: repeats or the clean stage
     for m in trace.calls[-1].prompt:
         cid = m.get("tool_call_id")
         out = shown.get(short_id(cid)) if cid else None
+        if out is not None and cid not in chosen and out != m["content"] and "identical to" not in out:
+            tidied.append(saver(out))
+            assert tidied[-1] == ("dedup" if "[lightmem2 repeat: " in out else "whitespace"), out
         if out is None or cid not in chosen or out == m["content"] or "identical to" in out:
             continue  # unchanged, no select pass chose its lines, or a repeat of an earlier output
         assert saver(out) == chosen[cid], [ln for ln in out.split("\n") if "[lightmem2" in ln]
         checked.append(chosen[cid])
-    assert len(checked) >= 2, checked  # the session has outputs a select pass cut (its tracebacks)
+    assert len(checked) >= 2, checked  # the session has outputs a select pass cut (its long views)
+    assert "whitespace" in tidied, tidied  # and outputs only the clean stage changed
     rows = ledger.calls("savings")
     assert len(rows) == len(trace.calls)
     for row in rows:
@@ -171,7 +179,7 @@ def _outputs() -> dict[str, tuple[str, str]]:
         "diff": ("git diff", diff),
         "json": ("curl -s http://127.0.0.1:8000/items", doc),
         "log": ("pip install -r requirements.txt", build),
-        "traceback": ("python run_job.py", tb),
+        "traceback": ("python -m app.run_job", tb),
         "truncate": ("./simulate --steps 200", plain),
         "html": ("curl -s http://127.0.0.1:8000/page", page),
     }

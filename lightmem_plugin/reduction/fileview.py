@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 WHAT = "chars of file view (outline, head and tail shown)"
 SCRIPT_WHAT = "chars of script output (head and tail shown)"
-"""The label when a script's prints were cut (no longer than :data:`WHAT`, which bounds stub sizes)."""
+"""The label when a script's prints were cut."""
 _NUMBER = r"(?:\s*\d+(?:\t| {1,3}|→))?"  # `cat -n` / Read numbering
 _DEFINITION = re.compile(
     _NUMBER
@@ -77,4 +77,5 @@ PASS = PassSpec(
     select,
     WHAT,
     kinds=("file_view", "report", "script"),
+    also=(SCRIPT_WHAT,),
 )

@@ -255,12 +255,15 @@ def classify(text: str, call: ToolCall | None = None) -> Kind:
         return promised
     if is_test:
         return "test_run"
+    if promised == "script":
+        # also when it crashed: the traceback pass kept the frames and cut the prints above them, which
+        # the agent wrote the script for (a django session's "Deferred SQL after create_model:"
+        # lines, used three times after); whole, the same K on the swe traces
+        return "script"
     if _TRACEBACK.search(text):
         return "traceback"
     if promised == "test_run":
         return "other"  # a test command that printed no test output (not installed, a syntax error ...)
-    if promised == "script":
-        return "script"
     if _share(lines, _SEARCH_LINE) >= 0.6:
         return "search"
     if _share(lines, _NUMBERED_LINE) >= 0.8:

@@ -47,7 +47,7 @@ def _run(spec: PassSpec, *args: Any) -> Any:
 
 def _stub_len(text: str, n_lines: int) -> int:
     """An upper bound on the length of one stub line for this output."""
-    longest = max((p.what for p in passes.PASSES), key=len)
+    longest = max((what for p in passes.PASSES for what in (p.what, *p.also)), key=len)
     return len(stub(_DUMMY_KEY, len(text), (n_lines, n_lines), longest)) + 1
 
 
@@ -84,7 +84,7 @@ def _plan(text: str, ctx: PassContext) -> list[Piece] | None:
     if work.chars() > table.capChars:
         pieces = _lossy(work, ctx)
     if pieces is None and base is None and (work.lines != original or work.origin is None):
-        pieces = [*work.lines, work.whole(work.what)]
+        pieces = work.tidied()
     hard = ctx.reduction.hardCapChars
     if (pieces is None and len(text) > hard) or (pieces is not None and size(pieces, stub_len) > hard):
         room = max(0, hard - 2 * stub_len)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from .ansi import strip_ansi as strip_ansi  # re-exported
 from .spec import PassSpec
-from .work import Work
+from .work import TIDIED_WHAT, Work
 
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 
@@ -64,4 +64,5 @@ PASS = PassSpec(
     True,
     "blank-line runs and traceback carets (kept lines stay byte-exact)",
     clean_work,
+    TIDIED_WHAT,
 )

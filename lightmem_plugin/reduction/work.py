@@ -45,6 +45,10 @@ class Mark:
 
 
 Piece = str | Gap | Mark
+TIDIED_WHAT = "chars (blank-line runs and traceback carets dropped)"
+"""The label of the stub of an output only the whitespace pass changed. Why a label of its own: the
+generic ``N chars archived`` under a complete-looking output left the model to guess what was
+missing, and ``report`` read it as a head + tail cut when a host's frame (``</output>``) followed."""
 
 
 @dataclass
@@ -92,6 +96,11 @@ class Work:
         lo = ends[first - 1] + 1 if first > 0 else 0
         hi = self.origin[last + 1] - 1 if last + 1 < len(self.lines) else n - 1
         return Gap(lo, hi, sum(len(x) + 1 for x in self.original[lo : hi + 1]), self.what)
+
+    def tidied(self) -> list[Piece]:
+        """The lines as they stand with one stub for the whole original, when only the clean stage
+        changed the text (labelled by what changed it: HTML made readable, or :data:`TIDIED_WHAT`)."""
+        return [*self.lines, self.whole(TIDIED_WHAT if self.what == "chars" else self.what)]
 
     def whole(self, what: str, ranged: bool = True) -> Gap:
         """A stub for the whole original; ``ranged=False`` leaves the range to in-place markers."""
@@ -215,7 +224,7 @@ def with_protected(work: Work, keep: list[bool], what: str, protect: bool) -> li
 
 def unchanged(work: Work) -> list[Piece]:
     """The work text as it stands (a whole-output stub when a clean pass dropped lines)."""
-    return list(work.lines) if work.lines == work.original else [*work.lines, work.whole("chars")]
+    return list(work.lines) if work.lines == work.original else work.tidied()
 
 
 def head_tail_plus(

@@ -80,7 +80,7 @@ TRACEBACK = (
 
 
 def test_content_decides_when_the_command_says_nothing() -> None:
-    assert classify(TRACEBACK, bash("python repro.py")) == "traceback"
+    assert classify(TRACEBACK, bash("python -m app.job")) == "traceback"
     assert classify("a.py:1:import os\n" * 50, None) == "search"
     assert classify("nothing special\n" * 50, bash("python repro.py")) == "script"
     assert classify("nothing special\n" * 50, bash("./repro")) == "other"
@@ -95,7 +95,7 @@ def _ctx(mode: str, call: ToolCall | None) -> PassContext:
 
 @pytest.mark.parametrize("mode", ["normal", "aggressive"])
 def test_a_traceback_keeps_every_frame_and_the_exception(mode: str) -> None:
-    out = reduce_text(TRACEBACK, _ctx(mode, bash("python repro.py")))
+    out = reduce_text(TRACEBACK, _ctx(mode, bash("python -m app.job")))
     assert STUB_RE.search(out) and len(out) < len(TRACEBACK)
     for line in TRACEBACK.splitlines():
         if is_error_line(line) or line.startswith("    call_"):
@@ -151,6 +151,15 @@ def test_a_scripts_prints_are_kept_whole(mode: str) -> None:
     )
     cut = reduce_text(SCRIPT_PRINTS, _ctx(mode, bash("./gen_report")))
     assert STUB_RE.search(cut) and "Test 15: " not in cut
+
+
+@pytest.mark.parametrize("mode", ["normal", "aggressive"])
+def test_a_script_that_crashed_keeps_its_prints_with_the_traceback(mode: str) -> None:
+    """The traceback pass kept the frames and cut what the script printed before it crashed, the
+    lines the agent wrote it for."""
+    assert classify(TRACEBACK, bash("cd /testbed && python repro.py 2>&1")) == "script"
+    assert reduce_text(TRACEBACK, _ctx(mode, bash("cd /testbed && python repro.py 2>&1"))) == TRACEBACK
+    assert "step 30 ok" not in reduce_text(TRACEBACK, _ctx(mode, bash("python -m app.job")))
 
 
 CHECK_CASES = "".join(
