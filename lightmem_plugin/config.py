@@ -105,7 +105,7 @@ class ModeTable(_Model):
     fileViewChars: int = Field(
         FILE_VIEW_CHARS,
         ge=0,
-        description="File views, search results, diffs, reports (a subagent's, a web page's) and a script's prints up to this stay whole.",
+        description="File views, search results, diffs, listings, reports (a subagent's, a web page's) and a script's prints up to this stay whole.",
     )
     keepErrorLines: bool = Field(True, description="Never cut error lines, traceback frames or failures.")
 

@@ -192,6 +192,32 @@ def test_a_long_scripts_prints_are_cut_under_their_own_label() -> None:
     assert "row 0: " in out and "row 899: " in out
 
 
+LISTING = "total 176\n" + "".join(
+    f"drwxrwxrwx   2 root root  4096 Oct 24  2024 {name}\n"
+    for name in [f".dotfile_{i}" for i in range(15)]
+    + ["django", "docs", "extras", "js_tests"]
+    + [f"module_{i}" for i in range(25)]
+)
+
+
+@pytest.mark.parametrize("mode", ["normal", "aggressive"])
+def test_a_listing_is_kept_whole(mode: str) -> None:
+    """Head + tail hid the middle of ``ls -la``, where the package directory sits (``django``)."""
+    assert len(LISTING) > ReductionConfig().table(mode).triggerChars
+    assert reduce_text(LISTING, _ctx(mode, bash("ls -la /testbed/"))) == LISTING
+    assert " django\n" not in reduce_text(LISTING, _ctx(mode, bash("./print_tree")))
+
+
+def test_a_long_listing_keeps_head_and_tail_under_its_own_label() -> None:
+    names = "".join(
+        f"-rw-r--r-- 1 root root 120 Oct 24  2024 tests/case_{i:05}/test_it.py\n" for i in range(500)
+    )
+    assert len(names) > ReductionConfig().table("aggressive").fileViewChars
+    out = reduce_text(names, _ctx("aggressive", bash("find tests -name '*.py' | xargs ls -la")))
+    assert "chars of listing (head and tail shown)" in out
+    assert "case_00000/" in out and "case_00499/" in out and "case_00250/" not in out
+
+
 def test_a_requested_file_view_is_kept_whole() -> None:
     view = "".join(f"{i:6}\t    value_{i} = compute({i})  # a line of code\n" for i in range(1, 120))
     assert 2200 < len(view) < 8000
