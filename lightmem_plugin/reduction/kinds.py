@@ -117,6 +117,12 @@ _TEST_PROGRAMS = re.compile(
 _SEARCH = re.compile(r"^(?:grep|egrep|fgrep|rg|ag|ack|git\s+grep)\b")
 _VIEW = re.compile(r"^(?:cat|nl|head|tail|less|more|bat|sed\s+-n|awk\s+'NR)\b")
 _LIST = re.compile(r"^(?:ls|find|tree|du|git\s+ls-files|git\s+status)\b")
+_GIT_LIST = re.compile(
+    r"^git\s+(?:log\b(?!.*\s(?:-p|--patch|-u)\b)|(?:show|diff)\b.*\s--(?:stat|name-only|name-status)\b)"
+)
+"""``git log`` without a patch (commits, one a line with ``--oneline``), ``git show/diff --stat``
+(the files a commit changed): lists the agent picks from. Read as ``other`` and a diff before,
+head + tail cut their middle (an astroid session's commit range, 30 lines it asked for)."""
 _SHOW = re.compile(r"^[\w.-]+(?:\s+[a-z][\w-]*)?\s+(?:show|view|describe)\b")
 """A tool's "show me this item" subcommand (``bd show ID``, ``gh issue view 12``, ``kubectl describe
 pod p``): a document for the agent to read, often the task's own spec. On the dev traces Claude Code
@@ -192,7 +198,7 @@ def _programs(command: str) -> list[str]:
             if (
                 words
                 and not words.startswith(("cd ", "cd\t", "#", "echo ", "export ", "source "))
-                and words != "cd"
+                and words not in ("cd", "pwd")
             ):
                 out.append(words)
     return out
@@ -220,6 +226,8 @@ def kind_of_command(call: ToolCall | None) -> Kind | None:
         return "script"  # its content decides first (a traceback, a test run, a log)
     if _RUN.match(first):
         return None  # a program's output: its content decides (a traceback, a log, plain prints)
+    if _GIT_LIST.match(first):
+        return "listing"
     if _DIFF_CMD.match(first):
         return "diff"
     if _BUILD.match(first):

@@ -31,6 +31,13 @@ def bash(command: str) -> ToolCall:
         ("pip install -e .", "build_log"),
         ("git diff", "diff"),
         ("ls -la src", "listing"),
+        ("pwd && ls -la", "listing"),
+        ("cd /testbed && git log --oneline d0775d5f..e36b4388 | head -30", "listing"),
+        ('git log --all --grep="namespace" --oneline | head -20', "listing"),
+        ("git show e36b4388 --stat", "listing"),
+        ("git diff --name-only HEAD~3", "listing"),
+        ("git log -p -3 src/a.py", "diff"),
+        ("git show HEAD", "diff"),
         ("find . -name '*.py' | xargs wc -l", "listing"),
         # find piping into xargs grep, or running grep itself, prints search results
         ('find tests -name "*.py" -type f | xargs grep -n "RenameIndex" -B 5 -A 5', "search"),
