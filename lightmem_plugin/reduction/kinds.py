@@ -4,15 +4,18 @@ Why kinds: agents use different lines of different outputs. Measured on the dev 
 above the normal trigger), what the agent later quotes or acts on is: in a test run, the failures with
 their tracebacks and the summary line; in a traceback, the frames and the exception; in search
 results, the match lines; in a file view, whatever part it asked for (its lines are spread over the
-whole view, not at the ends). Head + tail truncation serves none of these, so each kind gets its own
-selection (:mod:`.kindsel`) and head + tail stays the fallback for ``other``.
+whole view, not at the ends); in a script's prints and a listing, anything (the agent wrote the
+script to print it; it picks names from the middle of a listing). Head + tail truncation serves none
+of these, so each kind gets its own select pass (:mod:`.passes`) and head + tail stays the fallback
+for ``other``.
 
 The command is read from the tool call's arguments (``{"command": ...}`` of a shell tool, or a host's
 named tool such as Claude Code's ``Read``/``Grep``/``Glob``, or the ``cmd`` of each
 ``tools.exec_command`` in a Codex code-mode script); a chain such as ``cd /repo && python
 -m pytest -x 2>&1 | tail -50`` is classified by its most telling program. Content decides when the
-command says nothing (``python reproduce.py`` printing a traceback) and confirms what the command
-claims (a ``pytest`` run that never started is a traceback or ``other``).
+command says nothing (``./run`` printing a traceback) and confirms what the command claims (a
+``pytest`` run that never started is a traceback or ``other``; a script that ran a test suite is a
+test run).
 """
 
 from __future__ import annotations
@@ -146,7 +149,7 @@ _SCRIPT = re.compile(
 """A program run on a script file or inline code (``python check_fix.py``, ``python -c "..."``,
 ``node probe.js``): what the agent wrote a script to print. Not ``-m`` (a module of the project or a
 tool), nor ``setup.py``/``manage.py`` (a project's build and admin commands), nor ``bash x.sh``
-(often a build). See :func:`classify` for why its prints stay whole."""
+(often a build). :mod:`.fileview` says why its prints stay whole."""
 XARGS_VALUE_OPTIONS = "nIPdLEsa"
 """The ``xargs`` options that take a value (``-n 1``, ``-I {}``): the word after them is no program."""
 _XARGS = re.compile(rf"^xargs(?:\s+(?:-[{XARGS_VALUE_OPTIONS}]\s*\S+|--[\w-]+(?:=\S+)?|-[0rtpx]+))*\s+")

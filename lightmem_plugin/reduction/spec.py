@@ -31,10 +31,10 @@ STAGES: tuple[Stage, ...] = ("frame", "repeat", "clean", "select", "media")
 class PassSpec:
     """One reduction pass: its config name, stage, whether it loses information, and its function.
 
-        ``lossless`` passes only drop what carries no information (or keep it recoverable in place);
-        conservative mode runs only those. ``what`` labels the stub a pass writes ("chars of JSON"; the
-    whitespace pass's, when only the clean stage changed an output).
-        ``run``'s signature is the stage's (see the module docstring).
+    ``lossless`` passes only drop what carries no information (or keep it recoverable in place);
+    conservative mode runs only those. ``what`` labels the stub a pass writes ("chars of JSON"; the
+    whitespace pass's, when only the clean stage changed an output). ``run``'s signature is the
+    stage's (see the module docstring).
     """
 
     name: str

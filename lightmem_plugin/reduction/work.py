@@ -216,7 +216,7 @@ def with_protected(work: Work, keep: list[bool], what: str, protect: bool) -> li
     if protect:
         for i in work.protected():
             keep[i] = True
-    for first, last in truncate.regions(keep):  # a run shorter than its marker is shown instead
+    for first, last in truncate.regions(keep):
         if sum(len(x) + 1 for x in work.lines[first : last + 1]) <= SHOW_RUN_CHARS:
             keep[first : last + 1] = [True] * (last - first + 1)
     return masked(work, keep, what)
