@@ -191,10 +191,16 @@ STEPS = 10
 
 
 def _module(i: int) -> str:
-    """~7 KB of distinct Python: over the aggressive trigger, so each read is reduced with a stub."""
+    """~9 KB of distinct Python: over the aggressive trigger, so each read is reduced with a stub.
+
+    Bodies of three lines: the file view pass keeps the definitions, and a one-line body between two
+    of them costs fewer tokens than the marker that would stand for it (so it is shown, not cut)."""
     return "".join(
-        f"def handler_{i}_{j}(request, ctx):\n    return route(request, table={j * 7919 % 997}, shard={i})\n\n"
-        for j in range(80)
+        f"def handler_{i}_{j}(request, ctx):\n"
+        f"    table = lookup_table(request, default={j * 7919 % 997})\n"
+        f"    shard = pick_shard(table, request.user_id, replicas={i + 2})\n"
+        f"    return route(request, table=table, shard=shard)\n\n"
+        for j in range(50)
     )
 
 
