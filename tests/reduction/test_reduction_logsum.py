@@ -6,7 +6,7 @@ import pytest
 
 from lightmem_plugin.reduction import logsum
 from lightmem_plugin.reduction.truncate import select_by_score
-from lightmem_plugin.reduction.work import MARK_COST, Work, with_protected
+from lightmem_plugin.reduction.work import Mark, Work, with_protected
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "reduction"
 
@@ -142,7 +142,7 @@ def test_a_short_line_between_kept_tracebacks_is_shown_not_marked() -> None:
     between = lines.index("ModuleNotFoundError: No module named 'pytz'") + 1
     assert lines[between] == "Stderr: Traceback (most recent call last):"
     assert between not in work.protected()  # only the new rule can show it
-    assert len(lines[between]) + 1 > MARK_COST  # the old rule (one marker's chars) marked it
+    assert len(lines[between]) > len(Mark(between, between).text())  # in chars, marking it would save
     pieces = with_protected(work, [False] * len(lines), "chars of log", True)
     shown = [p for p in pieces if isinstance(p, str)]
     assert lines[between] in shown and "KeyError: 'x'" in shown
