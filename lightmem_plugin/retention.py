@@ -61,7 +61,7 @@ import xxhash
 
 from .cachesim import k_cost
 from .error_lines import error_lines
-from .eviction.goals import goal_words, interrupted
+from .eviction.goals import continues, goal_words, interrupted
 from .reduction.base import stub_keys
 
 MIN_LINE_CHARS = 16
@@ -305,11 +305,13 @@ def last_goal(prompt: Sequence[ChatMessage]) -> int:
 
 
 def _answers_question(prompt: Sequence[ChatMessage], pos: int) -> bool:
-    """Whether the user message at ``pos`` answers a question the agent ended its turn with, or follows
-    the note that the user stopped the agent (then it continues that task, as
-    :func:`.eviction.goals.goal_tasks` has it)."""
+    """Whether the user message at ``pos`` answers a question the agent ended its turn with, follows
+    the note that the user stopped the agent, or only tells it to go on (then it continues that task,
+    as :func:`.eviction.goals.goal_tasks` has it)."""
     if interrupted(_content_text(prompt[pos].get("content"))):
         return True  # the note and the user's next words in one message
+    if continues(_content_text(prompt[pos].get("content"))):
+        return True  # "continue": the agent goes on with the task
     for message in reversed(prompt[:pos]):
         role = message.get("role")
         if role == "user" and interrupted(_content_text(message.get("content"))):

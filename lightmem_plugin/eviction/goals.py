@@ -72,6 +72,25 @@ def goal_words(text: str) -> str:
     return _INTERRUPTED.sub("\n", _NOTICE.sub("", _HOST_BLOCKS.sub("", text))).strip()
 
 
+_CONTINUE = re.compile(
+    r"(?:(?:ok(?:ay)?|yes|please|now)[,.!]?\s+)?"
+    r"(?:continue|go on|keep going|carry on|proceed|resume|go ahead|keep at it|next step|finish(?: it| up)?)"
+    r"(?:\s+(?:please|then|with (?:it|that|the task)))?[\s.!]*",
+    re.I,
+)
+
+
+def continues(text: str) -> bool:
+    """Whether a user message's ``text`` only tells the agent to go on ("continue", "ok, keep going").
+
+    Why: such a nudge sets no goal; the user sends it when the agent stopped before the work was done
+    (a turn that ended on a tool result). Taken for a goal, it closed the task: on a Claude Code trace
+    aggressive mode archived the unfinished work as "task 1 finished" at the user's "continue", the
+    spec the agent was implementing, a subagent's report and the test file it then copied from went
+    with it (79 later uses out of view, 31 of the agent's own words)."""
+    return _CONTINUE.fullmatch(goal_words(text)) is not None
+
+
 def interrupted(text: str) -> bool:
     """Whether a user message's ``text`` holds the note that the user stopped the agent."""
     return _INTERRUPTED.search(text) is not None
@@ -135,11 +154,12 @@ def goal_tasks(messages: Sequence[Message]) -> list[GoalTask]:
 
     A user message that answers a question the agent ended its turn with ("Shall I apply the fix?"
     -> "yes") continues that task: it is part of the work, not a new goal. So does one right after the
-    user interrupted the agent (:func:`after_interruption`)."""
+    user interrupted the agent (:func:`after_interruption`), and a nudge to go on (:func:`continues`)."""
     goals = [
         i
         for i, m in enumerate(messages)
-        if is_goal(m) and not (i and (_asked(messages, i) or after_interruption(messages, i)))
+        if is_goal(m)
+        and not (i and (_asked(messages, i) or after_interruption(messages, i) or continues(goal_text(m))))
     ]
     out: list[GoalTask] = []
     for n, g in enumerate(goals):

@@ -19,7 +19,7 @@ from typing import Literal
 from ..model import Message
 from .decisions import Decision, extract_decisions
 from .entries import tool_calls
-from .goals import after_interruption, goal_words
+from .goals import after_interruption, continues, goal_words
 from .heuristic import HeuristicEstimator
 from .lifecycle import Lifecycle, TaskRegistry
 from .signals import Said, ToolEvent
@@ -212,9 +212,9 @@ def _errors(source: HeuristicEstimator) -> tuple[ErrorEntry, ...]:
 
 
 def _answers(messages: Sequence[Message], said: Sequence[Said], n: int) -> bool:
-    """Whether user text ``said[n]`` answers a question the agent ended its turn with (it then
-    continues that task; see :func:`.goals.goal_tasks`)."""
-    if after_interruption(messages, said[n].index):
+    """Whether user text ``said[n]`` answers a question the agent ended its turn with, or only tells
+    it to go on (it then continues that task; see :func:`.goals.goal_tasks`)."""
+    if after_interruption(messages, said[n].index) or continues(said[n].text):
         return True
     prev = said[n - 1] if n else None
     if prev is None or prev.role != "assistant" or not prev.text.rstrip().endswith("?"):
@@ -250,7 +250,11 @@ def extract(
     )
     return SessionRecord(
         turn=len(messages) - 1,
-        goals=tuple(Goal(s.index, s.text) for s in said if s.role == "user" and goal_words(s.text)),
+        goals=tuple(
+            Goal(s.index, s.text)
+            for s in said
+            if s.role == "user" and goal_words(s.text) and not continues(s.text)
+        ),
         decisions=extract_decisions(said),
         tasks=tuple(
             TaskStatus(c.id, c.objective, c.lifecycle, c.turns) for c in (registry.chunks if registry else ())

@@ -300,3 +300,13 @@ def test_a_hosts_note_is_no_goal_of_the_record() -> None:
     record = extract(s.turns)
     assert [g.text for g in record.goals] == ["Add a retry flag to the client"]
     assert "Goal (turn 1): Add a retry flag to the client" in render(record, "critical")
+
+
+def test_a_nudge_to_go_on_is_no_goal_of_the_record() -> None:
+    """The user's "continue" after the agent stopped mid-work: the record's goal is still the task."""
+    s = Session("Add a retry flag to the client")
+    s.call("cat client.py", "def get(url):\n    return http(url)\n")
+    s.say("continue", role="user")
+    s.call("sed -n 1,5p client.py", "def get(url):\n")
+    record = extract(s.turns)
+    assert [g.text for g in record.goals] == ["Add a retry flag to the client"]

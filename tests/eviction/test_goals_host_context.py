@@ -79,3 +79,28 @@ def test_claude_codes_notes_are_no_goals_and_an_interruption_does_not_finish_the
     # a goal after finished work still closes it
     msgs = [text("user", "Plan the beads"), *work, text("user", "Now release")]
     assert [t.number for t in finished_tasks(msgs)] == [1]
+
+
+def test_a_nudge_to_go_on_continues_the_task() -> None:
+    """A Claude Code session's agent stopped on an Edit's result; the user typed "continue". Taken for
+    a goal, it closed the task: aggressive mode archived the unfinished work as "task 1 finished" and
+    the spec and test file the agent went on using left with it."""
+    from lightmem_plugin.eviction.goals import continues
+    from lightmem_plugin.retention import last_goal
+
+    work = [call("c1", "bd show spotter-dov.1"), result("c1", "spec: attach_computer ...")]
+    for nudge in ("continue", "Continue.", "ok, keep going", "please continue", "go ahead"):
+        assert continues(nudge), nudge
+        msgs = [text("user", "Implement spotter-dov.1"), *work, text("user", nudge), *work]
+        assert [(t.goal, t.last) for t in goal_tasks(msgs)] == [(0, len(msgs) - 1)], nudge
+        assert finished_tasks(msgs) == [] and last_goal(_chat(msgs)) == 0, nudge
+    # a message that asks for something is a goal, even when it starts like a nudge
+    for goal in ("continue with the release notes", "fix the flaky test"):
+        assert not continues(goal), goal
+        msgs = [
+            text("user", "Implement spotter-dov.1"),
+            *work,
+            text("assistant", "Done."),
+            text("user", goal),
+        ]
+        assert [t.number for t in finished_tasks(msgs)] == [1], goal
