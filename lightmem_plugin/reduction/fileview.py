@@ -49,9 +49,14 @@ OTHER_WHAT = {
 _NUMBER = r"(?:\s*\d+(?:\t| {1,3}|→))?"  # `cat -n` / Read numbering
 _DEFINITION = re.compile(
     _NUMBER
-    + r"\s*(?:@\w|(?:async\s+)?def\s|class\s|(?:export\s+)?(?:async\s+)?function\s|func\s|fn\s|pub\s+fn\s"
-    r"|(?:public|private|protected|static)\s[\w<>\[\], ]*\(|interface\s|type\s+\w+\s*=|struct\s|impl\s|module\s)"
+    + r"\s*(?:@\w|(?:async\s+)?def\s|class\s|(?:export\s+)?(?:async\s+)?function\s|func\s|fun\s"
+    r"|(?:pub(?:\([\w:]+\))?\s+)?(?:async\s+)?fn\s"
+    r"|(?:public|private|protected|static)\s[\w<>\[\], ]*\(|interface\s|type\s+\w+\s*=|struct\s|impl\s|module\s"
+    r"|def(?:p|macrop?|module|impl|protocol|delegate|guard)\s|(?:test|describe)\s+\")"
 )
+"""A definition's first line. Elixir's too (``defp``, ``defmodule``, ``test "..."``): on a Claude Code
+trace a 30 KB LiveView module was cut to its ``def``s, and two Edits took their old_string from the
+``defp`` heads that were hidden (the only Edits of 77 whose lines vanilla showed and the cut hid)."""
 _IMPORT = re.compile(_NUMBER + r"\s*(?:import\s|from\s+\S+\s+import\s|#include\s|use\s|require\()")
 S_DEFINITION = 5
 S_IMPORT = 3

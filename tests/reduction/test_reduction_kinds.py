@@ -370,3 +370,18 @@ def test_a_timestamped_log_is_not_search_results() -> None:
     assert (
         classify(grep) == "search" and classify("".join(f"{i}:    x = {i}\n" for i in range(50))) == "search"
     )
+
+
+def test_a_long_elixir_view_keeps_its_private_function_heads() -> None:
+    """A 30 KB LiveView module was cut to its ``def`` lines: the ``defp`` heads two Edits then took
+    their old_string from were hidden (a Claude Code trace)."""
+    body = "".join(f"    value_{k} = compute_{k}(socket.assigns, opts)\n" for k in range(12))
+    module = "defmodule SpotterWeb.SessionLive do\n" + "".join(
+        f"  {'def' if i % 5 == 0 else 'defp'} handler_{i}(socket, opts) do\n{body}  end\n\n"
+        for i in range(60)
+    )
+    assert len(module) > FILE_VIEW_CHARS
+    out = reduce_text(module, _ctx("normal", bash("cat lib/spotter_web/live/session_live.ex")))
+    assert STUB_RE.search(out) and len(out) < len(module)
+    heads = [line for line in module.splitlines() if line.startswith("  defp ")]
+    assert heads and all(head in out.splitlines() for head in heads)
