@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable
 from functools import cache
 
+from .eviction.evictor import EVICTED
 from .reduction.base import STUB_PREFIX
 from .reduction.headtail import PROTECTED_WHAT
 from .reduction.linedup import WHAT as REPEATED
@@ -37,7 +38,7 @@ CLEANED = "whitespace"  # a whole-output stub after the clean stage only: the te
 FALLBACK = "truncate"  # head and tail around a stub (its label is the generic one)
 
 _LABEL = re.compile(re.escape(STUB_PREFIX) + r"[\d,]+ (?P<what>[^\[\]\n]*?) archived")
-_EVICTED = STUB_PREFIX + "output of finished work archived"
+_EVICTED = (EVICTED, STUB_PREFIX + "output of finished work archived")  # now, and in states saved before
 _IDENTICAL = STUB_PREFIX + "identical to "
 _REPEAT = "[lightmem2 repeat: "
 _CUT = frozenset({"chars", PROTECTED_WHAT})  # the labels of a head + tail cut
@@ -64,7 +65,7 @@ def saver(shown: str) -> str:
     had already shortened, the whole saving counts under the pass (its label is the one in the text
     that says what the model was shown of the rest).
     """
-    if _EVICTED in shown:
+    if any(stub in shown for stub in _EVICTED):
         return EVICTION
     labels = [(m.group("what"), m.end()) for m in _LABEL.finditer(shown)]
     for what, _ in labels:

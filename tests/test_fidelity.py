@@ -29,7 +29,7 @@ def test_a_stripped_trailing_space_is_a_changed_line() -> None:
         Mark(2, 4).text(),
         marker(3, 5),
         reference("call_7", KEY, 1200),
-        f'[lightmem2: output of finished work archived as {KEY}; recover with lightmem2_recover(key, lines="1:9")]',
+        f'[lightmem2: output archived as {KEY}, no longer current (re-run); recover with lightmem2_recover(key, lines="1:9")]',
     ],
 )
 def test_stub_and_marker_lines_are_accepted(ours: str) -> None:
@@ -50,7 +50,7 @@ def test_a_line_cut_inside_is_changed() -> None:
 
 def test_eviction_record_and_stabilizer_blocks_are_ours() -> None:
     evicted = (
-        f"[lightmem2: output of finished work archived as {KEY}; recover with lightmem2_recover(key)]\n"
+        f"[lightmem2: output archived as {KEY}, no longer current (tests pass); recover with lightmem2_recover(key)]\n"
         "[lightmem2 session record]\nGoal: fix the area function\n- tests pass"
     )
     assert changed_lines(ORIGINAL, evicted) == []

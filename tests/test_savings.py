@@ -53,6 +53,10 @@ def test_a_pass_is_named_by_its_own_stub_label(spec: Any) -> None:
             "dedup",
         ),
         (
+            "[lightmem2: output archived as k, no longer current (same output again); recover with lightmem2_recover(key)]",
+            "eviction",
+        ),
+        (  # as a session state saved before the stub said why
             "[lightmem2: output of finished work archived as k; recover with lightmem2_recover(key)]",
             "eviction",
         ),

@@ -56,7 +56,7 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], 
 def test_fixture_evicts(uninterrupted: tuple[list[str], list[int]]) -> None:
     requests, batches = uninterrupted
     assert batches == [23, 26]  # outputs of finished work, then an executed script's arguments
-    assert "output of finished work archived as" in requests[-1]
+    assert "[lightmem2: output archived as " in requests[-1]
     assert "chars of this executed call archived as" in requests[-1]
     assert "as shown in the output of tool call " in requests[-1]  # a repeat marker names its source
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -126,6 +127,7 @@ class _Item:
     ident: str  # a tool call id, "args:<id>" or "task:<n>"
     saving: int  # tokens
     horizon: float  # calls the saving is re-read for
+    why: str = ""  # an output's: why it is no longer needed (the estimator's evidence)
 
 
 class Evictor:
@@ -470,7 +472,7 @@ class Evictor:
         horizon = len(view) - self.config.keepRecentTurns * MESSAGES_PER_CALL
         index = {cid: i for i, cid in enumerate(ids) if cid is not None}
         outputs: dict[str, _Item] = {}
-        for cid in self._candidates(view, ids):
+        for cid, why in self._candidates(view, ids).items():
             owner = owners[index[cid]]
             if owner <= floor:
                 continue
@@ -481,7 +483,7 @@ class Evictor:
                 # (measured: with the session's own horizon they paged out outputs the agent used
                 # later and the error lines it acted on), so outputs keep the cautious prior
                 horizon_calls = min(in_task, float(self.config.expectedRemainingCalls))
-                outputs[cid] = _Item(owner, cid, n - STUB_TOKENS, horizon_calls)
+                outputs[cid] = _Item(owner, cid, n - STUB_TOKENS, horizon_calls, why)
         for cid in self._stood_on(refs, original, outputs):
             del outputs[cid]
         items.extend(outputs.values())
@@ -750,7 +752,7 @@ class Evictor:
                 if shell
                 else (f'recover with lightmem2_recover(key, lines="{a}:{b}")')
             )
-            stub = f"[lightmem2: output of finished work archived as {key}; {hint}]"
+            stub = f"{EVICTED}{key}, no longer current ({stub_reason(it.why)}); {hint}]"
             if first_output and record:
                 stub += f"\n[lightmem2 session record]\n{record}"
                 first_output = False
@@ -758,6 +760,25 @@ class Evictor:
             now = _result(sent.messages[it.index], cid)
             saved += self.counter.count(now.text() if now is not None else "") - self.counter.count(stub)
         return saved, key
+
+
+EVICTED = "[lightmem2: output archived as "
+"""How the stub of an output a batch paged out begins (``report`` reads its savings by it)."""
+_AT_TURN = re.compile(r",? (?:at|by) turn \d+")
+_PATH = re.compile(r"(?<![\w.])/(?:[^\s/:,]+/)+([^\s/:,]+)")
+_CHUNK = re.compile(r"^task \S+ finished$")
+
+
+def stub_reason(why: str) -> str:
+    """Why an output was paged out, as its stub says it: the estimator's evidence without its message
+    numbers (the model counts no messages) and with file names for paths.
+
+    Why say it: the stub said "output of finished work" for every output, also for a read an edit had
+    superseded while its task went on (a review of the Claude Code traces: 13 of the 16 such stubs),
+    which tells the model the work is done."""
+    if not why or _CHUNK.match(why):
+        return "the step of the work it served is done"
+    return _PATH.sub(r"\1", _AT_TURN.sub("", why)).strip()
 
 
 def _objective(text: str) -> str:

@@ -48,8 +48,7 @@ OTHER_WHAT = {
 """The labels of a cut of the kinds that are no file (a file view's and a report's: :data:`WHAT`)."""
 _NUMBER = r"(?:\s*\d+(?:\t| {1,3}|→))?"  # `cat -n` / Read numbering
 _DEFINITION = re.compile(
-    _NUMBER
-    + r"\s*(?:@\w|(?:async\s+)?def\s|class\s|(?:export\s+)?(?:async\s+)?function\s|func\s|fun\s"
+    _NUMBER + r"\s*(?:@\w|(?:async\s+)?def\s|class\s|(?:export\s+)?(?:async\s+)?function\s|func\s|fun\s"
     r"|(?:pub(?:\([\w:]+\))?\s+)?(?:async\s+)?fn\s"
     r"|(?:public|private|protected|static)\s[\w<>\[\], ]*\(|interface\s|type\s+\w+\s*=|struct\s|impl\s|module\s"
     r"|def(?:p|macrop?|module|impl|protocol|delegate|guard)\s|(?:test|describe)\s+\")"

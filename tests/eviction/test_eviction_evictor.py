@@ -81,6 +81,9 @@ def test_stale_reads_are_paged_out_recoverably_and_reapplied_identically(tmp_pat
     original = next(m for m in full if m.get("tool_call_id") == evicted_id)
     keys = stub_keys(str(stubbed["content"]))
     assert keys and str(original["content"]) in lm.registry.recover(keys[0])
+    # the stub says why the read left (the file was edited later), not that work finished: the task runs on
+    assert "finished" not in str(stubbed["content"]), stubbed["content"]
+    assert "no longer current (read of pkg/mod0.py superseded by edit)" in str(stubbed["content"])
     # the same evicted output reads the same on every later call (I2)
     later = [next(m for m in o if m.get("tool_call_id") == evicted_id) for o in outs[-3:]]
     assert all(m["content"] == stubbed["content"] for m in later)

@@ -97,7 +97,7 @@ def test_three_processes_on_one_postgres_send_what_one_process_sends(tmp_path: P
     # killed one served before it died, and eviction batches both before and after the kill
     assert all(a != b for a, b in itertools.pairwise(served_by))
     assert KILLED in served_by[: KILL_AFTER + 1] and KILLED not in served_by[KILL_AFTER + 1 :]
-    evicted = [i for i, raw in enumerate(single) if b"output of finished work archived as" in raw]
+    evicted = [i for i, raw in enumerate(single) if b"[lightmem2: output archived as " in raw]
     assert evicted and evicted[0] < KILL_AFTER < evicted[-1]
     differ = [i for i, (a, b) in enumerate(zip(single, fleet, strict=True)) if a != b]
     assert differ == []

@@ -59,7 +59,7 @@ def test_sigkill_and_restart_send_the_same_bytes(tmp_path: Path) -> None:
         restarted = _replay(tmp_path / "restarted", up.url, fake, KILL_AFTER)
     assert len(straight) == len(restarted) == len(load_trace(TRACE).calls)
     # the feature under test really happened: an eviction batch before the kill, re-applied after it
-    evicted = [i for i, raw in enumerate(straight) if b"output of finished work archived as" in raw]
+    evicted = [i for i, raw in enumerate(straight) if b"[lightmem2: output archived as " in raw]
     assert evicted and evicted[0] < KILL_AFTER < evicted[-1]
     differ = [i for i, (a, b) in enumerate(zip(straight, restarted, strict=True)) if a != b]
     assert differ == []
