@@ -198,6 +198,34 @@ def _final_reply(messages: Sequence[Message]) -> str:
     return ""
 
 
+def _calls_after_reply(messages: Sequence[Message]) -> list[ToolCallPart]:
+    """The tool calls the agent made after its last words in the task (none when it ended talking)."""
+    out: list[ToolCallPart] = []
+    for msg in reversed(messages):
+        if msg.role != "assistant":
+            continue
+        out[:0] = [p for p in msg.parts if isinstance(p, ToolCallPart)]
+        if any(isinstance(p, TextPart) and p.text.strip() for p in msg.parts):
+            # its text came before its calls (hosts send text, then tool calls)
+            break
+    return out
+
+
+def _call_label(call: ToolCallPart) -> str:
+    """A call as one short phrase: its tool and the first text argument (a path, a command)."""
+    try:
+        args = json.loads(call.arguments) if call.arguments.strip().startswith("{") else {}
+    except ValueError:
+        args = {}
+    first = (
+        next((v for v in args.values() if isinstance(v, str) and v.strip()), "")
+        if isinstance(args, dict)
+        else ""
+    )
+    first = " ".join(first.split())
+    return f"{call.name} {first[:60]}{'…' if len(first) > 60 else ''}".strip()
+
+
 def _paths(paths: list[str]) -> str:
     shown = ", ".join(paths[:_MAX_FILES])
     return shown + (f" (+{len(paths) - _MAX_FILES} more)" if len(paths) > _MAX_FILES else "")
@@ -236,4 +264,17 @@ def summary(
     if reply:
         lines.append("Last reply:")
         lines.append(reply)
+        after = _calls_after_reply(messages)
+        if after:  # the reply announced work that then ran: say so, or the model may redo it
+            shown = "; ".join(_call_label(c) for c in after[-3:])
+            more = f" (the last 3 of {len(after)})" if len(after) > 3 else ""
+            failed = any(
+                isinstance(p, ToolResultPart) and p.tool_call_id == after[-1].id and p.is_error
+                for m in messages
+                for p in m.parts
+            )
+            ended = "; the last one failed" if failed else ""
+            lines.append(
+                f"Then it made {len(after)} more tool call{'s' if len(after) > 1 else ''}{more}: {shown}{ended}"
+            )
     return "\n".join(lines)

@@ -318,3 +318,25 @@ def test_a_recover_made_in_a_task_that_left_is_charged_until_then(tmp_path: Path
     in_task_1 = state.goal_calls[1] - 3  # 1-based call of goal 2, minus two calls, as 0-based
     assert policy.left_at(in_task_1) == collapse.call_index - 1 > in_task_1
     assert policy.left_at(len(trace.calls) - 1) is None  # the last task never left
+
+
+def test_a_summary_says_what_ran_after_the_last_reply() -> None:
+    """The agent said "Let me remove them." and the Edit then ran: a summary that ended on that reply
+    told the model the removal was still to do (a Claude Code trace)."""
+    from lightmem_plugin.eviction.collapse import summary
+    from lightmem_plugin.model import ToolCallPart
+
+    edit = ToolCallPart(
+        "e1", "Edit", json.dumps({"file_path": "lib/app.ex", "old_string": "x", "new_string": ""})
+    )
+    span = [
+        call("c1", "rg helpers lib"),
+        result("c1", "lib/app.ex:3: defp helper_a"),
+        Message("assistant", [TextPart("The duplicate helpers are unused. Let me remove them."), edit]),
+        result("e1", "The file lib/app.ex has been updated."),
+    ]
+    text_ = summary(1, "k" * 12, span, [], ())
+    assert "Last reply:\nThe duplicate helpers are unused. Let me remove them." in text_
+    assert "Then it made 1 more tool call: Edit lib/app.ex" in text_
+    # a task that ended talking says nothing more
+    assert "Then it made" not in summary(1, "k" * 12, [*span, text("assistant", "Removed.")], [], ())
