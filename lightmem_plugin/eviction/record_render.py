@@ -43,42 +43,25 @@ def _paths(label: str, paths: tuple[str, ...]) -> Iterator[str]:
         yield f"{label}: {', '.join(paths[:shown])}{more}"
 
 
+_STATE_WORDS = {"evictable": "done (may leave the context)"}
+
+
 def _tasks(record: SessionRecord) -> str | None:
-    """``Tasks: h5, h9 active; h6-h8 completed; h1-h4 evictable; current: ...``: each lifecycle once,
-    its task ids in order, a range only for consecutive numbers. (Grouping the registry's order by
-    runs wrote ``h1-h4 evictable; h5 active; h2 evictable``, which names h2 twice and h3 not at all.)"""
+    """``Tasks: 2 active, 2 completed, 4 done (may leave the context); current: ...``: how many of the
+    registry's tasks are in each state, then the current one's objective.
+
+    Why counts, not ids: the line named the registry's ids (``h5, h9 active; h6, h7 completed; h1-h4
+    evictable``), which nothing else the model reads defines (a review of the Claude Code traces)."""
     if not record.tasks:
         return None
-    by_state: dict[str, list[str]] = {}
+    counts: dict[str, int] = {}
     for task in record.tasks:
-        by_state.setdefault(task.lifecycle, []).append(task.id)
+        counts[task.lifecycle] = counts.get(task.lifecycle, 0) + 1
     order = ("active", "blocked", "completed", "evictable")
-    states = sorted(by_state, key=lambda s: (order.index(s) if s in order else len(order), s))
-    parts = [f"{_id_ranges(by_state[state])} {state}" for state in states]
+    states = sorted(counts, key=lambda s: (order.index(s) if s in order else len(order), s))
+    parts = [f"{counts[state]} {_STATE_WORDS.get(state, state)}" for state in states]
     current = record.tasks[-1]
-    return f"Tasks: {'; '.join(parts)}; current: {_clip(current.objective, 80)}"
-
-
-_NUMBERED = re.compile(r"^(.*?)(\d+)$")
-
-
-def _id_ranges(ids: list[str]) -> str:
-    """``h1-h3, h5, t-x``: ids sorted (numbered ones by number), consecutive numbers as one range."""
-
-    def key(task_id: str) -> tuple[str, int, str]:
-        m = _NUMBERED.match(task_id)
-        return (m.group(1), int(m.group(2)), "") if m else (task_id, -1, task_id)
-
-    runs: list[list[str]] = []
-    last: tuple[str, int] | None = None
-    for task_id in sorted(dict.fromkeys(ids), key=key):
-        prefix, number, _ = key(task_id)
-        if runs and number >= 0 and last == (prefix, number - 1):
-            runs[-1].append(task_id)
-        else:
-            runs.append([task_id])
-        last = (prefix, number) if number >= 0 else None
-    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(r) for r in runs)
+    return f"Tasks: {', '.join(parts)}; current: {_clip(current.objective, 80)}"
 
 
 _MIN_BASE_CHARS = 20

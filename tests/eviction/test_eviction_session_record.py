@@ -206,17 +206,16 @@ def test_render_never_exceeds_its_budget(record: SessionRecord, level: str) -> N
     assert text.startswith("Session record (turn 500):")
 
 
-def test_the_task_line_names_every_task_once_under_its_state() -> None:
-    """Registry order is by turn, not id (seen on a Claude Code session: ``h1-h4 evictable; h5 active;
-    h2 evictable``, naming h2 twice and h3 not at all); each state is listed once, ranges only over
-    consecutive ids."""
+def test_the_task_line_counts_the_tasks_in_each_state() -> None:
+    """The line named the registry's ids (``h1-h4 evictable``), which nothing the model reads defines;
+    it counts each state once, in a fixed order, whatever the registry's order."""
     from lightmem_plugin.eviction.session_record import TaskStatus
 
     order = [("h1", "evictable"), ("h3", "evictable"), ("h4", "evictable"), ("h5", "active")]
     order += [("h2", "evictable"), ("h6", "completed"), ("h7", "completed"), ("h9", "active")]
     tasks = tuple(TaskStatus(i, f"work {i}", state, (n, n)) for n, (i, state) in enumerate(order))  # type: ignore[arg-type]
     text = render(SessionRecord(turn=20, tasks=tasks), "full")
-    assert "Tasks: h5, h9 active; h6, h7 completed; h1-h4 evictable; current: work h9" in text
+    assert "Tasks: 2 active, 2 completed, 4 done (may leave the context); current: work h9" in text
 
 
 CONTINUED = (
