@@ -731,7 +731,11 @@ class Evictor:
             start = len(lines) + 1
             lines.extend(text.split("\n"))
             ranges[it.ident] = (start, len(lines))
-        key = self.archive(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
+        doc = "\n".join(lines) + "\n"
+        # the registry numbers lines with str.splitlines, which also breaks at \r and the like: where
+        # those occur, ranges counted by "\n" would point at other lines, so the stubs name none
+        numbered = doc.splitlines() == lines
+        key = self.archive(doc.encode("utf-8", "surrogatepass"))
         record = render(extract(view, self.tasks, source=self.estimator), self.config.recordLevel)
         saved = 0
         first_output = True
@@ -740,17 +744,22 @@ class Evictor:
             if it.ident.startswith("args:"):
                 cid = it.ident[5:]
                 call = _call(original.messages[it.index], cid)
-                stubbed = _stub_arguments(call.arguments, key, shell, (a, b)) if call is not None else None
+                stubbed = (
+                    _stub_arguments(call.arguments, key, shell, (a, b) if numbered else None)
+                    if call is not None
+                    else None
+                )
                 if call is None or stubbed is None:
                     continue
                 self.state.args[cid] = stubbed[0]
                 saved += self.counter.count(call.arguments) - self.counter.count(stubbed[0])
                 continue
             cid = it.ident
+            lines_arg = (f" --lines {a}:{b}", f', lines="{a}:{b}"') if numbered else ("", "")
             hint = (
-                f"run: lightmem2 recover {key} --lines {a}:{b}"
+                f"run: lightmem2 recover {key}{lines_arg[0]}"
                 if shell
-                else (f'recover with lightmem2_recover(key, lines="{a}:{b}")')
+                else f"recover with lightmem2_recover(key{lines_arg[1]})"
             )
             stub = f"{EVICTED}{key}, no longer current ({stub_reason(it.why)}); {hint}]"
             if first_output and record:

@@ -175,3 +175,28 @@ def test_llm_estimator_is_used_when_configured_and_falls_back_when_unreachable(t
     assert isinstance(s.evictor.proposer, LLMEstimator)
     assert sum(s.evictor.proposer.fallbacks.values()) >= 1
     assert s.evictor.state.batches, "the heuristic fallback still drives eviction"
+
+
+def test_a_batch_with_a_carriage_return_names_no_line_ranges(tmp_path: Path) -> None:
+    """The registry numbers an archive's lines with str.splitlines, which also breaks at ``\\r``: a
+    batch counting lines by ``\\n`` named ranges that recovered other lines (a progress bar's ``\\r``
+    in one output shifted every later output's range). Such a batch's stubs name the key alone."""
+    lm = eager(tmp_path)
+    s = lm.session("ev")
+    full = session_messages(24)
+    full[3] = {**full[3], "content": "fetch 10%\rfetch 100%\n" + str(full[3]["content"])}
+    outs = [s.before_model_call(full[:t]) for t in range(6, len(full) + 1, 2)]
+    assert s.evictor.state.batches, "no eviction batch fired"
+    evicted = s.evictor.state.batches[0].call_ids
+    assert "c0" in evicted  # the output with the carriage return left in the first batch
+    for cid in evicted:
+        stubbed = next(m for m in outs[-1] if m.get("tool_call_id") == cid)
+        assert "lines=" not in str(stubbed["content"]), stubbed["content"]
+        original = next(m for m in full if m.get("tool_call_id") == cid)
+        assert str(original["content"]) in lm.registry.recover(stub_keys(str(stubbed["content"]))[0])
+    # without the carriage return the same batch names each output's lines
+    lm2 = eager(tmp_path / "plain")
+    s2 = lm2.session("ev")
+    plain = [s2.before_model_call(session_messages(24)[:t]) for t in range(6, 25, 2)]
+    first = next(m for m in plain[-1] if m.get("tool_call_id") == s2.evictor.state.batches[0].call_ids[0])
+    assert 'lines="' in str(first["content"])
