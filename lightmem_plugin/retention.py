@@ -308,10 +308,9 @@ def _answers_question(prompt: Sequence[ChatMessage], pos: int) -> bool:
     """Whether the user message at ``pos`` answers a question the agent ended its turn with, follows
     the note that the user stopped the agent, or only tells it to go on (then it continues that task,
     as :func:`.eviction.goals.goal_tasks` has it)."""
-    if interrupted(_content_text(prompt[pos].get("content"))):
-        return True  # the note and the user's next words in one message
-    if continues(_content_text(prompt[pos].get("content"))):
-        return True  # "continue": the agent goes on with the task
+    own = _content_text(prompt[pos].get("content"))
+    if interrupted(own) or continues(own):
+        return True  # the note and the user's next words in one message, or "continue"
     for message in reversed(prompt[:pos]):
         role = message.get("role")
         if role == "user" and interrupted(_content_text(message.get("content"))):

@@ -198,32 +198,16 @@ def _final_reply(messages: Sequence[Message]) -> str:
     return ""
 
 
-def _calls_after_reply(messages: Sequence[Message]) -> list[ToolCallPart]:
-    """The tool calls the agent made after its last words in the task (none when it ended talking)."""
-    out: list[ToolCallPart] = []
+def _calls_after_reply(messages: Sequence[Message]) -> int:
+    """How many tool calls the agent made after its last words in the task (0 when it ended talking)."""
+    n = 0
     for msg in reversed(messages):
         if msg.role != "assistant":
             continue
-        out[:0] = [p for p in msg.parts if isinstance(p, ToolCallPart)]
+        n += sum(isinstance(p, ToolCallPart) for p in msg.parts)
         if any(isinstance(p, TextPart) and p.text.strip() for p in msg.parts):
-            # its text came before its calls (hosts send text, then tool calls)
-            break
-    return out
-
-
-def _call_label(call: ToolCallPart) -> str:
-    """A call as one short phrase: its tool and the first text argument (a path, a command)."""
-    try:
-        args = json.loads(call.arguments) if call.arguments.strip().startswith("{") else {}
-    except ValueError:
-        args = {}
-    first = (
-        next((v for v in args.values() if isinstance(v, str) and v.strip()), "")
-        if isinstance(args, dict)
-        else ""
-    )
-    first = " ".join(first.split())
-    return f"{call.name} {first[:60]}{'…' if len(first) > 60 else ''}".strip()
+            break  # its text came before its calls (hosts send text, then tool calls)
+    return n
 
 
 def _paths(paths: list[str]) -> str:
@@ -266,15 +250,10 @@ def summary(
         lines.append(reply)
         after = _calls_after_reply(messages)
         if after:  # the reply announced work that then ran: say so, or the model may redo it
-            shown = "; ".join(_call_label(c) for c in after[-3:])
-            more = f" (the last 3 of {len(after)})" if len(after) > 3 else ""
-            failed = any(
-                isinstance(p, ToolResultPart) and p.tool_call_id == after[-1].id and p.is_error
-                for m in messages
-                for p in m.parts
-            )
-            ended = "; the last one failed" if failed else ""
-            lines.append(
-                f"Then it made {len(after)} more tool call{'s' if len(after) > 1 else ''}{more}: {shown}{ended}"
-            )
+            ran = list(events[-after:])  # the task's last calls: answered, so each is an event
+            shown = "; ".join(e.label for e in ran[-3:])
+            more = f" (the last 3 of {after})" if after > 3 and shown else ""
+            ended = "; the last one failed" if ran and ran[-1].failed else ""
+            calls = f"{after} more tool call{'s' if after > 1 else ''}"
+            lines.append(f"Then it made {calls}{more}{': ' + shown if shown else ''}{ended}")
     return "\n".join(lines)

@@ -106,9 +106,14 @@ def select_by_score(
             keep[i] = True
             cost += extra
     if gap_cost > 0:
-        for first, last in regions(keep):
-            size = sum(lengths[first : last + 1]) + (last - first + 1)
-            if size <= gap_cost:
-                for j in range(first, last + 1):
-                    keep[j] = True
+        show_cheap_runs(lengths, keep, gap_cost)
+    return keep
+
+
+def show_cheap_runs(lengths: Sequence[int], keep: list[bool], gap_cost: int) -> list[bool]:
+    """``keep`` with every elided run no longer than ``gap_cost`` (its lines and line breaks) shown
+    instead of the marker that would stand for it: that both saves and keeps more. In place."""
+    for first, last in regions(keep):
+        if sum(lengths[first : last + 1]) + (last - first + 1) <= gap_cost:
+            keep[first : last + 1] = [True] * (last - first + 1)
     return keep

@@ -216,9 +216,7 @@ def with_protected(work: Work, keep: list[bool], what: str, protect: bool) -> li
     if protect:
         for i in work.protected():
             keep[i] = True
-    for first, last in truncate.regions(keep):
-        if sum(len(x) + 1 for x in work.lines[first : last + 1]) <= MARK_COST:
-            keep[first : last + 1] = [True] * (last - first + 1)
+    truncate.show_cheap_runs([len(x) for x in work.lines], keep, MARK_COST)
     return masked(work, keep, what)
 
 

@@ -324,6 +324,7 @@ def test_a_summary_says_what_ran_after_the_last_reply() -> None:
     """The agent said "Let me remove them." and the Edit then ran: a summary that ended on that reply
     told the model the removal was still to do (a Claude Code trace)."""
     from lightmem_plugin.eviction.collapse import summary
+    from lightmem_plugin.eviction.heuristic import HeuristicEstimator
     from lightmem_plugin.model import ToolCallPart
 
     edit = ToolCallPart(
@@ -335,8 +336,11 @@ def test_a_summary_says_what_ran_after_the_last_reply() -> None:
         Message("assistant", [TextPart("The duplicate helpers are unused. Let me remove them."), edit]),
         result("e1", "The file lib/app.ex has been updated."),
     ]
-    text_ = summary(1, "k" * 12, span, [], ())
+    estimator = HeuristicEstimator()
+    estimator.sync([text("user", "Drop the unused helpers"), *span])
+    events = estimator.log.events  # the calls as the evictor passes them, labelled by the estimator
+    text_ = summary(1, "k" * 12, span, events, ())
     assert "Last reply:\nThe duplicate helpers are unused. Let me remove them." in text_
     assert "Then it made 1 more tool call: Edit lib/app.ex" in text_
     # a task that ended talking says nothing more
-    assert "Then it made" not in summary(1, "k" * 12, [*span, text("assistant", "Removed.")], [], ())
+    assert "Then it made" not in summary(1, "k" * 12, [*span, text("assistant", "Removed.")], events, ())
