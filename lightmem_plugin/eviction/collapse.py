@@ -254,6 +254,6 @@ def summary(
             shown = "; ".join(e.label for e in ran[-3:])
             more = f" (the last 3 of {after})" if after > 3 and shown else ""
             ended = "; the last one failed" if ran and ran[-1].failed else ""
-            calls = f"{after} more tool call{'s' if after > 1 else ''}"
-            lines.append(f"Then it made {calls}{more}{': ' + shown if shown else ''}{ended}")
+            made = f"{after} more tool call{'s' if after > 1 else ''}"
+            lines.append(f"Then it made {made}{more}{': ' + shown if shown else ''}{ended}")
     return "\n".join(lines)
