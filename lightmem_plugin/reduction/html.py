@@ -214,7 +214,7 @@ def clean_work(work: Work) -> Work | None:
     if work.kind in ("file_view", "test_run", "build_log"):
         return None
     text = slim("\n".join(work.lines))
-    return None if text is None else Work(work.original, text.splitlines(), None, WHAT, work.kind)
+    return None if text is None else work.derived(text.splitlines(), None, None, WHAT)
 
 
 PASS = PassSpec("html", "clean", True, "an HTML document becomes the text a reader sees", clean_work, WHAT)

@@ -68,13 +68,17 @@ def _plan(text: str, ctx: PassContext) -> list[Piece] | None:
     base = ctx.base
     if base is None:
         original = whitespace.split_lines(text)
-        work = Work(original, original, list(range(len(original))), kind=classify(text, ctx.call))
+        sizes = whitespace.line_sizes(text)
+        work = Work(
+            original, original, list(range(len(original))), kind=classify(text, ctx.call), sizes=sizes
+        )
     else:  # ``text`` was derived from ``base.original``: reduce it, name the original's lines
         original = whitespace.split_lines(base.original)
         lines = whitespace.split_lines(text)
         n = len(lines)
         kind = classify(base.original, ctx.call)
-        work = Work(original, lines, base.first[:n], kind=kind, origin_end=base.last[:n])
+        sizes = whitespace.line_sizes(base.original)
+        work = Work(original, lines, base.first[:n], kind=kind, origin_end=base.last[:n], sizes=sizes)
     for spec in passes.of_stage("clean", table.passes):
         cleaned: Work | None = _run(spec, work)
         if cleaned is not None:

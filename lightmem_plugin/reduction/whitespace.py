@@ -31,6 +31,12 @@ def split_lines(text: str) -> list[str]:
     return text.splitlines()
 
 
+def line_sizes(text: str) -> list[int]:
+    """Per line of :func:`split_lines`, its chars with its terminator (none after a last line
+    that has no newline)."""
+    return [len(x) for x in text.splitlines(keepends=True)]
+
+
 def clean(lines: Sequence[str]) -> tuple[list[str], list[int]]:
     """Kept lines (byte-exact) and, for each, the 0-based index of the input line it came from.
 
@@ -55,7 +61,7 @@ def clean_work(work: Work) -> Work:
     lines, index = clean(work.lines)
     origin = None if work.origin is None else [work.origin[i] for i in index]
     ends = None if work.origin_end is None else [work.origin_end[i] for i in index]
-    return Work(work.original, lines, origin, work.what, work.kind, ends)
+    return work.derived(lines, origin, ends, work.what)
 
 
 PASS = PassSpec(

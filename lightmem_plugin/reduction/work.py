@@ -63,6 +63,10 @@ class Work:
     origin_end: list[int] | None = None
     """Per line, the last original line it stands for when that is not ``origin`` (a repeat marker
     stands for a run of original lines); None: each line stands for one."""
+    sizes: list[int] | None = None
+    """Per original line, its chars with its terminator as the archive holds them (``\r\n`` is two,
+    a last line without a newline has none); None: one newline each. Why: a stub's ``N chars`` is
+    what ``recover`` returns, and one newline per line overcounted an output that ends without one."""
     _protected: set[int] | None = field(default=None, repr=False, compare=False)
 
     def protected(self) -> set[int]:
@@ -87,15 +91,25 @@ class Work:
     def chars(self) -> int:
         return sum(len(line) + 1 for line in self.lines)
 
+    def span_chars(self, lo: int, hi: int) -> int:
+        """Chars of original lines ``lo..hi`` (inclusive) as the archive holds them."""
+        if self.sizes is not None:
+            return sum(self.sizes[lo : hi + 1])
+        return sum(len(x) + 1 for x in self.original[lo : hi + 1])
+
+    def derived(self, lines: list[str], origin: list[int] | None, ends: list[int] | None, what: str) -> Work:
+        """A clean pass's result: new work lines over the same original."""
+        return Work(self.original, lines, origin, what, self.kind, ends, self.sizes)
+
     def gap(self, first: int, last: int) -> Gap:
         """The stub for work lines ``first..last``, widened over neighbouring dropped blank lines."""
         n = len(self.original)
         if self.origin is None:
-            return Gap(0, n - 1, sum(len(x) + 1 for x in self.original), self.what)
+            return Gap(0, n - 1, self.span_chars(0, n - 1), self.what)
         ends = self.origin_end or self.origin
         lo = ends[first - 1] + 1 if first > 0 else 0
         hi = self.origin[last + 1] - 1 if last + 1 < len(self.lines) else n - 1
-        return Gap(lo, hi, sum(len(x) + 1 for x in self.original[lo : hi + 1]), self.what)
+        return Gap(lo, hi, self.span_chars(lo, hi), self.what)
 
     def tidied(self) -> list[Piece]:
         """The lines as they stand with one stub for the whole original, when only the clean stage
@@ -105,7 +119,7 @@ class Work:
     def whole(self, what: str, ranged: bool = True) -> Gap:
         """A stub for the whole original; ``ranged=False`` leaves the range to in-place markers."""
         last = len(self.original) - 1 if ranged else -2
-        return Gap(0, last, sum(len(x) + 1 for x in self.original), what)
+        return Gap(0, last, self.span_chars(0, len(self.original) - 1), what)
 
 
 def piece_text(piece: Piece, key: str, shell: bool = False) -> str:

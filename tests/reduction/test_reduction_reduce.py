@@ -352,3 +352,28 @@ def test_a_shell_hint_stub_says_archived_not_elided() -> None:
     )
     assert "elided" not in stub("0123456789ab", 900, (4, 9), shell=True)
     assert stub_keys(whole) == ["0123456789ab"]
+
+
+STUB_CHARS_RE = re.compile(
+    r"\[lightmem2: ([\d,]+) .*?archived as (\w+); recover with lightmem2_recover\(key(?:, lines=\"(\d+):(\d+)\")?\)\]"
+)
+SPACED = "".join(f"line {i}: value = {i * 7}\n" + "\n" * 40 for i in range(40))
+"""Short lines between runs of blank lines: only the whitespace pass changes it, and its stub covers
+the whole output, last line included."""
+
+
+@pytest.mark.parametrize("ending", ["", "\n", "\r\n"], ids=["no final newline", "newline", "crlf"])
+@pytest.mark.parametrize("source", [CODE_VIEW, SPACED], ids=["head and tail", "tidied"])
+def test_a_stubs_char_count_is_what_recover_returns(source: str, ending: str) -> None:
+    """The count in a stub is the size of what ``recover`` gives back for it: one newline per line
+    overcounted an output that ends without one, and undercounted ``\\r\\n`` lines."""
+    text = source.rstrip("\n").replace("\n", "\r\n" if ending == "\r\n" else "\n") + ending
+    archive = FakeArchive()
+    out = reduce_text(text, _ctx(archive=archive))
+    found = STUB_CHARS_RE.findall(out)
+    assert found, out
+    for chars, key, first, last in found:
+        got = archive.recover(key, int(first), int(last)) if first else archive.store[key].decode()
+        assert int(chars.replace(",", "")) == len(got)
+    if source is SPACED:  # the stub reaches the last line, the one that may lack a newline
+        assert [last for *_, last in found] == [str(len(text.splitlines()))]
