@@ -35,6 +35,7 @@ _OPT_WITH_VALUE = {
     "sed": {"-e", "-f", "-l"},
     "awk": {"-f", "-v", "-F"},
 }
+_VERSION_TAG = re.compile(r"v?\d+(?:\.\d+)+\S*")  # git checkout v2.9.0: a tag, not a file
 _PATCH_TARGET = re.compile(r"^\+\+\+ (?P<path>[^\t\n]+)", re.M)
 _MAX_TEXT = 200_000
 _SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # never taken for the work directory
@@ -220,17 +221,48 @@ class FileTracker:
         fx.add_kind("write")
 
     def _git(self, argv: list[str], cwd: str | None, fx: Effects) -> None:
-        sub = next((a for a in argv[1:] if not a.startswith("-")), "")
+        sub = next(
+            (
+                a
+                for i, a in enumerate(argv)
+                if i and not a.startswith("-") and argv[i - 1] not in ("-C", "-c")
+            ),
+            "",
+        )
         if sub == "apply":
             for patch_file in self._files(argv[1:], cwd):
                 self._patch_targets(self.texts.get(patch_file, ""), 1, cwd, fx)
             fx.add_kind("write")
         elif sub in ("checkout", "restore"):
-            files = [f for f in self._files(argv[1:], cwd) if f not in ("checkout", "restore")]
-            fx.writes.extend(f for f in files if f not in fx.writes and "." in posixpath.basename(f))
+            for f in self._checkout_paths(sub, argv[argv.index(sub) + 1 :], cwd):
+                add_path(fx.writes, f)
             fx.add_kind("write" if fx.writes else "vcs")
         else:
             fx.add_kind("vcs")
+
+    def _checkout_paths(self, sub: str, args: list[str], cwd: str | None) -> list[str]:
+        """The files ``git checkout``/``git restore`` rewrites: what follows ``--`` when it is there,
+        else the words after a checkout's tree-ish (``git checkout v2.9.0 a.py``), a word without a
+        dot alone read as a branch. Why: the session record listed the tag ``v2.9.0`` among the files
+        a task modified, from ``git checkout v2.9.0 -- astroid/modutils.py``."""
+        if "--" in args:
+            words = args[args.index("--") + 1 :]
+        else:
+            words, skip = [], False
+            for word in args:
+                if skip:
+                    skip = False
+                elif word in ("-b", "-B", "--orphan", "-s", "--source"):
+                    skip = True
+                elif not word.startswith("-"):
+                    words.append(word)
+            if sub == "checkout" and len(words) > 1:
+                words = words[1:]
+            words = [w for w in words if "." in posixpath.basename(w) and not _VERSION_TAG.fullmatch(w)]
+        out: list[str] = []
+        for word in words:
+            add_path(out, self.norm(word, cwd))
+        return out
 
     def _patch(self, argv: list[str], cmd: SimpleCommand, cwd: str | None, fx: Effects) -> None:
         strip = next((int(a[2:]) for a in argv if re.fullmatch(r"-p\d", a)), 0)

@@ -36,6 +36,11 @@ _PYTEST_FAIL = re.compile(
 )
 _APPLY_PATCH = re.compile(r"^\*\*\* (?P<op>Add|Update|Delete) File: (?P<path>.+)$", re.M)
 _CD = re.compile(r"^cd \S+ && ")
+_NOT_RUN = re.compile(r"^\S*sh: (?:-c: )?(?:line )?1: [Ss]yntax error\b", re.M)
+"""The shell could not parse the command's first line, so none of it ran (bash runs a script line by
+line: a syntax error further down leaves the lines above it run). Why: ``sed -i '...model\'s ...'
+options.py`` closed its quote early; bash said ``syntax error near unexpected token `)'`` and the
+finished task's summary still listed ``verbose_name``, ``or``, ``a``, ``custom`` as files it modified."""
 _SHELL_TOOLS = ("bash", "shell", "exec_command", "execute_bash", "run_command", "terminal", "local_shell")
 _PATH_KEYS = ("path", "file_path", "filePath", "filename", "file", "notebook_path")
 
@@ -65,10 +70,51 @@ class ToolEvent:
 
     @property
     def label(self) -> str:
-        """A short, stable rendering of the call for evidence and record lines."""
-        first = self.command.strip().splitlines()[0] if self.command.strip() else self.tool
-        first = _CD.sub("", first)
-        return first if len(first) <= 70 else first[:67] + "..."
+        """A short, stable rendering of the call for evidence and record lines: its first command
+        line and, for a script of several, its last one (see :func:`command_label`)."""
+        return command_label(self.command) or self.tool
+
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([\w.-]+)\1")
+_OPEN_QUOTE = re.compile(r"""(?:^|\s)-c\s+(['"])$""")
+
+
+def command_label(command: str, width: int = 70) -> str:
+    """The first command line of ``command`` and, when more ran after it, `` … `` and the last one.
+
+    Heredoc bodies are not command lines, and a ``python -c "`` that opens its code on the next line
+    shows that line. Why: a summary said ``Ended failing: `cat > fix2.patch << 'EOF'` -> error: corrupt
+    patch at line 14`` where the ``git apply`` under the heredoc failed, and ``python -c "`` named
+    no code at all."""
+    lines = command.strip().splitlines()
+    shown: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        i += 1
+        if not line:
+            continue
+        shown.append(line)
+        for m in _HEREDOC.finditer(line):  # skip each body to its delimiter line
+            while i < len(lines) and lines[i].strip() != m.group(2):
+                i += 1
+            i += 1
+    if not shown:
+        return ""
+    first = _CD.sub("", shown[0])
+    if _OPEN_QUOTE.search(first) and len(shown) > 1:
+        first = f"{first}{shown[1]}"
+        shown = [first, *shown[2:]]
+        last = ""  # the rest is the code and its closing quote
+    else:
+        last = shown[-1] if len(shown) > 1 else ""
+    if not last:
+        return first if len(first) <= width else first[: width - 3] + "..."
+    room = width - 3
+    tail = last if len(last) <= room // 2 else last[: room // 2 - 3] + "..."
+    head_room = room - len(tail)
+    head = first if len(first) <= head_room else first[: head_room - 3] + "..."
+    return f"{head} … {tail}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +320,8 @@ class EventLog:
 
     def _event(self, pending: tuple[int, str, str, Effects, int], index: int, output: str) -> None:
         call_index, tool, command, fx, size = pending
+        if _NOT_RUN.search(output[:600]):
+            fx = Effects(kind=fx.kind)
         rc, failed, error_line = _outcome(output, fx)
         self.events.append(
             ToolEvent(

@@ -9,7 +9,7 @@ from eviction_helpers import ASTROID, Session, load_trace, retry_session
 
 from lightmem_plugin.eviction.entries import answered_call, of_chat, turn_text
 from lightmem_plugin.eviction.liveness import Liveness
-from lightmem_plugin.eviction.signals import EventLog
+from lightmem_plugin.eviction.signals import EventLog, command_label
 from lightmem_plugin.model import Message, TextPart, ToolResultPart
 
 
@@ -95,6 +95,44 @@ def test_outcomes(output: str, command: str, rc: int | None, failed: bool, error
         assert event.error_line == error
     elif failed:
         assert event.error_line
+
+
+SYNTAX_ERROR_COMMAND = "sed -i '2c\\\\ # default (the model\\'s name or a custom one)' opts.py"
+"""The quote closes early at ``model\\'``: our splitter reads ``name or a custom one`` as sed's files,
+bash gives up on line 1 (``syntax error near unexpected token `)'``) and runs nothing."""
+
+
+@pytest.mark.parametrize(
+    ("output", "ran"),
+    [
+        (
+            "<returncode>2</returncode>\n<output>\nbash: -c: line 1: syntax error near unexpected token "
+            "`)'\nbash: -c: line 1: `sed -i '2c\\\\ # default (the model\\\\'s name or a custom one)' opts.py'\n</output>",
+            False,
+        ),
+        ('Exit code 2\n/bin/sh: 1: Syntax error: ")" unexpected', False),
+        (  # a syntax error further down: the lines above it ran
+            "<returncode>2</returncode>\n<output>\nbash: -c: line 3: syntax error: unexpected end of file\n</output>",
+            True,
+        ),
+        ("<returncode>0</returncode>\n<output>\n</output>", True),
+    ],
+)
+def test_a_command_the_shell_could_not_parse_wrote_nothing(output: str, ran: bool) -> None:
+    s = Session("goal")
+    args = json.dumps({"command": SYNTAX_ERROR_COMMAND})
+    s.messages.append(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": args}}],
+        }
+    )
+    s.messages.append({"role": "tool", "tool_call_id": "c1", "content": output})
+    log = EventLog()
+    log.update(s.turns)
+    (event,) = log.events
+    assert event.writes == (("name", "or", "a", "custom", "one") if ran else ())
 
 
 @pytest.mark.parametrize(
@@ -220,3 +258,25 @@ def test_repeated_output_and_repeated_error() -> None:
         live.add(e, log.outputs[e.seq], log.outputs)
     assert live.dead[0] == f"same output again at turn {first + 2}"
     assert live.dead[2] == f"same error again at turn {fail + 2}" and 2 not in live.fixed
+
+
+@pytest.mark.parametrize(
+    ("command", "label"),
+    [
+        (  # the heredoc wrote the patch; the git apply under it is what failed
+            "cd /testbed && cat > fix2.patch << 'EOF'\n--- a/m.py\n+++ b/m.py\nEOF\ngit apply fix2.patch",
+            "cat > fix2.patch << 'EOF' … git apply fix2.patch",
+        ),
+        ("cat > f.py << 'EOF'\nprint(1)\nEOF", "cat > f.py << 'EOF'"),  # only the write ran
+        ('python -c "\nimport numpy as np\nprint(np.__version__)\n"', 'python -c "import numpy as np'),
+        ("cp m.py.orig m.py\npatch -p1 < fix.patch", "cp m.py.orig m.py … patch -p1 < fix.patch"),
+        (
+            "python -m pytest tests/test_x.py -xvs 2>&1 | tail -100",
+            "python -m pytest tests/test_x.py -xvs 2>&1 | tail -100",
+        ),
+        ("x" * 80, "x" * 67 + "..."),
+    ],
+)
+def test_a_call_label_names_what_ran(command: str, label: str) -> None:
+    assert command_label(command) == label
+    assert len(label) <= 70
