@@ -7,7 +7,10 @@ about the same lines.
 
 What counts (each rule anchored at the start of the line, so a line is judged by its own shape):
 
-- ``Traceback (most recent call last):`` (also indented or behind ``|`` in exception groups) and
+- ``Traceback (most recent call last):`` (also indented or behind ``|`` in exception groups, or at
+  the end of a line a program printed without its newline: sqlfluff's ``Are you sure you wish to
+  attempt to fix these? [Y/n] Traceback (most recent call last):``, the one line that said why
+  ``click.getchar()`` failed below it; the log pass had cut it) and
   the chained-exception separators ``During handling of the above exception ...`` /
   ``The above exception was the direct cause ...``;
 - traceback frames ``  File "path", line N`` (any indentation, optional ``|``/``+`` group gutter);
@@ -83,6 +86,7 @@ _ERROR_RE = re.compile(
     "|".join(
         (
             rf"{_GUTTER}Traceback \(most recent call last\):",
+            r".*\S[ \t]*Traceback \(most recent call last\):[ \t]*$",  # after a prompt with no newline
             rf"{_GUTTER}During handling of the above exception, another exception occurred:",
             rf"{_GUTTER}The above exception was the direct cause of the following exception:",
             rf'{_GUTTER}File "[^"\n]+", line \d+',

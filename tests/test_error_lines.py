@@ -12,6 +12,7 @@ from lightmem_plugin.error_lines import error_indexes, error_lines, is_error_lin
 
 ERROR = [
     "Traceback (most recent call last):",
+    "Are you sure you wish to attempt to fix these? [Y/n] Traceback (most recent call last):",  # sqlfluff fix
     '  File "/testbed/django/db/models/options.py", line 208, in contribute_to_class',
     '  File "<frozen importlib._bootstrap>", line 1140, in _find_and_load_unlocked',
     '  File "/testbed/test_encoding_debug.py", line 30',
@@ -53,6 +54,7 @@ ERROR = [
 
 NOT_ERROR = [
     "",
+    '    print("Traceback (most recent call last):")',  # code that prints the header
     '    raise ValueError("x")',  # a file view: code that raises is not an error that happened
     "                raise ValueError(",
     "        raise DeserializationError() from exc",

@@ -163,8 +163,12 @@ def masked(work: Work, keep: list[bool], what: str) -> list[Piece]:
     chars, which a 1,200-char budget cannot afford several times). Either way the stub says ``what``
     the pass kept (``chars of output with a traceback (frames and exception shown)``): a lone
     region's stub said only ``chars``, like a head + tail cut's, so neither the model nor ``report``
-    could tell which pass chose the lines."""
+    could tell which pass chose the lines. Nothing elided: the lines as :func:`unchanged` gives them
+    (a log whose only cut was a cheap run, shown, said ``chars of log (... head and tail shown)``
+    above every line of it)."""
     gaps = {first: last for first, last in truncate.regions(keep)}
+    if not gaps:  # every line kept (cheap runs shown): label it by what the clean stage dropped
+        return unchanged(work)
     single = len(gaps) == 1
     pieces: list[Piece] = [] if single else [work.whole(what, ranged=False)]
     i = 0

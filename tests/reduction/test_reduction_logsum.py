@@ -124,7 +124,7 @@ def test_very_long_lines_are_scanned_cheaply() -> None:
 
 
 def test_a_short_line_between_kept_tracebacks_is_shown_not_marked() -> None:
-    """A marker costs more tokens than a short line it stands for (13 against 11 for the header
+    """A marker costs more tokens than a short line it stands for (13 against 10 for the line
     below): between two tracebacks the log pass kept, such a line stays in view."""
     frames = "".join(
         f'  File "/repo/pkg/mod_{k}.py", line {10 + k}, in f{k}\n    call_{k}()\n' for k in range(6)
@@ -136,13 +136,31 @@ def test_a_short_line_between_kept_tracebacks_is_shown_not_marked() -> None:
     )
     noise = "".join(f"progress {k}: copying template files into the project tree\n" for k in range(40))
     lines = (
-        noise + case + "Stderr: Traceback (most recent call last):\n" + frames + "KeyError: 'x'\n" + noise
+        noise
+        + case
+        + "Stderr: retrying with the fallback loader\n"
+        + case.replace("ModuleNotFoundError: No module named 'pytz'", "KeyError: 'x'")
+        + noise
     ).split("\n")
     work = Work(lines, lines, list(range(len(lines))))
     between = lines.index("ModuleNotFoundError: No module named 'pytz'") + 1
-    assert lines[between] == "Stderr: Traceback (most recent call last):"
+    assert lines[between] == "Stderr: retrying with the fallback loader"
     assert between not in work.protected()  # only the new rule can show it
     assert len(lines[between]) > len(Mark(between, between).text())  # in chars, marking it would save
     pieces = with_protected(work, [False] * len(lines), "chars of log", True)
     shown = [p for p in pieces if isinstance(p, str)]
     assert lines[between] in shown and "KeyError: 'x'" in shown
+
+
+def test_a_log_with_nothing_elided_has_no_log_stub() -> None:
+    """Every line an error line or a cheap run between them: nothing is elided, so the output keeps
+    no stub claiming head and tail were cut (sqlfluff's ``[Y/n] Traceback ...`` log, swe traces)."""
+    lines = [
+        "==== fixing violations ====",
+        "1 fixable linting violations found",
+        "Are you sure you wish to attempt to fix these? [Y/n] Traceback (most recent call last):",
+        *[f'  File "/opt/lib/click/core.py", line {k}, in invoke' for k in range(1400, 1420)],
+        "OSError: [Errno 6] No such device or address: '/dev/tty'",
+    ]
+    work = Work(lines, lines, list(range(len(lines))))
+    assert with_protected(work, [False] * len(lines), "chars of log", True) == lines
