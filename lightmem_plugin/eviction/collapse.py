@@ -223,12 +223,16 @@ def summary(
     created: Collection[str],
     shell: bool = False,
 ) -> str:
-    """The one message that stands for a finished task: what it did, how it ended, how to recover it."""
+    """The one message that stands for a finished task: what it did, how it ended, how to recover it.
+
+    The recovery hint names the search: a task's archive runs to hundreds of thousands of chars, and
+    nothing in the summary says which lines hold the output the agent wants back, so without it the
+    only way to one output was the whole archive."""
     calls = sum(isinstance(p, ToolCallPart) for m in messages for p in m.parts)
     hint = (
-        f"run: lightmem2 recover {key} --lines A:B"
+        f"run: lightmem2 recover {key} --lines A:B (lightmem2 search TEXT finds A:B)"
         if shell
-        else 'recover with lightmem2_recover(key, lines="A:B")'
+        else 'recover with lightmem2_recover(key, lines="A:B") (lightmem2_search finds A:B)'
     )
     lines = [
         f"{STUB_PREFIX}task {number} finished; its {len(messages)} messages ({calls} tool calls) "

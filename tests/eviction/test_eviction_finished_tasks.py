@@ -10,6 +10,7 @@ from typing import Any
 from eviction_helpers import call, result, text
 
 from lightmem_plugin.codecs import anthropic
+from lightmem_plugin.commands import search
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.collapse import short_goal
 from lightmem_plugin.eviction.goals import finished_tasks, goal_tasks, is_goal
@@ -20,6 +21,7 @@ from lightmem_plugin.reduction.base import stub_keys
 from lightmem_plugin.registry import Registry
 from lightmem_plugin.replay import LightMemPolicy
 from lightmem_plugin.retention import RetentionTracker
+from lightmem_plugin.search_index import SearchIndex
 from lightmem_plugin.session_state import StateStore
 from lightmem_plugin.traces import load_trace
 from lightmem_plugin.traces.continuous import chain
@@ -142,6 +144,30 @@ def test_a_finished_task_leaves_as_one_recoverable_summary(tmp_path: Path) -> No
     for out in outs:
         called = {tc["id"] for m in out if m["role"] == "assistant" for tc in m.get("tool_calls") or ()}
         assert all(m["tool_call_id"] in called for m in out if m["role"] == "tool" and "tool_call_id" in m)
+
+
+def test_the_summary_says_how_to_find_a_line_of_the_task_and_the_search_does(tmp_path: Path) -> None:
+    """A task's archive has no index of its calls: the summary names the search, and the search finds
+    a line of one of the task's outputs with the recover call that prints it from the task's archive."""
+    trace, _ = _chained(tmp_path)
+    lm, outs = _run(tmp_path, "aggressive", trace)
+    (c,) = lm.session("chain").evictor.state.collapses
+    summary = next(
+        str(m["content"]) for m in outs[-1] if m["role"] == "assistant" and c.key in str(m["content"])
+    )
+    assert "lightmem2_search finds A:B" in summary.splitlines()[0]
+    original = trace.calls[-1].prompt
+    outputs = [str(m["content"]) for m in original[c.first : c.last + 1] if m["role"] == "tool"]
+    needle = next(
+        line for out in outputs for line in out.splitlines() if len(line) > 40 and "lightmem2" not in line
+    )
+    index = SearchIndex(tmp_path / "search.sqlite3")
+    index.rebuild(lm.registry, "chain")
+    found = index.search(f'"{needle.strip()}"', session="chain", limit=200)
+    hits = [h for h in found if h.key.startswith(c.key)]  # the stub names a claimed prefix of the key
+    assert hits, needle
+    a, b = search.recover_call(hits[0]).split("--lines ")[1].split(":")
+    assert lm.registry.recover(c.key, f"{a}:{b}").rstrip("\n") == needle
 
 
 def test_a_short_request_stays_whole(tmp_path: Path) -> None:
