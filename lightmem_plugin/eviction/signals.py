@@ -38,7 +38,7 @@ _APPLY_PATCH = re.compile(r"^\*\*\* (?P<op>Add|Update|Delete) File: (?P<path>.+)
 _CD = re.compile(r"^cd \S+ && ")
 _NOT_RUN = re.compile(r"^\S*sh: (?:-c: )?(?:line )?1: [Ss]yntax error\b", re.M)
 """The shell could not parse the command's first line, so none of it ran (bash runs a script line by
-line: a syntax error further down leaves the lines above it run). Why: ``sed -i '...model\'s ...'
+line: a syntax error further down leaves the lines above it run). Why: ``sed -i '...model\\'s ...'
 options.py`` closed its quote early; bash said ``syntax error near unexpected token `)'`` and the
 finished task's summary still listed ``verbose_name``, ``or``, ``a``, ``custom`` as files it modified."""
 _SHELL_TOOLS = ("bash", "shell", "exec_command", "execute_bash", "run_command", "terminal", "local_shell")

@@ -64,7 +64,7 @@ class Work:
     """Per line, the last original line it stands for when that is not ``origin`` (a repeat marker
     stands for a run of original lines); None: each line stands for one."""
     sizes: list[int] | None = None
-    """Per original line, its chars with its terminator as the archive holds them (``\r\n`` is two,
+    """Per original line, its chars with its terminator as the archive holds them (``\\r\\n`` is two,
     a last line without a newline has none); None: one newline each. Why: a stub's ``N chars`` is
     what ``recover`` returns, and one newline per line overcounted an output that ends without one."""
     _protected: set[int] | None = field(default=None, repr=False, compare=False)
