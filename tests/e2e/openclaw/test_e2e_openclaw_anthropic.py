@@ -276,6 +276,11 @@ def test_openclaw_on_anthropic_messages_evicts_and_records_anthropic_usage(make_
     assert re.match(
         r"\[lightmem2: task 1 finished; its 13 messages \(6 tool calls\) archived as [0-9a-f]{12,32}", text
     ), text
+    # its hint names the search that finds a line range in the archive, a tool the host offers: listed,
+    # or through Tool Search as OpenClaw 2026.9.6 offers plugin tools (test_e2e_openclaw_agent.py)
+    assert "lightmem2_search finds A:B" in text.splitlines()[0], text
+    offered = {str(t.get("name")) for t in bodies[-1].get("tools", [])}
+    assert offered & {"lightmem2_search", "tool_search"}, sorted(offered)
     key = STUB_KEY.search(text)
     assert key is not None, text
     archived = recover(key.group(1))
