@@ -72,12 +72,31 @@ def failure_lines(lines: list[str]) -> set[int]:
     return keep
 
 
+_RESULT_LINE = re.compile(
+    r"^(?:\S+::\S.* (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b"  # pytest -v
+    r"|\w+ \([\w.]+\)(?: \S.*)? \.\.\. (?:ok|FAIL|ERROR|skipped|expected failure)\b)"  # unittest -v
+)
+LIST_CHARS = 4000
+"""Up to this many chars, a verbose run's per-test result lines all stay: they are the list of tests
+the run selected, and the agent picks the next test to run from it. Measured on the swe traces: the
+only later uses normal mode left out of view were three such names (``pytest -k "dict"``, a 65-test
+``linter_test.py`` run); a longer list keeps its head and tail like the rest."""
+
+
+def result_lines(lines: list[str]) -> set[int]:
+    """Indexes of a verbose run's per-test result lines, when together they fit :data:`LIST_CHARS`."""
+    found = [i for i, line in enumerate(lines) if _RESULT_LINE.match(strip_ansi(line))]
+    return set(found) if sum(len(lines[i]) + 1 for i in found) <= LIST_CHARS else set()
+
+
 def select(work: Work, ctx: PassContext) -> list[Piece] | None:
-    """Failures and summaries whole, head and tail of the rest; the whole run when it is all failures
-    and summary (not None, which would hand it on to the head/tail fallback, cutting a failure)."""
+    """Failures and summaries whole, a short list of per-test results whole, head and tail of the
+    rest; the whole run when it is all of those (not None, which would hand it on to the head/tail
+    fallback, cutting a failure)."""
     if work.origin is None:
         return None
-    pieces = head_tail_plus(work, ctx.table.headChars, ctx.table.tailChars, failure_lines(work.lines), WHAT)
+    keep = failure_lines(work.lines) | result_lines(work.lines)
+    pieces = head_tail_plus(work, ctx.table.headChars, ctx.table.tailChars, keep, WHAT)
     return list(work.lines) if pieces is None else pieces  # all failures and summary: shown whole
 
 

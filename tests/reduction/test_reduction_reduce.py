@@ -377,3 +377,54 @@ def test_a_stubs_char_count_is_what_recover_returns(source: str, ending: str) ->
         assert int(chars.replace(",", "")) == len(got)
     if source is SPACED:  # the stub reaches the last line, the one that may lack a newline
         assert [last for *_, last in found] == [str(len(text.splitlines()))]
+
+
+def _verbose_run(n: int) -> str:
+    results = "".join(
+        f"tests/test_infer.py::InferenceTest::test_dict_case_{i:03d} PASSED\n" for i in range(n)
+    )
+    return (
+        "============================= test session starts ==============================\n"
+        "platform linux -- Python 3.11.5, pytest-9.0.3, pluggy-1.6.0 -- /usr/bin/python\n"
+        f"collecting ... collected {n + 1} items / 1200 deselected\n\n"
+        + results
+        + "tests/test_infer.py::InferenceTest::test_dict_starred FAILED\n\n"
+        "=================================== FAILURES ===================================\n"
+        "_________________________ InferenceTest.test_dict_starred _________________________\n"
+        "E   AssertionError: assert 2 == 3\n"
+        "tests/test_infer.py:88: AssertionError\n"
+        f"=========================== 1 failed, {n} passed in 0.42s ===========================\n"
+    )
+
+
+@pytest.mark.parametrize("mode", ["normal", "aggressive"])
+def test_a_short_list_of_test_results_stays_whole(mode: str) -> None:
+    """The per-test lines of a verbose run are the list the agent picks its next test from: a short
+    list stays whole (the swe agents ran `pytest -k dict` and then one test it named), a long one is
+    cut like the rest of the passing output."""
+    short = _verbose_run(40)
+    out = reduce_text(short, _ctx(mode))
+    assert len(short) > 2 * 1200  # over the cap: without the rule, head and tail would cut the list
+    assert all(line in out.splitlines() for line in short.splitlines() if "::" in line)
+    long = _verbose_run(200)
+    out = reduce_text(long, _ctx(mode))
+    names = [line for line in long.splitlines() if " PASSED" in line]
+    shown = [line for line in names if line in out.splitlines()]
+    assert 0 < len(shown) < len(names) / 4
+    assert "E   AssertionError: assert 2 == 3" in out
+
+
+def test_result_lines_of_pytest_and_unittest_verbose_runs() -> None:
+    from lightmem_plugin.reduction.testrun import result_lines
+
+    lines = [
+        "test_add (test_math.TestMath.test_add) ... ok",
+        "test_q (__main__.QTests.test_q) ... FAIL",
+        "test_skip (m.T.test_skip) ... skipped 'no db'",
+        "tests/a.py::test_x PASSED                                  [ 50%]",
+        "tests/a.py::T::test_y[1-2] SKIPPED (needs net)",
+        "    assert x == 1  # PASSED in code",
+        "Ran 5 tests in 0.01s",
+    ]
+    assert result_lines(lines) == {0, 1, 2, 3, 4}
+    assert result_lines(lines * 100) == set()  # too long a list: none is kept for being a result
