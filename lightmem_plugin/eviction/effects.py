@@ -34,6 +34,8 @@ _OPT_WITH_VALUE = {
     "grep": {"-e", "-f", "-m", "-A", "-B", "-C", "--include", "--exclude", "--exclude-dir"},
     "sed": {"-e", "-f", "-l"},
     "awk": {"-f", "-v", "-F"},
+    "checkout": {"-b", "-B", "--orphan"},
+    "restore": {"-s", "--source"},
 }
 _VERSION_TAG = re.compile(r"v?\d+(?:\.\d+)+\S*")  # git checkout v2.9.0: a tag, not a file
 _PATCH_TARGET = re.compile(r"^\+\+\+ (?P<path>[^\t\n]+)", re.M)
@@ -246,23 +248,11 @@ class FileTracker:
         dot alone read as a branch. Why: the session record listed the tag ``v2.9.0`` among the files
         a task modified, from ``git checkout v2.9.0 -- astroid/modutils.py``."""
         if "--" in args:
-            words = args[args.index("--") + 1 :]
-        else:
-            words, skip = [], False
-            for word in args:
-                if skip:
-                    skip = False
-                elif word in ("-b", "-B", "--orphan", "-s", "--source"):
-                    skip = True
-                elif not word.startswith("-"):
-                    words.append(word)
-            if sub == "checkout" and len(words) > 1:
-                words = words[1:]
-            words = [w for w in words if "." in posixpath.basename(w) and not _VERSION_TAG.fullmatch(w)]
-        out: list[str] = []
-        for word in words:
-            add_path(out, self.norm(word, cwd))
-        return out
+            return self._files([sub, *args[args.index("--") + 1 :]], cwd)
+        words = self._files([sub, *args], cwd)  # option values skipped (_OPT_WITH_VALUE)
+        if sub == "checkout" and len(words) > 1:
+            words = words[1:]
+        return [w for w in words if "." in posixpath.basename(w) and not _VERSION_TAG.fullmatch(w)]
 
     def _patch(self, argv: list[str], cmd: SimpleCommand, cwd: str | None, fx: Effects) -> None:
         strip = next((int(a[2:]) for a in argv if re.fullmatch(r"-p\d", a)), 0)
