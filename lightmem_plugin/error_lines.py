@@ -33,6 +33,11 @@ What counts (each rule anchored at the start of the line, so a line is judged by
   Code sessions: a passing ``mix test`` that first compiled dependencies printed ~40 deprecation
   warnings; their places were kept as error lines and their messages cut, so the model read 17
   stubs between bare ``└─ lib/decoder.ex:264:82`` lines, places of warnings it could not see.
+- ``patch``'s refusals: ``patch: **** malformed patch at line 23: ...``, ``Hunk #2 FAILED at 140.``,
+  ``1 out of 1 hunk ignored -- saving rejects to file x.py.rej`` and the ``Reversed (or previously
+  applied) patch detected!`` that says why. Why: on the swe traces a failed ``patch -p1`` ends with
+  its sign-off ``patching file x.py``, which a finished task's summary quoted as the error (2 of the
+  10 failed patches), and no rule kept the line that says what went wrong.
 
 What does not: code that merely names an exception. A file view line ``    raise ValueError("x")``
 is indented and has no ``Name: message`` shape; a docstring line ``    ValueError: if x < 0`` is
@@ -73,6 +78,8 @@ _GUARDS = (
     "exception",
     "** (",
     "\u2514\u2500",
+    "patch",
+    "ignored",
 )
 _GUARD_RE = re.compile("|".join(map(re.escape, _GUARDS)))
 
@@ -104,6 +111,10 @@ _ERROR_RE = re.compile(
             r"[ \t]+error: \S+ \S",  # Elixir 1.15+ compiler diagnostic, indented
             r"[ \t]*\u2514\u2500 [^\s:][^:\n]*:\d+",  # Elixir: where that diagnostic is (└─ path:line)
             r"\u2718 \[ERROR\] ",  # esbuild
+            r"patch: \*{4} \S",  # patch's fatal errors (malformed patch, can't find file, garbage)
+            r"Hunk #\d+ FAILED at \d+",
+            r"\d+ out of \d+ hunks? (?:FAILED|ignored)\b",
+            r"Reversed \(or previously applied\) patch detected!",
         )
     )
 )

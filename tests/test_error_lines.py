@@ -43,6 +43,11 @@ ERROR = [
     "x.py:3: error: Incompatible types in assignment",
     "src/main.c:12:5: error: expected ';' before '}' token",
     "error: patch failed: src/sqlfluff/rules/L031.py:211",
+    "patch: **** malformed patch at line 23: @@ -1688,8 +1693,8 @@ class FilePathField(Field):",
+    "Hunk #1 FAILED at 21.",
+    "1 out of 1 hunk ignored -- saving rejects to file pydicom/valuerep.py.rej",
+    "2 out of 3 hunks FAILED -- saving rejects to file django/utils/tree.py.rej",
+    "Reversed (or previously applied) patch detected!  Assume -R? [n] ",
     'error: Could not resolve "js/app.js"',
     '\u2718 [ERROR] Could not resolve "js/app.js"',
     "     ** (RuntimeError) no :secret_key_base configuration found in SpotterWeb.Endpoint.",
@@ -83,6 +88,9 @@ NOT_ERROR = [
     "test_add (test_math.TestMath.test_add) ... ok",  # unittest -v, passed
     '    print("check ... FAILED")',  # code that prints a failure
     "Checking the replicas ... FAILED is what a bad run prints",  # prose, not a result line
+    "patching file src/marshmallow/schema.py",  # patch's sign-off, also after a refused hunk
+    "Hunk #1 succeeded at 582 (offset -45 lines).",
+    "    # the patch ignored 2 hunks",
 ]
 
 

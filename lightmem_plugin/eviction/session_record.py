@@ -22,7 +22,7 @@ from .entries import tool_calls
 from .goals import after_interruption, continues, goal_words
 from .heuristic import HeuristicEstimator
 from .lifecycle import Lifecycle, TaskRegistry
-from .signals import Said, ToolEvent
+from .signals import Said, ToolEvent, run_key
 
 _LAST_INT = re.compile(r"(\d+)\D*$")
 _REPEATS = ("same error again", "same output again", "re-run")
@@ -119,7 +119,7 @@ def task_facts(events: Sequence[ToolEvent], created: Collection[str]) -> TaskFac
     tests = [e for e in events if e.kind == "test"]
     last: dict[int, ToolEvent] = {}
     for e in events:
-        last[e.norm] = e  # the newest run of each command says how it ended
+        last[run_key(e.command)] = e  # the newest run of each command says how it ended
     failing = tuple((e.label, e.error_line) for e in last.values() if e.failed)
     return TaskFacts(
         calls=len(events),

@@ -36,6 +36,8 @@ _PYTEST_FAIL = re.compile(
 )
 _APPLY_PATCH = re.compile(r"^\*\*\* (?P<op>Add|Update|Delete) File: (?P<path>.+)$", re.M)
 _CD = re.compile(r"^cd \S+ && ")
+_VIEW = re.compile(r"(?:\s*2>&1|\s*\|\s*(?:head|tail)(?:\s+-n)?(?:\s+[-+]?\d+)?)+\s*$")
+"""What only chooses which part of a command's output the agent sees (``2>&1 | tail -20``)."""
 _NOT_RUN = re.compile(r"^\S*sh: (?:-c: )?(?:line )?1: [Ss]yntax error\b", re.M)
 """The shell could not parse the command's first line, so none of it ran (bash runs a script line by
 line: a syntax error further down leaves the lines above it run). Why: ``sed -i '...model\\'s ...'
@@ -115,6 +117,17 @@ def command_label(command: str, width: int = 70) -> str:
     head_room = room - len(tail)
     head = first if len(first) <= head_room else first[: head_room - 3] + "..."
     return f"{head} … {tail}"
+
+
+def run_key(command: str) -> int:
+    """One key for the runs of one command, whatever part of its output each run showed.
+
+    Why: a finished task's summary says which commands ended failing, by the newest run of each. An
+    agent reruns a test suite as ``pytest tests/ -x 2>&1 | tail -50``, then ``... | tail -20``; keyed
+    by the whole line, the second run passing left the first listed as ``Ended failing`` (seen on
+    the continuous chains: ``FAILED tests/test_utils.py::...`` under a suite that passed last)."""
+    text = _VIEW.sub("", _CD.sub("", " ".join(command.split())))
+    return xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +226,7 @@ def _outcome(output: str, fx: Effects) -> tuple[int | None, bool, str]:
         failed = True
     if not failed:
         return rc, False, ""
-    line = _failure_line(output[-4000:]) or f"exit {rc}"
+    line = _unframed(_failure_line(output[-4000:])) or f"exit {rc}"
     return rc, True, line if len(line) <= 160 else line[:157] + "..."
 
 
@@ -237,6 +250,11 @@ def _failure_line(tail: str) -> str:
     lines = [ln.strip() for ln in tail.strip().splitlines() if ln.strip() and not ln.startswith("<")]
     said = [ln for ln in lines if _SAYS_FAILED.search(ln)]
     return said[-1] if said else lines[-1] if lines else ""
+
+
+def _unframed(line: str) -> str:
+    """``line`` without the ``</output>`` a host frame puts after an output with no final newline."""
+    return line[: -len("</output>")].rstrip() if line.endswith("</output>") else line
 
 
 class EventLog:

@@ -370,3 +370,31 @@ def test_a_summary_says_what_ran_after_the_last_reply() -> None:
     assert "Then it made 1 more tool call: Edit lib/app.ex" in text_
     # a task that ended talking says nothing more
     assert "Then it made" not in summary(1, "k" * 12, [*span, text("assistant", "Removed.")], events, ())
+
+
+def test_a_command_that_passed_on_its_last_run_did_not_end_failing() -> None:
+    """The suite failed as ``pytest tests/ -x 2>&1 | tail -50`` and passed as ``... | tail -20``: one
+    command seen through two tails. The summary of a continuous chain still said it ended failing."""
+    from lightmem_plugin.eviction.heuristic import HeuristicEstimator
+    from lightmem_plugin.eviction.session_record import task_facts
+
+    failed = (
+        "<returncode>0</returncode>\n<output>\nFAILED tests/test_u.py::test_a - KeyError\n1 failed\n</output>"
+    )
+    passed = "<returncode>0</returncode>\n<output>\n12 passed in 0.31s\n</output>"
+    broken = "<returncode>1</returncode>\n<output>\nE   ModuleNotFoundError: No module named 'x'\n</output>"
+    span = [
+        call("c1", "cd /testbed && python -m pytest tests/ -x 2>&1 | tail -50"),
+        result("c1", failed),
+        call("c2", "python -m pytest tests/test_v.py 2>&1"),
+        result("c2", broken),
+        call("c3", "cd /testbed && python -m pytest tests/ -x 2>&1 | tail -n 20"),
+        result("c3", passed),
+    ]
+    estimator = HeuristicEstimator()
+    estimator.sync([text("user", "Fix the suite"), *span])
+    facts = task_facts(estimator.log.events, ())
+    assert facts.failing == (
+        ("python -m pytest tests/test_v.py 2>&1", "E   ModuleNotFoundError: No module named 'x'"),
+    )
+    assert (facts.tests, facts.last_test_failed) == (3, None)

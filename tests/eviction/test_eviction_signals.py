@@ -68,6 +68,31 @@ from lightmem_plugin.model import Message, TextPart, ToolResultPart
             True,
             "re.error: bad escape \\s at position 8",
         ),
+        (  # patch refused its hunks and then signed off with the next file it patched
+            "<returncode>1</returncode>\n<output>\npatching file src/m/marshalling.py\nReversed (or previously "
+            "applied) patch detected!  Assume -R? [n] \nApply anyway? [n] \nSkipping patch.\n2 out of 2 hunks "
+            "ignored -- saving rejects to file src/m/marshalling.py.rej\npatching file src/m/schema.py\n</output>",
+            "patch -p1 < final_fix.patch",
+            1,
+            True,
+            "2 out of 2 hunks ignored -- saving rejects to file src/m/marshalling.py.rej",
+        ),
+        (
+            "<returncode>2</returncode>\n<output>\npatch: **** malformed patch at line 23:          return None\n"
+            "\npatching file django/urls/resolvers.py\nHunk #1 succeeded at 21 (offset -6 lines).\n</output>",
+            "patch -p1 < fix.patch",
+            2,
+            True,
+            "patch: **** malformed patch at line 23:          return None",
+        ),
+        (  # an output with no final newline: the host's closing tag is on its last line
+            "<returncode>1</returncode>\n<output>\nSorry: IndentationError: unexpected indent (a.py, line 6)"
+            "</output>",
+            "python -m py_compile a.py",
+            1,
+            True,
+            "Sorry: IndentationError: unexpected indent (a.py, line 6)",
+        ),
         ("plain output", "echo hi", None, False, ""),
     ],
 )
