@@ -46,7 +46,8 @@ indented; a grep hit ``pkg/mod.py:12:    raise ValueError(...)`` starts with a p
 printer puts them and where source code almost never has them.
 
 Beside them, **status lines** (:func:`is_status_line`): a line that says how the command ended,
-``<returncode>1</returncode>`` (mini-swe-agent), ``Exit code 1`` (Claude Code), ``Process exited
+``<returncode>1</returncode>`` (mini-swe-agent), ``Exit code 1`` (Claude Code; its ``TaskOutput``
+says ``<exit_code>1</exit_code>``), ``Process exited
 with code 1`` (Codex), ``(Command exited with code 1)``. Not error lines (most say 0), but the
 model reads success or failure from them, so no reduction may fold them away, and the audit of what
 the model reads (``benchmarks/frame_audit.py``) checks them with the same rule.
@@ -131,7 +132,7 @@ def is_error_line(line: str) -> bool:
 
 
 _STATUS_RE = re.compile(
-    r"\s*(?:<returncode>-?\d+</returncode>"
+    r"\s*(?:<returncode>-?\d+</returncode>|<exit_code>-?\d+</exit_code>"
     r"|\(?(?:Process |Command )?(?:exited with|exit) (?:code|status):? -?\d+\)?"
     r"|Exit code:? -?\d+)\s*\Z",
     re.I,

@@ -130,6 +130,7 @@ def test_error_lines_of_a_text_in_order_with_repeats() -> None:
     ("line", "status"),
     [
         ("<returncode>1</returncode>", True),
+        ("<exit_code>0</exit_code>", True),  # Claude Code TaskOutput
         ("Exit code 2", True),
         ("Exit code: 0", True),
         ("Process exited with code 137", True),

@@ -29,7 +29,28 @@ and only the body. Four shapes, two from Codex's ``exec_command``:
   Measured on the swe traces before this frame was known (``benchmarks/frame_audit.py``): in
   normal mode 484 of 4,598 outputs reached the model without their ``<returncode>`` line, most of
   them folded into a ``[lightmem2 repeat: ...]`` marker with the lines around it, so a failed
-  command could not be told from one that worked.
+  command could not be told from one that worked. Claude Code's ``TaskOutput`` (the output of a
+  command it runs in the background) has the same shape with more tags, each line apart::
+
+      <retrieval_status>success</retrieval_status>
+
+      <task_id>b7636e2</task_id>
+
+      <task_type>local_bash</task_type>
+
+      <status>completed</status>
+
+      <exit_code>0</exit_code>
+
+      <output>
+      <body>
+      </output>
+
+  Its six results in the dev Claude Code sessions were reduced as a whole and all fell to head +
+  tail: the tags stayed only because a head is kept, and every one of them repeats the tag lines
+  of the poll before (the repeat pass folds such runs into a marker). As a frame, the tags stay
+  byte-exact and the body alone is read for its kind (three are ``mix test`` runs, now test runs:
+  :func:`~.kinds.classify` reads a test summary closing the output).
 
 - a status line on its own as the first line, then the body (Claude Code's failed ``Bash``:
   ``Exit code 2``, and any host that prints ``Process exited with code N`` first;
@@ -52,7 +73,8 @@ from .spec import PassSpec
 
 _TEXT = re.compile(r"\A((?:[A-Z][^\n]{0,119}\n){1,8}Output:\n)")  # up to 8 short header lines
 _JSON_MARKERS = ("exit_code", "chunk_id", "session_id")
-_XML = re.compile(r"\A(<returncode>-?\d+</returncode>\n<output>\n)(.*)(</output>\n?)\Z", re.S)
+_XML = re.compile(r"\A((?:<([a-z_]+)>[^<\n]{0,200}</\2>\n\n?){1,8}<output>\n)(.*)(</output>\n?)\Z", re.S)
+"""One-line tags (``<returncode>1</returncode>``, ``<status>completed</status>``), then the body."""
 
 
 _KEY = '"output":"'
@@ -82,7 +104,7 @@ def apply(text: str, reduce: Callable[[str], str]) -> str:
         return text if new == body else head.group(1) + new
     xml = _XML.match(text)
     if xml is not None:
-        opening, body, closing = xml.groups()
+        opening, _, body, closing = xml.groups()
         new = reduce(body)
         if new == body:
             return text

@@ -260,6 +260,9 @@ def classify(text: str, call: ToolCall | None = None) -> Kind:
     is_test = bool(_PYTEST_HEADER.search(text) or _PYTEST_SUMMARY.search(text) or _UNITTEST_RAN.search(text))
     is_test = is_test or bool(promised == "test_run" and _OTHER_SUMMARY.search(text))
     is_test = is_test or bool(_UNITTEST_HEAD.search(text) and _TRACEBACK.search(text))
+    # a summary among the last lines is a test run whatever ran it (Claude Code's TaskOutput of a
+    # background `mix test` names no command); up in the middle it may be a script's print
+    is_test = is_test or bool(_OTHER_SUMMARY.search("\n".join(line.strip() for line in lines[-3:])))
     if promised == "test_run" and is_test:
         return "test_run"
     if promised in ("file_view", "search", "listing", "diff", "build_log", "report"):

@@ -142,3 +142,35 @@ def test_a_leading_status_line_stays_and_only_the_body_is_reduced() -> None:
     assert envelope.apply("Exit code 2", lambda b: "R") == "R"
     assert envelope.apply("x\nExit code 2\nbody", lambda b: "R") == "R"
     assert envelope.apply("Exit code 2 then more\nbody", lambda b: "R") == "R"
+
+
+TASK_HEADER = (
+    "<retrieval_status>success</retrieval_status>\n\n<task_id>b7636e2</task_id>\n\n"
+    "<task_type>local_bash</task_type>\n\n<status>completed</status>\n\n<exit_code>1</exit_code>\n\n<output>\n"
+)
+
+
+def test_claude_codes_task_output_keeps_its_tags_and_the_body_is_reduced_by_its_kind() -> None:
+    """Claude Code's ``TaskOutput`` (a background command's result) opens with its status and exit code
+    as tags; reduced as a whole its body was no known kind (a dev session's ``mix test`` build log went
+    to head + tail). Now the tags stay byte-exact and the body is read as what it is: here a test run
+    whose failure, in the middle, stays."""
+    noise = "".join(f"==> dep_{i}\nCompiling {i} files (.ex)\nGenerated dep_{i} app\n" for i in range(120))
+    failure = (
+        "  1) test renders the page (SpotterWeb.PageTest)\n     test/page_test.exs:12\n"
+        "     ** (RuntimeError) no :secret_key_base configuration found\n"
+    )
+    body = (
+        noise
+        + failure
+        + "".join(f"  test_{i} ok\n" for i in range(80))
+        + "\nFinished in 0.9 seconds\n15 tests, 1 failure\n"
+    )
+    text = TASK_HEADER + body + "</output>"
+    assert envelope.apply(text, lambda b: "R") == TASK_HEADER + "R\n</output>"
+    session = LightMem(Config()).session("s")
+    out = session.ingest_tool_result("toolu_1", text)
+    assert out.startswith(TASK_HEADER) and out.endswith("\n</output>"), out[:300]
+    assert "** (RuntimeError) no :secret_key_base configuration found" in out
+    assert "15 tests, 1 failure" in out
+    assert session.plugin.registry.recover(stub_keys(out)[0]) == body

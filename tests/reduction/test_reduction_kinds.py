@@ -93,6 +93,14 @@ def test_content_decides_when_the_command_says_nothing() -> None:
     assert classify("nothing special\n" * 50, bash("./repro")) == "other"
     # a test command that printed no test output is not a test run
     assert classify("bash: pytest: command not found\n", bash("pytest")) == "other"
+    # a test summary closing the output makes a test run without a test command: Claude Code's
+    # TaskOutput, the result of a `mix test` it ran in the background, names no command
+    compiled = "==> toml\nCompiling 10 files (.ex)\nGenerated toml app\n" * 40
+    task = ToolCall("TaskOutput", json.dumps({"task_id": "b7636e2", "block": True}))
+    assert classify(compiled + "\nFinished in 0.9 seconds\n15 tests, 0 failures\n", task) == "test_run"
+    assert classify(compiled + "1 failure\n", task) == "other"
+    # a summary up in the middle (a script that printed one, then more) says nothing
+    assert classify("15 tests, 0 failures\n" + compiled, None) == "other"
 
 
 def _ctx(mode: str, call: ToolCall | None) -> PassContext:
