@@ -58,6 +58,12 @@ and only the body. Four shapes, two from Codex's ``exec_command``:
   (``frame_audit.py``, normal mode): 2 of the 11 outputs with a status line reached the model with
   the test-run pass's stub above it, so the result no longer opened with how the command ended.
 
+One frame is left as it is: Claude Code's ``<persisted-output>``, what it sends in place of an
+output too large for it (``Output too large (141KB). Full output saved to: PATH``, then ``Preview
+(first 2KB):`` and 2 KB of it). The host cut it already and says where the rest is; a cut of ours
+inside the preview (the one such output of the dev sessions lost 1,385 of its 2,250 chars in normal
+mode) saved little and gave a second way back that returns the preview, not the output.
+
 Anything else is reduced as a whole, as before.
 """
 
@@ -95,8 +101,13 @@ def _json_frame(text: str) -> tuple[str, str, str] | None:
     return text[:start], body, text[end:]
 
 
+_HOST_CUT = ("<persisted-output>", "</persisted-output>")
+
+
 def apply(text: str, reduce: Callable[[str], str]) -> str:
     """``text`` with ``reduce`` applied to the body inside a known envelope, or to all of it."""
+    if text.startswith(_HOST_CUT[0]) and text.rstrip().endswith(_HOST_CUT[1]):
+        return text  # the host's own preview of an output it saved to a file
     head = _TEXT.match(text)
     if head is not None:
         body = text[head.end() :]

@@ -174,3 +174,20 @@ def test_claude_codes_task_output_keeps_its_tags_and_the_body_is_reduced_by_its_
     assert "** (RuntimeError) no :secret_key_base configuration found" in out
     assert "15 tests, 1 failure" in out
     assert session.plugin.registry.recover(stub_keys(out)[0]) == body
+
+
+def test_claude_codes_preview_of_a_saved_output_is_left_as_the_host_cut_it() -> None:
+    """Claude Code sends ``<persisted-output>`` (where the full output is saved, then its first 2 KB)
+    for an output too large for it; normal mode cut 1,385 chars out of such a preview on a dev
+    session, and its stub recovered the preview, not the output the host saved."""
+    text = (
+        "<persisted-output>\nOutput too large (141KB). Full output saved to: /home/u/.claude/projects/p/s/"
+        "tool-results/toolu_019C.txt\n\nPreview (first 2KB):\n"
+        + "".join(f"   test/unit_{i}.test.js  ({i} tests) 131ms\n" for i in range(60))
+        + "...\n</persisted-output>"
+    )
+    assert envelope.apply(text, lambda b: "R") == text
+    session = LightMem(Config()).session("s")
+    assert session.ingest_tool_result("toolu_1", text) == text
+    # only the whole frame: the tag inside other text is no preview
+    assert envelope.apply("x\n" + text, lambda b: "R") == "R"
