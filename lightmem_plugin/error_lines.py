@@ -39,6 +39,18 @@ What counts (each rule anchored at the start of the line, so a line is judged by
   its sign-off ``patching file x.py``, which a finished task's summary quoted as the error (2 of the
   10 failed patches), and no rule kept the line that says what went wrong.
 
+- other languages' shapes (:data:`_OTHER_LANGUAGES`): a JavaScript stack frame ``    at f
+  (src/a.js:3:7)``, jest's and vitest's failure headers (`` FAIL  src/a.test.js``, ``● suite ›
+  test``, ``× test``) and frames (``❯ src/a.test.js:4:20``), tsc's ``a.ts(12,5): error TS2322``,
+  ``npm ERR!``, an eslint error row; Java's ``Exception in thread "main" ...``, ``Caused by: ...`` and
+  ``\tat pkg.Class.m(Class.java:5)``; Go's ``panic: ...``, ``goroutine 1 [running]:``, each frame's
+  ``\t/src/main.go:8 +0x1d``, ``--- FAIL: TestX`` and ``FAIL\tpkg``; Rust's ``thread 'main'
+  panicked at``, ``test x ... FAILED``, ``---- x stdout ----`` and the `` --> src/main.rs:4:5`` under
+  an ``error[E0308]`` (under a ``warning:`` it is none, as Elixir's ``└─``); Ruby's
+  ``app.rb:3:in 'f': ... (NoMethodError)``, ``\tfrom app.rb:7:in ...``, RSpec's ``Failure/Error:``.
+  Why: the dev traces are Python, Elixir and JavaScript sessions, and head + tail cut the same lines
+  of any language; an agent fixing a Go panic acts on its frame the way it acts on a Python one.
+
 What does not: code that merely names an exception. A file view line ``    raise ValueError("x")``
 is indented and has no ``Name: message`` shape; a docstring line ``    ValueError: if x < 0`` is
 indented; a grep hit ``pkg/mod.py:12:    raise ValueError(...)`` starts with a path and has no
@@ -81,6 +93,20 @@ _GUARDS = (
     "\u2514\u2500",
     "patch",
     "ignored",
+    "    at ",
+    "\tat ",
+    "\tfrom ",
+    "panic",
+    "goroutine ",
+    ".go:",
+    "Caused by",
+    "npm ERR!",
+    "\u25cf ",
+    "\u276f ",
+    "\u00d7 ",
+    "--> ",
+    "---- ",
+    "rspec ./",
 )
 _GUARD_RE = re.compile("|".join(map(re.escape, _GUARDS)))
 
@@ -89,6 +115,43 @@ _BARE_EXC = (
     r"(?:[A-Za-z_]\w*\.)*(?:KeyboardInterrupt|SystemExit|StopIteration|StopAsyncIteration|GeneratorExit)"
 )
 _GUTTER = r"[ \t|+\-]*"  # indentation and the ``|`` / ``+-+`` gutter of printed exception groups
+
+_PLACE = r"[^\s:()][^:\n]*:\d+"  # path:line
+_OTHER_LANGUAGES = (
+    # JavaScript / TypeScript: a stack frame, a test runner's failure headers and frames, tsc, npm
+    r"[ \t]+at (?:async )?(?:[^()\n]+ \()?(?:file://)?[^\s()]+:\d+:\d+\)?$",
+    r" ?FAIL  \S",  # jest / vitest: the failing file or test
+    r"[ \t]*\u25cf \S.* \u203a \S",  # jest: ● suite › test
+    r"[ \t]*\u00d7 \S",  # vitest: × a failed test
+    rf"[ \t]*\u276f {_PLACE}:\d+",  # vitest: ❯ file:line:col, a frame
+    r"[^\s(]+\(\d+,\d+\): error TS\d+",  # tsc: a.ts(12,5): error TS2322
+    rf"{_PLACE}:\d+ - error TS\d+",  # tsc --pretty: a.ts:12:5 - error TS2322
+    r"npm (?:ERR!|error) \S",
+    r"[ \t]+\d+:\d+ +error +\S",  # eslint (stylish): 12:5  error  message  rule
+    # Java / Kotlin: the uncaught exception, its frames and causes
+    r'Exception in thread "[^"\n]*" \S',
+    r"Caused by: \S",
+    r"[ \t]+at [\w$./<>]+\((?:[\w$.-]+\.(?:java|kt|scala|groovy):\d+|Native Method|Unknown Source)\)$",
+    # Go: a panic, its goroutine, each frame's place; a failed test and package
+    r"panic: \S",
+    r"goroutine \d+ \[[^\]\n]+\]:$",
+    r"\t[^\s:]+\.go:\d+(?: \+0x[0-9a-f]+)?$",
+    r"--- FAIL: \S",
+    r"FAIL\t\S",
+    r"[ \t]+\w+_test\.go:\d+: \S",  # t.Errorf
+    # Rust: a panic, a failed test and its output's header, where a compile error is
+    r"thread '[^'\n]*' panicked at ",
+    r"test \S+ \.\.\. FAILED$",
+    r"---- \S+ stdout ----$",
+    rf"[ \t]*--> {_PLACE}",
+    # Ruby: the error's line and its frames; RSpec's failure and rerun lines
+    rf"{_PLACE}:in .*\(\w*(?:Error|Exception)\)$",
+    rf"\tfrom {_PLACE}:in ",
+    r"[ \t]*Failure/Error: ",
+    rf"rspec \./{_PLACE} ",
+)
+"""Error lines of other languages, as their tools print them (the dev traces are Python, Elixir and
+JavaScript sessions; an agent in a Go, Rust, Java or Ruby project reads these the same way)."""
 
 _ERROR_RE = re.compile(
     "|".join(
@@ -116,6 +179,7 @@ _ERROR_RE = re.compile(
             r"Hunk #\d+ FAILED at \d+",
             r"\d+ out of \d+ hunks? (?:FAILED|ignored)\b",
             r"Reversed \(or previously applied\) patch detected!",
+            *_OTHER_LANGUAGES,
         )
     )
 )
@@ -144,8 +208,9 @@ def is_status_line(line: str) -> bool:
     return ("xit" in line or "returncode" in line) and _STATUS_RE.match(line) is not None
 
 
-_ELIXIR_WHERE = re.compile(r"[ \t]*\u2514\u2500 ")
-_ELIXIR_HEADER = re.compile(r"[ \t]*(error|warning): \S")
+_ELIXIR_WHERE = re.compile(r"[ \t]*(?:\u2514\u2500|-->) ")
+"""Where a diagnostic is: Elixir's ``└─ path:line``, rustc's `` --> src/main.rs:4:5``."""
+_ELIXIR_HEADER = re.compile(r"[ \t]*(error|warning)(?:\[\w+\])?: \S")
 _ELIXIR_BLOCK = 60
 """How far above a ``└─`` line its diagnostic's header may be (message, code excerpt and gutter)."""
 

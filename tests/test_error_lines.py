@@ -94,9 +94,69 @@ NOT_ERROR = [
 ]
 
 
-@pytest.mark.parametrize("line", ERROR)
+OTHER_LANGUAGES = [
+    # not from the dev traces (Python, Elixir, JavaScript sessions): the shapes as each tool prints them
+    "    at Object.<anonymous> (/home/u/app/index.js:3:7)",
+    "    at Module._compile (node:internal/modules/cjs/loader:1256:14)",
+    "    at async Promise.all (/home/u/app/run.mjs:12:3)",
+    "    at new Parser (file:///home/u/app/parser.js:40:11)",
+    "    at node:internal/main/run_main_module:23:47",
+    " FAIL  src/sum.test.js",
+    "  \u25cf sum \u203a adds 1 + 2 to equal 3",
+    "   \u00d7 adds 1 + 2 (5ms)",
+    " \u276f test/sum.test.ts:4:20",
+    "src/app.ts(12,5): error TS2322: Type 'string' is not assignable to type 'number'.",
+    "src/app.ts:12:5 - error TS2322: Type 'string' is not assignable to type 'number'.",
+    "npm ERR! code ELIFECYCLE",
+    'npm error Missing script: "build"',
+    "  12:5  error  'x' is not defined  no-undef",
+    'Exception in thread "main" java.lang.NullPointerException: Cannot invoke "String.length()"',
+    "Caused by: java.lang.IllegalStateException: closed",
+    "\tat com.example.App.main(App.java:5)",
+    "\tat java.base/java.lang.Thread.run(Thread.java:833)",
+    "panic: runtime error: index out of range [5] with length 3",
+    "goroutine 1 [running]:",
+    "\t/tmp/x/main.go:8 +0x1d",
+    "--- FAIL: TestParse (0.00s)",
+    "FAIL\tgithub.com/acme/parse\t0.012s",
+    "    parse_test.go:12: expected 3, got 4",
+    "thread 'main' panicked at src/main.rs:2:5:",
+    "test tests::it_parses ... FAILED",
+    "---- tests::it_parses stdout ----",
+    "app.rb:3:in 'greet': undefined method 'upcase' for nil (NoMethodError)",
+    "\tfrom app.rb:7:in '<main>'",
+    "     Failure/Error: expect(sum(1, 2)).to eq(4)",
+    "rspec ./spec/sum_spec.rb:4 # sum adds",
+]
+
+NOT_OTHER_LANGUAGES = [
+    "    at the end of the run (see notes)",  # prose
+    "    at least 3 retries",
+    "from django.db import models",
+    "  12:5  warning  'x' is assigned a value but never used  no-unused-vars",  # eslint warning
+    "goroutine count: 5",
+    "test tests::it_parses ... ok",
+    "--- PASS: TestParse (0.00s)",
+    "    --> see the docs",
+]
+
+
+@pytest.mark.parametrize("line", ERROR + OTHER_LANGUAGES)
 def test_error_lines(line: str) -> None:
     assert is_error_line(line)
+
+
+@pytest.mark.parametrize("line", NOT_OTHER_LANGUAGES)
+def test_not_error_lines_of_other_languages(line: str) -> None:
+    assert not is_error_line(line)
+
+
+def test_a_rust_place_is_an_error_line_only_under_an_error() -> None:
+    text = (
+        "warning: unused variable: `x`\n --> src/main.rs:2:9\n  |\n2 |     let x = 1;\n\n"
+        'error[E0308]: mismatched types\n --> src/main.rs:4:18\n  |\n4 |     let y: u32 = "a";\n'
+    )
+    assert error_lines(text) == ["error[E0308]: mismatched types", " --> src/main.rs:4:18"]
 
 
 @pytest.mark.parametrize("line", NOT_ERROR)

@@ -126,6 +126,42 @@ def test_head_tail_fallback_keeps_error_lines_in_the_middle() -> None:
     assert re.search(r"\[lightmem2: lines \d+:\d+ elided\]", out)
 
 
+@pytest.mark.parametrize(
+    ("command", "failure"),
+    [
+        (
+            "npm run build",
+            "TypeError: Cannot read properties of undefined (reading 'map')\n"
+            "    at renderList (/app/src/list.js:14:22)\n    at Object.<anonymous> (/app/src/index.js:3:1)\n"
+            "    at Module._compile (node:internal/modules/cjs/loader:1256:14)\n",
+        ),
+        (
+            "./bin/server --check",
+            "panic: runtime error: index out of range [5] with length 3\n\ngoroutine 1 [running]:\n"
+            "main.parse(...)\n\t/app/parse.go:41 +0x1d\nmain.main()\n\t/app/main.go:8 +0x25\n",
+        ),
+        (
+            "./gradlew run",
+            'Exception in thread "main" java.lang.IllegalStateException: closed\n'
+            "\tat com.acme.Pool.take(Pool.java:88)\n\tat com.acme.App.main(App.java:12)\n"
+            "Caused by: java.io.IOException: broken pipe\n",
+        ),
+    ],
+)
+def test_another_languages_failure_in_the_middle_stays(command: str, failure: str) -> None:
+    """Head + tail keeps a Python traceback's frames from the middle; a Node, Go or Java one's too."""
+    text = "".join(f"step {i}: prepared the next part of the build\n" for i in range(120))
+    text += failure + "".join(f"step {i}: cleaned up after the build\n" for i in range(120))
+    for mode in ("normal", "aggressive"):
+        out = reduce_text(text, _ctx(mode, bash(command)))
+        assert STUB_RE.search(out) and len(out) < len(text) / 2
+        for line in failure.splitlines():
+            if line.startswith(
+                ("    at", "\tat", "\t/", "panic", "goroutine", "Exception", "Caused", "Type")
+            ):
+                assert line in out.splitlines(), (mode, line)
+
+
 PYTEST = (
     "============================= test session starts ==============================\n"
     + "".join(
