@@ -171,7 +171,10 @@ _OTHER_SUMMARY = re.compile(
     r"^(?:(?:\d+ doctests?, )?\d+ tests?, \d+ failures?\b"  # ExUnit
     r"|\d+ examples?, \d+ failures?\b"  # RSpec
     r"|test result: (?:ok|FAILED)\. \d+ passed"  # cargo test
-    r"|Tests:\s+.*\d+ total$)",  # Jest
+    r"|Tests:\s+.*\d+ total$"  # Jest
+    r"|[ \t]*(?:Test Files|Tests)  +\d+ (?:failed|passed)\b"  # vitest
+    r"|(?:ok  |FAIL)\t\S+\t(?:[\d.]+s|\(cached\))"  # go test, per package
+    r")",
     re.M,
 )
 _UNITTEST_HEAD = re.compile(r"^(?:FAIL|ERROR): \S+ \(", re.M)

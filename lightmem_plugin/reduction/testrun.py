@@ -2,7 +2,7 @@
 
 Why: what an agent does after a test run depends on which tests failed, where, and why (the frames
 and the ``E`` lines of pytest, the ``FAIL:`` block of unittest, the numbered blocks of ExUnit and
-RSpec), and on the outcome line (``2 failed,
+RSpec, the blocks of jest, vitest, go test and cargo test: :data:`_BLOCKS`), and on the outcome line (``2 failed,
 40 passed``, ``Ran 12 tests ... FAILED (failures=1)``). The rest, per-test ``PASSED`` lines, progress
 dots, collection and platform headers, states one fact many times. So the failure sections and
 summary lines are kept whole, whatever the budget; the rest gets the head and tail of the budget.
@@ -27,11 +27,25 @@ _UNITTEST_RULE = re.compile(r"^(?:={20,}|-{20,})$")
 _UNITTEST_HEAD = re.compile(r"^(?:FAIL|ERROR): ")
 _NUMBERED_FAILURE = re.compile(r"^  \d+\) \S")  # ExUnit and RSpec: "  1) test name (Module)"
 _NUMBERED_END = re.compile(r"^(?:\S|Finished in )")
+_BLOCKS = (
+    # (where a failure's block starts, where the block after it or the run's end starts)
+    (re.compile(r"^\s*\u25cf (?!Console$)\S"), re.compile(r"^(?:\S|\s*\u25cf \S| (?:PASS|FAIL) )")),  # jest
+    (re.compile(r"^\u23af+ Failed Tests? \d+ \u23af+$"), re.compile(r"^\s*Test Files\s")),  # vitest
+    (re.compile(r"^\s*--- FAIL: \S"), re.compile(r"^(?:\S|\s*--- (?:FAIL|PASS|SKIP): )")),  # go test
+    (re.compile(r"^---- \S+ stdout ----$"), re.compile(r"^test result: ")),  # cargo test
+)
+"""The failure blocks of other runners: jest's ``● suite › test`` (its Expected/Received and code
+frame, indented), vitest's ``⎯⎯ Failed Tests 1 ⎯⎯`` section, go test's ``--- FAIL: TestX`` with its
+indented ``x_test.go:12:`` lines, cargo's ``---- name stdout ----`` through its ``failures:`` list.
+Why: their error lines (:mod:`..error_lines`) say where a test failed, the rest of the block says
+why (``Expected: 3``, ``Received: 4``, ``- Expected`` / ``+ Received``), and head + tail cut that."""
 _SUMMARY = re.compile(
     r"^(?:=+ .*\b(?:passed|failed|errors?|skipped|xfailed|deselected|no tests ran)\b.*=+"
     r"|Ran \d+ tests? in .*|OK(?: \(.*\))?|FAILED \(.*\)|(?:FAILED|ERROR) \S+.*"
     r"|test result: .*|Tests?: .*\d+ (?:passed|failed).*|\d+ (?:passed|failed)[,.].*"
-    r"|(?:\d+ doctests?, )?\d+ (?:tests?|examples?), \d+ failures?.*|Finished in .*)$"
+    r"|(?:\d+ doctests?, )?\d+ (?:tests?|examples?), \d+ failures?.*|Finished in .*"
+    r"|Test Suites: .*|\s*Test Files\s+\d+ .*|\s*Tests\s+\d+ (?:failed|passed).*"  # jest, vitest
+    r"|(?:FAIL|ok )\t\S+.*|FAIL|PASS)$"  # go test
 )
 
 
@@ -41,8 +55,18 @@ def failure_lines(lines: list[str]) -> set[int]:
     inside = False
     unittest_block = False
     numbered = False
+    block_end: re.Pattern[str] | None = None
     for i, raw in enumerate(lines):
         line = strip_ansi(raw)
+        if block_end is not None and block_end.match(line):
+            block_end = None
+        if block_end is None:
+            block_end = next((end for start, end in _BLOCKS if start.match(line)), None)
+            if block_end is not None:
+                keep.add(i)
+                continue
+        else:
+            keep.add(i)
         if _NUMBERED_FAILURE.match(line):
             numbered = True
         elif numbered and _NUMBERED_END.match(line):
