@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..reduction.kinds import runs_tests
 from .pysource import file_uses
 from .shell import SimpleCommand, split_commands, strip_prefixes
 
@@ -28,6 +29,7 @@ _EXPLORERS = frozenset({"ls", "find", "tree", "pwd", "which", "whereis", "type",
 _GREPS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack"})
 _INSTALLERS = frozenset({"pip", "pip3", "conda", "apt", "apt-get", "npm", "yarn", "poetry", "uv", "pipx"})
 _TESTERS = frozenset({"pytest", "py.test", "tox", "nox", "nosetests", "trial", "runtests.py"})
+_INSTALL_VERBS = frozenset({"install", "i", "ci", "add", "sync", "update", "upgrade", "remove", "uninstall"})
 _OPT_WITH_VALUE = {
     "head": {"-n", "-c"},
     "tail": {"-n", "-c"},
@@ -168,10 +170,12 @@ class FileTracker:
             fx.add_kind("read")
         elif name in ("cp", "mv", "rm", "touch", "tee"):
             self._file_ops(name, argv, cwd, fx)
+        elif name in _INSTALLERS and next((a for a in argv[1:] if a[:1] != "-"), "") in _INSTALL_VERBS:
+            fx.add_kind("install")  # `pip install pytest` installs; `npm test`, `uv run pytest` test
+        elif name in _TESTERS or runs_tests(argv):
+            fx.add_kind("test")
         elif name in _INSTALLERS:
             fx.add_kind("install")
-        elif name in _TESTERS or (name == "make" and "test" in argv[1:]):
-            fx.add_kind("test")
         elif name == "git":
             self._git(argv, cwd, fx)
         elif name == "patch":

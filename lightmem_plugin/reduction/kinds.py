@@ -21,6 +21,7 @@ test run).
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -114,9 +115,42 @@ _TOOL_KINDS: dict[str, Kind] = {
 }
 _TEST_PROGRAMS = re.compile(
     r"(?:^|[\s/])(?:pytest|py\.test|tox|nox|runtests\.py|unittest|nosetests|"
-    r"manage\.py\s+test|go\s+test|cargo\s+test|npm\s+(?:run\s+)?test|yarn\s+test|jest|mocha|phpunit|rspec|"
-    r"mix\s+test|dotnet\s+test|vitest|bun\s+test|deno\s+test)\b"
+    r"manage\.py\s+test|go\s+test|cargo\s+(?:test|nextest)|(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?test|jest|mocha"
+    r"|phpunit|rspec|mix\s+test|dotnet\s+test|vitest|deno\s+test|swift\s+test|ctest|sbt\s+test"
+    r"|(?:mvn|mvnw|gradle|gradlew)\s+(?:[\w:.=-]+\s+)*(?:[\w.-]*:)*test|make\s+(?:test|check)|rake\s+(?:test|spec)"
+    r"|artisan\s+test)\b"
 )
+
+
+_PREFIXES = {
+    "npx": 1,
+    "bunx": 1,
+    "pnpx": 1,
+    "bundle": 2,
+    "uv": 2,
+    "poetry": 2,
+    "pipenv": 2,
+    "pdm": 2,
+    "hatch": 2,
+}
+"""Programs that run another (``npx jest``, ``bundle exec rspec``, ``uv run pytest``): how many words
+of theirs come before it."""
+
+
+def runs_tests(words: Sequence[str]) -> bool:
+    """Whether the simple command ``words`` (program first) runs a test suite, by the same list of
+    test programs as the kind of its output: the session record's ``Tests run`` (``eviction.effects``)
+    counted only Python's, so a finished task's summary said nothing of a ``mix test`` or ``go test``.
+    Anchored at the program: ``echo make test`` and ``pip install pytest`` run none."""
+    if not words:
+        return False
+    skip = _PREFIXES.get(posixpath.basename(words[0]), 0)
+    rest = [posixpath.basename(words[0]), *words[1:]] if skip == 0 else list(words[skip:])
+    while skip and rest and rest[0].startswith("-"):  # npx --yes vitest
+        rest = rest[1:]
+    return bool(rest) and _TEST_PROGRAMS.match(" ".join(rest)) is not None
+
+
 _SEARCH = re.compile(r"^(?:grep|egrep|fgrep|rg|ag|ack|git\s+grep)\b")
 _VIEW = re.compile(r"^(?:cat|nl|head|tail|less|more|bat|sed\s+-n|awk\s+'NR)\b")
 _LIST = re.compile(r"^(?:ls|find|tree|du|git\s+ls-files|git\s+status)\b")

@@ -113,6 +113,33 @@ def test_effects(command: str, kind: str, reads: list[str], writes: list[str], w
     assert (fx.kind, fx.reads, fx.writes, fx.whole) == (kind, reads, writes, whole)
 
 
+@pytest.mark.parametrize(
+    ("command", "kind"),
+    [
+        ("cd /app && mix test test/a_test.exs 2>&1 | tail -20", "test"),
+        ("go test ./...", "test"),
+        ("cargo test --lib", "test"),
+        ("npm test", "test"),
+        ("npx --yes vitest run", "test"),
+        ("bundle exec rspec spec/a_spec.rb", "test"),
+        ("uv run pytest -x", "test"),
+        ("./gradlew :app:test", "test"),
+        ("/usr/bin/make check", "test"),
+        # not a test run: installing a test tool, printing a command's name, a build
+        ("pip install pytest", "install"),
+        ("npm install", "install"),
+        ("yarn add --dev jest", "install"),
+        ("echo make test", "other"),
+        ("npm run build", "install"),
+        ("gradle build", "other"),
+    ],
+)
+def test_a_test_run_of_any_language_is_a_test(command: str, kind: str) -> None:
+    """The session record counts the task's test runs and says how the last one ended; it knew only
+    Python's runners, so a finished Elixir task's summary named no `mix test` at all."""
+    assert FileTracker().shell(command).kind == kind
+
+
 def test_rm_is_a_delete_and_grep_rc1_is_benign() -> None:
     tracker = FileTracker()
     assert tracker.shell("rm -f junk.py").deletes == ["junk.py"]
