@@ -38,7 +38,6 @@ What counts (each rule anchored at the start of the line, so a line is judged by
   applied) patch detected!`` that says why. Why: on the swe traces a failed ``patch -p1`` ends with
   its sign-off ``patching file x.py``, which a finished task's summary quoted as the error (2 of the
   10 failed patches), and no rule kept the line that says what went wrong.
-
 - other languages' shapes (:data:`_OTHER_LANGUAGES`): a JavaScript stack frame ``    at f
   (src/a.js:3:7)``, jest's and vitest's failure headers (`` FAIL  src/a.test.js``, ``● suite ›
   test``, ``× test``) and frames (``❯ src/a.test.js:4:20``), tsc's ``a.ts(12,5): error TS2322``,
