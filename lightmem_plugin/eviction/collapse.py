@@ -243,6 +243,8 @@ def summary(
         lines.append(f"Files modified: {_paths(list(facts.modified))}")
     if facts.created:
         lines.append(f"Files created: {_paths(list(facts.created))}")
+    if facts.deleted:
+        lines.append(f"Files deleted: {_paths(list(facts.deleted))}")
     if facts.tests:
         verdict = "passed" if facts.last_test_failed is None else f"failed: {facts.last_test_failed}"
         lines.append(f"Tests run {facts.tests}x; last `{facts.last_test}` {verdict}")

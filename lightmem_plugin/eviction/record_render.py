@@ -96,6 +96,7 @@ def _finished(task: FinishedTask, level: RecordLevel, rel: Callable[[str], str] 
     ended = "" if not f.tests else "; tests passed" if f.last_test_failed is None else "; tests failed"
     ended += f"; ended failing: {_clip(f.failing[-1][1], 60)}" if f.failing else ""
     ended += f"; created {len(f.created)} files" if f.created else ""
+    ended += f"; deleted {', '.join(map(rel, f.deleted[:3]))}" if f.deleted else ""
     head = f"- task {task.number} (turn {task.turn}): {_goal(task.goal, 80)}"
     if f.modified:
         for line in _paths(f"{head} -> edited", tuple(map(rel, f.modified[:6]))):

@@ -96,6 +96,7 @@ class TaskFacts:
     calls: int = 0
     modified: tuple[str, ...] = ()
     created: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()  # files that were there before the task and are gone after it
     tests: int = 0
     last_test: str = ""  # the last test command
     last_test_failed: str | None = None  # its error line when it failed, None when it passed
@@ -114,8 +115,20 @@ class FinishedTask:
 
 def task_facts(events: Sequence[ToolEvent], created: Collection[str]) -> TaskFacts:
     """The facts of the tool calls ``events`` (one task's, in order); ``created`` are the files the
-    session created (so a write to one is a creation, not an edit)."""
-    changed = list(dict.fromkeys(p for e in events for p in (*e.writes, *e.deletes)))
+    session created (so a write to one is a creation, not an edit).
+
+    A file whose last touch in the task deleted it is no file the task modified or created: one that
+    was there before is ``deleted``, one the session made and removed (a scratch script) is left out.
+    Why: ``rm old_module.py`` was listed under "Files modified", and a created-then-removed script
+    under "Files created", so the next task could look for a file that is not there."""
+    gone: dict[str, bool] = {}
+    for e in events:
+        for p in e.writes:
+            gone[p] = False
+        for p in e.deletes:
+            gone[p] = True
+    changed = [p for p, removed in gone.items() if not removed]
+    made_here = {p for e in events for p in e.writes if p in e.whole and p in created}
     tests = [e for e in events if e.kind == "test"]
     last: dict[int, ToolEvent] = {}
     for e in events:
@@ -125,6 +138,7 @@ def task_facts(events: Sequence[ToolEvent], created: Collection[str]) -> TaskFac
         calls=len(events),
         modified=tuple(p for p in changed if p not in created),
         created=tuple(p for p in changed if p in created),
+        deleted=tuple(p for p, removed in gone.items() if removed and p not in made_here),
         tests=len(tests),
         last_test=tests[-1].label if tests else "",
         last_test_failed=(tests[-1].error_line or "failed") if tests and tests[-1].failed else None,

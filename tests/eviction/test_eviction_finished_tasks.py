@@ -398,3 +398,34 @@ def test_a_command_that_passed_on_its_last_run_did_not_end_failing() -> None:
         ("python -m pytest tests/test_v.py 2>&1", "E   ModuleNotFoundError: No module named 'x'"),
     )
     assert (facts.tests, facts.last_test_failed) == (3, None)
+
+
+def test_a_removed_file_is_deleted_not_modified_and_a_removed_scratch_file_is_not_listed() -> None:
+    """`rm old_module.py` was listed under "Files modified" and a scratch script the agent wrote and
+    removed under "Files created": the next task could look for files that are not there."""
+    from lightmem_plugin.eviction.collapse import summary
+    from lightmem_plugin.eviction.heuristic import HeuristicEstimator
+    from lightmem_plugin.eviction.session_record import task_facts
+
+    ok = "<returncode>0</returncode>\n<output>\n</output>"
+    span = [
+        call("c1", "cat > /testbed/scratch.py << 'EOF'\nprint(1)\nEOF"),
+        result("c1", ok),
+        call("c2", "sed -i 's/a/b/' /testbed/src/app.py"),
+        result("c2", ok),
+        call("c3", "rm /testbed/scratch.py /testbed/src/old_module.py"),
+        result("c3", ok),
+        call("c4", "cat > /testbed/notes.md << 'EOF'\nkept\nEOF"),
+        result("c4", ok),
+    ]
+    estimator = HeuristicEstimator()
+    estimator.sync([text("user", "Drop the old module"), *span])
+    created = frozenset(estimator.live.created)
+    facts = task_facts(estimator.log.events, created)
+    assert (facts.modified, facts.created, facts.deleted) == (
+        ("/testbed/src/app.py",),
+        ("/testbed/notes.md",),
+        ("/testbed/src/old_module.py",),
+    )
+    shown = summary(1, "k" * 12, span, estimator.log.events, created)
+    assert "Files deleted: /testbed/src/old_module.py" in shown and "scratch.py" not in shown

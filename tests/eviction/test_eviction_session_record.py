@@ -309,3 +309,19 @@ def test_a_nudge_to_go_on_is_no_goal_of_the_record() -> None:
     s.call("sed -n 1,5p client.py", "def get(url):\n")
     record = extract(s.turns)
     assert [g.text for g in record.goals] == ["Add a retry flag to the client"]
+
+
+def test_a_finished_tasks_record_line_names_the_files_it_deleted() -> None:
+    from lightmem_plugin.eviction.session_record import FinishedTask, TaskFacts
+
+    facts = TaskFacts(modified=("/app/src/a.py",), deleted=("/app/src/old.py",), tests=1)
+    record = SessionRecord(
+        turn=30,
+        goals=(Goal(0, "Drop the old module"), Goal(20, "Now document it")),
+        finished=(FinishedTask(1, 0, "Drop the old module", facts),),
+    )
+    line = next(x for x in render(record, "full").splitlines() if x.startswith("- task 1"))
+    assert (
+        line
+        == "- task 1 (turn 0): Drop the old module -> edited: /app/src/a.py; tests passed; deleted /app/src/old.py"
+    )
