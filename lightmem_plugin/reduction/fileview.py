@@ -48,12 +48,17 @@ OTHER_WHAT = {
 """The labels of a cut of the kinds that are no file (a file view's and a report's: :data:`WHAT`)."""
 _NUMBER = r"(?:\s*\d+(?:\t| {1,3}|→))?"  # `cat -n` / Read numbering
 _DEFINITION = re.compile(
-    _NUMBER + r"\s*(?:@\w|(?:async\s+)?def\s|class\s|(?:export\s+)?(?:async\s+)?function\s|func\s|fun\s"
+    _NUMBER + r"\s*(?:@\w|(?:async\s+)?def\s|(?:export\s+(?:default\s+)?)?(?:abstract\s+)?class\s"
+    r"|(?:export\s+(?:default\s+)?)?(?:async\s+)?function\b|func\s|fun\s"
+    r"|(?:export\s+)?(?:const|let)\s+\w+\s*=\s*(?:async\s+)?(?:\([^()\n]*\)|\w+)\s*(?::\s*[^=\n]+)?=>"
     r"|(?:pub(?:\([\w:]+\))?\s+)?(?:async\s+)?fn\s"
-    r"|(?:public|private|protected|static)\s[\w<>\[\], ]*\(|interface\s|type\s+\w+\s*=|struct\s|impl\s|module\s"
-    r"|def(?:p|macrop?|module|impl|protocol|delegate|guard)\s|(?:test|describe)\s+\")"
+    r"|(?:public|private|protected|static)\s[\w<>\[\], ]*\(|(?:export\s+)?(?:interface|enum)\s"
+    r"|(?:export\s+)?type\s+\w+(?:<[^>\n]*>)?\s*=|struct\s|impl\s|module\s"
+    r"|def(?:p|macrop?|module|impl|protocol|delegate|guard)\s|(?:test|describe)\s+\"|(?:test|describe|it)\(\s*[\"'`])"
 )
-"""A definition's first line. Elixir's too (``defp``, ``defmodule``, ``test "..."``): on a Claude Code
+"""A definition's first line. JavaScript's and TypeScript's as they are written in modules:
+``export class``, ``export default function``, ``export const handler = async (req) =>``,
+``export interface``/``type``/``enum``, and a test's ``describe("..."``/``it("..."``. Elixir's too (``defp``, ``defmodule``, ``test "..."``): on a Claude Code
 trace a 30 KB LiveView module was cut to its ``def``s, and two Edits took their old_string from the
 ``defp`` heads that were hidden (the only Edits of 77 whose lines vanilla showed and the cut hid)."""
 _IMPORT = re.compile(_NUMBER + r"\s*(?:import\s|from\s+\S+\s+import\s|#include\s|use\s|require\()")

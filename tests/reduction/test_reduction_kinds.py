@@ -420,6 +420,25 @@ def test_a_timestamped_log_is_not_search_results() -> None:
     )
 
 
+def test_a_long_typescript_view_keeps_its_exported_definitions() -> None:
+    """A module's definitions as TypeScript writes them (``export class``, ``export const f = async
+    (...) =>``, ``export interface``): the outline kept only ``function`` and bare ``class`` lines."""
+    body = "".join(f"  const value{k} = compute{k}(request.params, options);\n" for k in range(12))
+    heads = [
+        f"export const handler{i} = async (request: Request): Promise<Response> => {{"
+        if i % 3 == 0
+        else f"export class Service{i} {{"
+        if i % 3 == 1
+        else f"export interface Options{i} {{"
+        for i in range(60)
+    ]
+    module = "".join(f"{head}\n{body}}}\n\n" for head in heads)
+    assert len(module) > FILE_VIEW_CHARS
+    out = reduce_text(module, _ctx("normal", ToolCall("Read", json.dumps({"file_path": "/app/src/api.ts"}))))
+    assert STUB_RE.search(out) and len(out) < len(module)
+    assert all(head in out.splitlines() for head in heads)
+
+
 def test_a_long_elixir_view_keeps_its_private_function_heads() -> None:
     """A 30 KB LiveView module was cut to its ``def`` lines: the ``defp`` heads two Edits then took
     their old_string from were hidden (a Claude Code trace)."""
