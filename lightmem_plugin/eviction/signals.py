@@ -126,8 +126,12 @@ def run_key(command: str) -> int:
     agent reruns a test suite as ``pytest tests/ -x 2>&1 | tail -50``, then ``... | tail -20``; keyed
     by the whole line, the second run passing left the first listed as ``Ended failing`` (seen on
     the continuous chains: ``FAILED tests/test_utils.py::...`` under a suite that passed last)."""
-    text = _VIEW.sub("", _CD.sub("", " ".join(command.split())))
-    return xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"))
+    return xxhash.xxh3_64_intdigest(_VIEW.sub("", _spelled(command)).encode("utf-8", "surrogatepass"))
+
+
+def _spelled(command: str) -> str:
+    """``command`` as its reruns spell it too: whitespace runs as one space, no leading ``cd DIR &&``."""
+    return _CD.sub("", " ".join(command.split()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,9 +352,7 @@ class EventLog:
                 result_index=index,
                 tool=tool,
                 command=command,
-                norm=xxhash.xxh3_64_intdigest(
-                    _CD.sub("", " ".join(command.split())).encode("utf-8", "surrogatepass")
-                ),
+                norm=xxhash.xxh3_64_intdigest(_spelled(command).encode("utf-8", "surrogatepass")),
                 kind=fx.kind,
                 reads=tuple(fx.reads),
                 writes=tuple(fx.writes),

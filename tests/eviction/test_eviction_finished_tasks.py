@@ -372,6 +372,11 @@ def test_a_summary_says_what_ran_after_the_last_reply() -> None:
     assert "Then it made" not in summary(1, "k" * 12, [*span, text("assistant", "Removed.")], events, ())
 
 
+def _answered(*calls: tuple[str, str]) -> list[Message]:
+    """One bash call and its result per (command, output), in order."""
+    return [m for n, (cmd, out) in enumerate(calls, 1) for m in (call(f"c{n}", cmd), result(f"c{n}", out))]
+
+
 def test_a_command_that_passed_on_its_last_run_did_not_end_failing() -> None:
     """The suite failed as ``pytest tests/ -x 2>&1 | tail -50`` and passed as ``... | tail -20``: one
     command seen through two tails. The summary of a continuous chain still said it ended failing."""
@@ -383,14 +388,11 @@ def test_a_command_that_passed_on_its_last_run_did_not_end_failing() -> None:
     )
     passed = "<returncode>0</returncode>\n<output>\n12 passed in 0.31s\n</output>"
     broken = "<returncode>1</returncode>\n<output>\nE   ModuleNotFoundError: No module named 'x'\n</output>"
-    span = [
-        call("c1", "cd /testbed && python -m pytest tests/ -x 2>&1 | tail -50"),
-        result("c1", failed),
-        call("c2", "python -m pytest tests/test_v.py 2>&1"),
-        result("c2", broken),
-        call("c3", "cd /testbed && python -m pytest tests/ -x 2>&1 | tail -n 20"),
-        result("c3", passed),
-    ]
+    span = _answered(
+        ("cd /testbed && python -m pytest tests/ -x 2>&1 | tail -50", failed),
+        ("python -m pytest tests/test_v.py 2>&1", broken),
+        ("cd /testbed && python -m pytest tests/ -x 2>&1 | tail -n 20", passed),
+    )
     estimator = HeuristicEstimator()
     estimator.sync([text("user", "Fix the suite"), *span])
     facts = task_facts(estimator.log.events, ())
@@ -408,16 +410,12 @@ def test_a_removed_file_is_deleted_not_modified_and_a_removed_scratch_file_is_no
     from lightmem_plugin.eviction.session_record import task_facts
 
     ok = "<returncode>0</returncode>\n<output>\n</output>"
-    span = [
-        call("c1", "cat > /testbed/scratch.py << 'EOF'\nprint(1)\nEOF"),
-        result("c1", ok),
-        call("c2", "sed -i 's/a/b/' /testbed/src/app.py"),
-        result("c2", ok),
-        call("c3", "rm /testbed/scratch.py /testbed/src/old_module.py"),
-        result("c3", ok),
-        call("c4", "cat > /testbed/notes.md << 'EOF'\nkept\nEOF"),
-        result("c4", ok),
-    ]
+    span = _answered(
+        ("cat > /testbed/scratch.py << 'EOF'\nprint(1)\nEOF", ok),
+        ("sed -i 's/a/b/' /testbed/src/app.py", ok),
+        ("rm /testbed/scratch.py /testbed/src/old_module.py", ok),
+        ("cat > /testbed/notes.md << 'EOF'\nkept\nEOF", ok),
+    )
     estimator = HeuristicEstimator()
     estimator.sync([text("user", "Drop the old module"), *span])
     created = frozenset(estimator.live.created)
