@@ -249,7 +249,8 @@ def summary(
         verdict = "passed" if facts.last_test_failed is None else f"failed: {facts.last_test_failed}"
         lines.append(f"Tests run {facts.tests}x; last `{facts.last_test}` {verdict}")
     for command, error in facts.failing:
-        lines.append(f"Ended failing: `{command}` -> {error}")
+        if (command, error) != (facts.last_test, facts.last_test_failed):  # else said on the Tests line
+            lines.append(f"Ended failing: `{command}` -> {error}")
     reply = _final_reply(messages)
     if reply:
         lines.append("Last reply:")

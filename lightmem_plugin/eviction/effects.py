@@ -287,7 +287,7 @@ class FileTracker:
             module = rest[1]
             fx.add_kind(
                 "test"
-                if module in ("pytest", "unittest", "nose", "tox")
+                if module in ("pytest", "unittest", "nose", "tox") or rest[1:3] == ["django", "test"]
                 else "install"
                 if module == "pip"
                 else "run"

@@ -19,6 +19,7 @@ import xxhash
 
 from ..error_lines import error_lines
 from ..model import Message, ToolCallPart
+from ..reduction.kinds import reports_tests, shows_test_run
 from .effects import Effects, FileTracker, Kind, add_path
 from .entries import answered_call, tool_calls, turn_text
 
@@ -34,15 +35,35 @@ _SAYS_FAILED = re.compile(r"\b(?:FAIL(?:ED|URE)?|[Ff]ailed|[Ee]rror|ERROR)\b")
 _PYTEST_FAIL = re.compile(
     r"\b\d+ (?:failed|errors?)\b|^FAILED \((?:failures|errors)=\d+|No module named|command not found", re.M
 )
+_UNITTEST_TALLY = re.compile(r"FAILED \((?:failures|errors)=\d+")
+"""unittest's last line, ``FAILED (errors=1)``: it says that the run failed, not why; the exception
+line above it does (``ModuleNotFoundError: No module named 'django'``)."""
 _APPLY_PATCH = re.compile(r"^\*\*\* (?P<op>Add|Update|Delete) File: (?P<path>.+)$", re.M)
 _CD = re.compile(r"^cd \S+ && ")
 _VIEW = re.compile(r"(?:\s*2>&1|\s*\|\s*(?:head|tail)(?:\s+-n)?(?:\s+[-+]?\d+)?)+\s*$")
 """What only chooses which part of a command's output the agent sees (``2>&1 | tail -20``)."""
+_PIPED = re.compile(r"\|\s*(?:head|tail|grep|egrep|sed|awk|cut|sort|uniq|less|more|cat|tee)\b[^|]*$")
+"""The command's last stage only filters what it printed, so the exit code is the filter's."""
+_FRAME_LINE = re.compile(r'^\s+File "[^"]*", line \d+')
+_CRASH_SCAN = 8000  # chars from the end that hold the exception and the frames right above it
+_CRASH_TAIL = 6
+"""At most this many lines may follow an uncaught traceback's exception line (its message's own
+continuation lines) for the output to end in the crash."""
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?::(?:\s.*)?)?$")
+"""An exception line: its (dotted) class name, then its message (``django.core.exceptions.ImproperlyConfigured: ...``)."""
 _NOT_RUN = re.compile(r"^\S*sh: (?:-c: )?(?:line )?1: [Ss]yntax error\b", re.M)
 """The shell could not parse the command's first line, so none of it ran (bash runs a script line by
 line: a syntax error further down leaves the lines above it run). Why: ``sed -i '...model\\'s ...'
 options.py`` closed its quote early; bash said ``syntax error near unexpected token `)'`` and the
 finished task's summary still listed ``verbose_name``, ``or``, ``a``, ``custom`` as files it modified."""
+_RUNNER_MISSING = re.compile(
+    r"No module named '?(?:pytest|nose|tox|nox)'?\s*$"
+    r"|\b(?:pytest|py\.test|tox|nox|nosetests|jest|vitest|mocha): (?:command )?not found",
+    re.M,
+)
+"""The test command found no test runner, so it ran no test. Why: in the continuous chains the agent's
+``python -m pytest ...`` said ``No module named pytest`` and it ran the suite by a script next; the
+finished task's summary still said ``Tests run 1x; last ... failed: No module named pytest``."""
 _SHELL_TOOLS = ("bash", "shell", "exec_command", "execute_bash", "run_command", "terminal", "local_shell")
 _PATH_KEYS = ("path", "file_path", "filePath", "filename", "file", "notebook_path")
 
@@ -215,23 +236,59 @@ def _editor(tracker: FileTracker, tool: str, args: dict[str, Any], raw: str) -> 
     return f"{tool} {sub} {path}".replace("  ", " ").strip(), fx
 
 
-def _outcome(output: str, fx: Effects) -> tuple[int | None, bool, str]:
-    """Return code (if the output says), whether the call failed, and its salient error line."""
+def _test_kind(kind: Kind, output: str) -> Kind:
+    """The call's kind, corrected by what it printed: a run whose output holds a test runner's summary
+    ran tests (a ``python run_q_tests.py`` or ``python -c`` calling ``unittest``: its ``Ran 15 tests ...
+    OK`` is how the task ended, and the summary named the failed ``pytest`` attempt before it
+    instead); a test command that found no runner ran none."""
+    if kind in ("run", "other") and reports_tests(output):
+        return "test"
+    if kind == "test" and _RUNNER_MISSING.search(output[-1000:]) and not reports_tests(output):
+        return "run"
+    return kind
+
+
+def _outcome(output: str, fx: Effects, tested: bool, piped: bool) -> tuple[int | None, bool, str]:
+    """Return code (if the output says), whether the call failed, and its salient error line;
+    ``tested``: judge it as a test run too (a failure summary fails it whatever the exit code);
+    ``piped``: the command ends in a filter (``| tail -50``), whose exit code says nothing of it."""
     m = _RC.match(output)
     if m is None:
         m = _EXIT.search(output[:200]) or _EXIT.search(output[-200:])
     rc = int(m.group(1)) if m else None
     if rc is not None:
         failed = rc != 0 and not (rc == 1 and fx.benign_rc1)
+        failed = failed or (piped and ends_in_crash(output))
     else:
         head = output.lstrip()[:12].lower()
         failed = "Traceback (most recent call last)" in output or head.startswith(("error", "<exception>"))
-    if fx.kind == "test" and _PYTEST_FAIL.search(output[-2000:]):
+    if tested and _PYTEST_FAIL.search(output[-2000:]):
         failed = True
     if not failed:
         return rc, False, ""
     line = _unframed(_failure_line(output[-4000:])) or f"exit {rc}"
     return rc, True, line if len(line) <= 160 else line[:157] + "..."
+
+
+def ends_in_crash(output: str) -> bool:
+    """Whether ``output`` ends in an uncaught Python exception: an exception line right under a
+    traceback's frames (``  File "...", line N``), followed by at most a few lines of its message.
+
+    Why: behind ``2>&1 | tail -50`` the exit code is tail's, so a script that crashed read as a call
+    that succeeded (a ``python run_tests.py 2>&1 | tail -200`` ending in ``ImproperlyConfigured``: no
+    ``Ended failing`` in its task's summary, and no open error in the session record). The header is
+    not required: ``tail`` may have cut it (pytest crashing on its config, 50 lines of frames)."""
+    lines = [ln for ln in output[-_CRASH_SCAN:].splitlines() if ln.strip() and not ln.startswith("</")]
+    first = max(1, len(lines) - _CRASH_TAIL - 1)
+    for n in range(first, len(lines)):
+        if lines[n][:1].isspace() or not lines[n - 1][:1].isspace() or not _EXCEPTION.match(lines[n]):
+            continue
+        above = n - 1
+        while above >= 0 and lines[above][:1].isspace():
+            if _FRAME_LINE.match(lines[above]):
+                return True
+            above -= 1
+    return False
 
 
 def _failure_line(tail: str) -> str:
@@ -246,6 +303,7 @@ def _failure_line(tail: str) -> str:
     violations, ``patching file x.py`` under a failed hunk), which a summary then quoted as the error.
     """
     errors = _ERROR_LINE.findall(tail)
+    errors = [e for e in errors if not _UNITTEST_TALLY.match(e)] or errors
     if errors and errors[-1].strip():
         return str(errors[-1].strip())
     protected = [ln.strip() for ln in error_lines(tail) if not _FRAME.match(ln)]
@@ -344,7 +402,12 @@ class EventLog:
         call_index, tool, command, fx, size = pending
         if _NOT_RUN.search(output[:600]):
             fx = Effects(kind=fx.kind)
-        rc, failed, error_line = _outcome(output, fx)
+        kind = _test_kind(fx.kind, output)
+        # a missing runner still failed the test command; a script that ran a suite is judged as one
+        piped = _PIPED.search(command.rstrip()) is not None
+        rc, failed, error_line = _outcome(output, fx, tested="test" in (fx.kind, kind), piped=piped)
+        if kind == "test" and not failed and not shows_test_run(output):
+            kind = "run"  # it printed no test run: it says nothing of how the tests went
         self.events.append(
             ToolEvent(
                 seq=len(self.events),
@@ -353,7 +416,7 @@ class EventLog:
                 tool=tool,
                 command=command,
                 norm=xxhash.xxh3_64_intdigest(_spelled(command).encode("utf-8", "surrogatepass")),
-                kind=fx.kind,
+                kind=kind,
                 reads=tuple(fx.reads),
                 writes=tuple(fx.writes),
                 whole=tuple(fx.whole),

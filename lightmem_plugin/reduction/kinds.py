@@ -198,7 +198,10 @@ _PYTEST_HEADER = re.compile(
     r"^={3,} (?:test session starts|FAILURES|ERRORS|short test summary info) ={3,}", re.M
 )
 _PYTEST_SUMMARY = re.compile(
-    r"^=+ .*\b(?:passed|failed|error|errors|skipped|no tests ran)\b.* in [\d.]+s", re.M
+    r"^(?:=+ .*\b(?:passed|failed|error|errors|skipped|no tests ran)\b"
+    r"|\d+ (?:passed|failed|errors?|skipped|deselected)\b)"  # -q prints it bare: `12 passed in 0.31s`
+    r".* in [\d.]+s",
+    re.M,
 )
 _UNITTEST_RAN = re.compile(r"^Ran \d+ tests? in [\d.]+s$", re.M)
 _OTHER_SUMMARY = re.compile(
@@ -290,16 +293,36 @@ def _share(lines: Sequence[str], pattern: re.Pattern[str]) -> float:
     return sum(1 for line in sample if pattern.match(line)) / len(sample) if sample else 0.0
 
 
+def reports_tests(text: str) -> bool:
+    """Whether ``text`` holds a test runner's own summary (pytest's ``== 2 passed in 0.10s ==``,
+    unittest's ``Ran 4 tests in 0.031s``, or another runner's among the last three lines), whatever
+    command printed it: a script that runs a suite (``python run_q_tests.py``, a ``python -c`` calling
+    ``unittest.main``) ran tests. Another runner's summary counts only at the end: up in the middle it
+    may be a script's print (Claude Code's TaskOutput of a background ``mix test`` names no command)."""
+    if _PYTEST_SUMMARY.search(text) or _UNITTEST_RAN.search(text):
+        return True
+    return bool(_OTHER_SUMMARY.search("\n".join(line.strip() for line in text.splitlines()[-3:])))
+
+
+def shows_test_run(text: str) -> bool:
+    """Whether ``text`` shows a test runner at work: its summary anywhere, pytest's section rules, or a
+    unittest ``FAIL: test_x (...)`` header. A test command that printed none of it ran no test the
+    agent saw (``pytest ... 2>/dev/null || echo "Test failed"`` prints only the echo)."""
+    return bool(
+        reports_tests(text)
+        or _PYTEST_HEADER.search(text)
+        or _OTHER_SUMMARY.search(text)
+        or _UNITTEST_HEAD.search(text)
+    )
+
+
 def classify(text: str, call: ToolCall | None = None) -> Kind:
     """The output's kind: the command's promise checked against the content, else the content alone."""
     lines = text.splitlines()
     promised = kind_of_command(call)
-    is_test = bool(_PYTEST_HEADER.search(text) or _PYTEST_SUMMARY.search(text) or _UNITTEST_RAN.search(text))
+    is_test = bool(_PYTEST_HEADER.search(text)) or reports_tests(text)
     is_test = is_test or bool(promised == "test_run" and _OTHER_SUMMARY.search(text))
     is_test = is_test or bool(_UNITTEST_HEAD.search(text) and _TRACEBACK.search(text))
-    # a summary among the last lines is a test run whatever ran it (Claude Code's TaskOutput of a
-    # background `mix test` names no command); up in the middle it may be a script's print
-    is_test = is_test or bool(_OTHER_SUMMARY.search("\n".join(line.strip() for line in lines[-3:])))
     if promised == "test_run" and is_test:
         return "test_run"
     if promised in ("file_view", "search", "listing", "diff", "build_log", "report"):

@@ -427,3 +427,37 @@ def test_a_removed_file_is_deleted_not_modified_and_a_removed_scratch_file_is_no
     )
     shown = summary(1, "k" * 12, span, estimator.log.events, created)
     assert "Files deleted: /testbed/src/old_module.py" in shown and "scratch.py" not in shown
+
+
+def test_a_summary_says_how_the_tests_that_ran_ended() -> None:
+    """A continuous chain's summary said ``Tests run 1x; last `python -m pytest ...` failed: No module
+    named pytest`` of a task whose suite then passed through a script, and said a failing last test
+    twice (on its Tests line and again as ``Ended failing``)."""
+    from lightmem_plugin.eviction.collapse import summary
+    from lightmem_plugin.eviction.heuristic import HeuristicEstimator
+
+    missing = (
+        "<returncode>0</returncode>\n<output>\n/opt/miniconda3/bin/python: No module named pytest\n</output>"
+    )
+    ran = "<returncode>0</returncode>\n<output>\nRan 15 tests in 0.001s\n\nOK\n</output>"
+    span = _answered(
+        ("cd /testbed && python -m pytest tests/queries/test_q.py -v 2>&1 | tail -50", missing),
+        ("cd /testbed && python run_q_tests.py 2>&1 | tail -50", ran),
+    )
+    estimator = HeuristicEstimator()
+    estimator.sync([text("user", "Fix Q"), *span])
+    shown = summary(1, "k" * 12, span, estimator.log.events, ()).splitlines()
+    assert "Tests run 1x; last `python run_q_tests.py 2>&1 | tail -50` passed" in shown
+    assert "Ended failing: `python -m pytest tests/queries/test_q.py -v 2>&1 | tail -50` -> " in "\n".join(
+        shown
+    )
+
+    failing = (
+        "<returncode>1</returncode>\n<output>\nFAILED t.py::test_a - KeyError\n1 failed in 0.1s\n</output>"
+    )
+    span = _answered(("python -m pytest t.py", failing))
+    estimator = HeuristicEstimator()
+    estimator.sync([text("user", "Fix t"), *span])
+    shown = summary(1, "k" * 12, span, estimator.log.events, ()).splitlines()
+    assert "Tests run 1x; last `python -m pytest t.py` failed: FAILED t.py::test_a - KeyError" in shown
+    assert not [line for line in shown if line.startswith("Ended failing")]

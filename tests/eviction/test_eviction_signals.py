@@ -9,7 +9,7 @@ from eviction_helpers import ASTROID, Session, load_trace, retry_session
 
 from lightmem_plugin.eviction.entries import answered_call, of_chat, turn_text
 from lightmem_plugin.eviction.liveness import Liveness
-from lightmem_plugin.eviction.signals import EventLog, command_label
+from lightmem_plugin.eviction.signals import EventLog, ToolEvent, command_label
 from lightmem_plugin.model import Message, TextPart, ToolResultPart
 
 
@@ -97,17 +97,24 @@ from lightmem_plugin.model import Message, TextPart, ToolResultPart
     ],
 )
 def test_outcomes(output: str, command: str, rc: int | None, failed: bool, error: str) -> None:
+    event = _one_event(command, output)
+    assert (event.returncode, event.failed) == (rc, failed)
+    if error:
+        assert event.error_line == error
+    elif failed:
+        assert event.error_line
+
+
+def _one_event(command: str, output: str) -> ToolEvent:
+    """The event of one bash call ``command`` answered by ``output``."""
     s = Session("goal")
+    arguments = json.dumps({"command": command})
     s.messages.append(
         {
             "role": "assistant",
             "content": "",
             "tool_calls": [
-                {
-                    "id": "c1",
-                    "type": "function",
-                    "function": {"name": "bash", "arguments": json.dumps({"command": command})},
-                }
+                {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": arguments}}
             ],
         }
     )
@@ -115,11 +122,129 @@ def test_outcomes(output: str, command: str, rc: int | None, failed: bool, error
     log = EventLog()
     log.update(s.turns)
     (event,) = log.events
-    assert (event.returncode, event.failed) == (rc, failed)
+    return event
+
+
+def _framed(rc: int, body: str) -> str:
+    return f"<returncode>{rc}</returncode>\n<output>\n{body}\n</output>"
+
+
+_CRASH = (
+    'Traceback (most recent call last):\n  File "/testbed/run_tests.py", line 9, in <module>\n'
+    '    django.setup()\n  File "/testbed/django/db/utils.py", line 122, in load_backend\n'
+    "    raise ImproperlyConfigured(\n"
+    "django.core.exceptions.ImproperlyConfigured: 'django.db.backends.dummy' isn't an available database backend.\n"
+    "Try using 'django.db.backends.XXX', where XXX is one of:\n    'mysql', 'oracle', 'postgresql', 'sqlite3'"
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "output", "kind", "failed", "error"),
+    [
+        (  # a script that runs the suite ran tests: its unittest summary says how they went
+            "python run_q_tests.py 2>&1 | tail -50",
+            _framed(
+                0,
+                "test_deconstruct (tests.queries.test_q.QTests) ... ok\n\n"
+                + "-" * 70
+                + "\nRan 15 tests in 0.001s\n\nOK",
+            ),
+            "test",
+            False,
+            "",
+        ),
+        (  # ... and failed them though it exited 0; the exception says why, not unittest's tally
+            "python -c \"import unittest; unittest.main(module='t', exit=False)\"",
+            _framed(
+                0,
+                'ERROR: test_a (t.T.test_a)\nTraceback (most recent call last):\n  File "t.py", line 4, in test_a\n'
+                "ModuleNotFoundError: No module named 'sqlparse'\n\n"
+                + "-" * 70
+                + "\nRan 1 test in 0.000s\n\nFAILED (errors=1)",
+            ),
+            "test",
+            True,
+            "ModuleNotFoundError: No module named 'sqlparse'",
+        ),
+        (  # pytest -q prints its summary bare
+            "python check.py",
+            _framed(0, "..\n2 passed in 0.05s"),
+            "test",
+            False,
+            "",
+        ),
+        (  # no runner: no test ran, and the command failed
+            "cd /testbed && python -m pytest tests/x.py -xvs 2>&1 | tail -50",
+            _framed(0, "/opt/miniconda3/bin/python: No module named pytest"),
+            "run",
+            True,
+            "/opt/miniconda3/bin/python: No module named pytest",
+        ),
+        (
+            "pytest -q",
+            _framed(127, "bash: pytest: command not found"),
+            "run",
+            True,
+            "bash: pytest: command not found",
+        ),
+        (  # the echo is all it printed: it says nothing of the tests
+            'python -m pytest tests/t.py -xvs 2>/dev/null || echo "Test failed, let me try differently"',
+            _framed(0, "Test failed, let me try differently"),
+            "run",
+            False,
+            "",
+        ),
+        (  # Django's own runner is a test runner; behind a tail its crash exits 0
+            "python -m django test admin_inlines --verbosity=0 2>&1 | tail -50",
+            _framed(0, _CRASH),
+            "test",
+            True,
+            "django.core.exceptions.ImproperlyConfigured: 'django.db.backends.dummy' isn't an available database backend.",
+        ),
+        (  # a script that crashed behind a pipe failed, though tail exited 0
+            "python run_tests.py 2>&1 | tail -200",
+            _framed(0, _CRASH),
+            "run",
+            True,
+            "",
+        ),
+        (  # tail cut the traceback's header: the frames and the exception still end the output
+            "python -m pytest t.py 2>&1 | tail -3",
+            _framed(
+                0,
+                '  File "/x/_pytest/config/__init__.py", line 1814, in _getini_toml\n    raise TypeError(\n'
+                "TypeError: config option 'testpaths' expects a list",
+            ),
+            "test",
+            True,
+            "TypeError: config option 'testpaths' expects a list",
+        ),
+        (  # unpiped, exit 0 is the script's own: it printed a traceback it caught and went on
+            "python run_tests.py",
+            _framed(0, _CRASH),
+            "run",
+            False,
+            "",
+        ),
+        (  # piped, a traceback followed by the script's further prints is one it caught
+            "python probe.py 2>&1 | tail -20",
+            _framed(0, _CRASH + "\nstep 2\nstep 3\nstep 4\nstep 5\nstep 6\nstep 7\nstep 8"),
+            "run",
+            False,
+            "",
+        ),
+    ],
+)
+def test_what_ran_tests_and_how_it_ended(
+    command: str, output: str, kind: str, failed: bool, error: str
+) -> None:
+    """Read in the continuous chains' task summaries: ``Tests run 1x; last `python -m pytest ...`
+    failed: No module named pytest`` for tasks whose suite then passed through a script; a ``python
+    run_tests.py 2>&1 | tail -200`` that crashed counted as a success (tail's exit code)."""
+    event = _one_event(command, output)
+    assert (event.kind, event.failed) == (kind, failed)
     if error:
         assert event.error_line == error
-    elif failed:
-        assert event.error_line
 
 
 SYNTAX_ERROR_COMMAND = "sed -i '2c\\\\ # default (the model\\'s name or a custom one)' opts.py"
