@@ -40,6 +40,10 @@ _UNITTEST_TALLY = re.compile(r"FAILED \((?:failures|errors)=\d+")
 line above it does (``ModuleNotFoundError: No module named 'django'``)."""
 _APPLY_PATCH = re.compile(r"^\*\*\* (?P<op>Add|Update|Delete) File: (?P<path>.+)$", re.M)
 _CD = re.compile(r"^cd \S+ && ")
+_ENV = re.compile(r"^(?:[A-Za-z_]\w*=\S*\s+)+(?=\S)")
+"""Variables set for the one command (``PYTHONPATH=src:$PYTHONPATH pytest ...``): not what ran."""
+_ECHO = re.compile(r"\s*(?:&&|;|\|\|)\s*echo\b[^&;|]*$")
+"""A closing ``&& echo "Patch applied successfully"``: the agent's own words, not what ran."""
 _VIEW = re.compile(r"(?:\s*2>&1|\s*\|\s*(?:head|tail)(?:\s+-n)?(?:\s+[-+]?\d+)?)+\s*$")
 """What only chooses which part of a command's output the agent sees (``2>&1 | tail -20``)."""
 _PIPED = re.compile(r"\|\s*(?:head|tail|grep|egrep|sed|awk|cut|sort|uniq|less|more|cat|tee)\b[^|]*$")
@@ -124,7 +128,7 @@ def command_label(command: str, width: int = 70) -> str:
             i += 1
     if not shown:
         return ""
-    first = _CD.sub("", shown[0])
+    first = _ENV.sub("", _CD.sub("", shown[0]))
     if _OPEN_QUOTE.search(first) and len(shown) > 1:
         first = f"{first}{shown[1]}"
         shown = [first, *shown[2:]]
@@ -132,12 +136,31 @@ def command_label(command: str, width: int = 70) -> str:
     else:
         last = shown[-1] if len(shown) > 1 else ""
     if not last:
-        return first if len(first) <= width else first[: width - 3] + "..."
+        return _clip(first, width)
     room = width - 3
-    tail = last if len(last) <= room // 2 else last[: room // 2 - 3] + "..."
-    head_room = room - len(tail)
-    head = first if len(first) <= head_room else first[: head_room - 3] + "..."
-    return f"{head} … {tail}"
+    tail = _clip(last, room // 2)
+    head_room = room - len(tail)  # a script's first line: ``cat > f.py << 'EOF'``, ``cp a b``: its start
+    return f"{first if len(first) <= head_room else first[: head_room - 3] + '...'} … {tail}"
+
+
+def _clip(line: str, width: int) -> str:
+    """``line`` in ``width`` chars: whole; else without the filters that only pick the part of its
+    output shown (``2>&1 | tail -50``, ``| grep -v Warning``) and a closing ``&& echo "done"``; else
+    its start and end around ``...``.
+
+    Why the end: it names what the command ran on. Cut at the end, two runs of one suite read the
+    same (``Tests run 10x; last `PYTHONPATH=src:$PYTHONPATH python -m pytest tests/test_serializatio...`
+    passed`` above ``Ended failing: `PYTHONPATH=src:$PYTHONPATH python -m pytest tests/test_serializatio...` ->
+    FAILED``: two different tests)."""
+    while len(line) > width:
+        shorter = _ECHO.sub("", _PIPED.sub("", _VIEW.sub("", line))).rstrip()
+        if not shorter or shorter == line:
+            break
+        line = shorter
+    if len(line) <= width:
+        return line
+    end = (width - 3) * 2 // 5
+    return f"{line[: width - 3 - end]}...{line[len(line) - end :]}"
 
 
 def run_key(command: str) -> int:

@@ -424,7 +424,21 @@ def test_repeated_output_and_repeated_error() -> None:
             "python -m pytest tests/test_x.py -xvs 2>&1 | tail -100",
             "python -m pytest tests/test_x.py -xvs 2>&1 | tail -100",
         ),
-        ("x" * 80, "x" * 67 + "..."),
+        ("x" * 80, "x" * 41 + "..." + "x" * 26),
+        (  # too long: the variables, then the filters go; then the middle, so the test it ran shows
+            "PYTHONPATH=src:$PYTHONPATH python -m pytest tests/test_serialization.py::TestFieldSerialization"
+            "::test_datetime_field_rfc822 -xvs 2>&1 | tail -30",
+            "python -m pytest tests/test_serialization...datetime_field_rfc822 -xvs",
+        ),
+        (
+            "cat > test_edge.py << 'EOF'\nimport x\nEOF\n\npython test_klucher_edge.py 2>&1 | grep -v \"RuntimeWarning\"",
+            "cat > test_edge.py << 'EOF' … python test_klucher_edge.py 2>&1",
+        ),
+        (
+            "cp django/utils/tree.py.backup django/utils/tree.py && patch -p1 < patch.txt && echo "
+            '"Patch applied successfully"',
+            "cp django/utils/tree.py.backup django/uti...y && patch -p1 < patch.txt",
+        ),
     ],
 )
 def test_a_call_label_names_what_ran(command: str, label: str) -> None:
