@@ -126,7 +126,11 @@ def _candidates(
             return path[len(prefix) :]
         return path
 
-    for err in reversed(record.open_errors[-3:]):
+    # A finished task's failures are told on its own line below ("ended failing"): listed as open, a
+    # continuous chain's record had the current task chase a `sed` syntax error of a task three goals
+    # back, above the tasks themselves. Decisions stay: a follow-up task works on the same code.
+    since = record.goals[-1].turn if record.finished and record.goals else 0
+    for err in reversed([e for e in record.open_errors if e.turn >= since][-3:]):
         yield "Open errors:", [f"- turn {err.turn}: `{_clip(err.command, 60)}` -> {_clip(err.error, 100)}"]
     for d in reversed(record.active_decisions):
         text = f"- {d.choice}"

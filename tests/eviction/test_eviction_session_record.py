@@ -160,6 +160,24 @@ def test_render_levels_fit_budgets_and_put_the_important_first() -> None:
     )
 
 
+def test_a_finished_tasks_failure_is_told_on_its_line_not_as_open() -> None:
+    """A continuous chain's record listed a ``sed`` syntax error of a task three goals back under
+    "Open errors", above the tasks, as if the current task had to fix it."""
+    s = Session("Make the admin inline plural default to its verbose_name.")
+    s.call("sed -i '2042c\\ x)' options.py", "bash: -c: line 1: syntax error near unexpected token `)'", rc=2)
+    s.say("Fix the crash of Q() & Exists().", role="user")
+    s.call(
+        "python -m pytest tests/queries -q",
+        "E   ImportError: cannot import name 'Exists'\n1 error in 0.2s",
+        rc=1,
+    )
+    text = render(extract(s.turns), "full")
+    opened = text.split("Open errors:\n", 1)[1].split("\n")
+    assert opened[0].startswith("- turn 5: `python -m pytest tests/queries -q` -> E ImportError")
+    assert not opened[1].startswith("- ")
+    assert "ended failing: bash: -c: line 1: syntax error" in text.split("Finished tasks:", 1)[1]
+
+
 def test_record_of_a_real_trace() -> None:
     messages = of_chat(load_trace(ASTROID)["messages"])
     record = extract(messages)
