@@ -580,7 +580,7 @@ class Evictor:
                 and e.result_index is not None
                 and e.result_index < horizon
                 and (
-                    (e.kind == "run" and not e.writes)
+                    (e.kind in ("run", "test") and not e.writes)  # a script that ran (its suite, too)
                     or (e.whole and all(later_whole.get(p, -1) > e.seq for p in e.whole))
                 )
             ):

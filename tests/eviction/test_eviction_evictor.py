@@ -89,6 +89,28 @@ def test_stale_reads_are_paged_out_recoverably_and_reapplied_identically(tmp_pat
     assert all(m["content"] == stubbed["content"] for m in later)
 
 
+def test_an_inline_script_that_ran_a_suite_is_paged_out_as_a_script_that_ran(tmp_path: Path) -> None:
+    """A ``python -c`` whose prints hold unittest's summary is a test run now (the session record says
+    how its tests went); its long code, already run, still leaves with a batch like any inline script."""
+    code = "import unittest\n" + "\n".join(
+        f"def check_{k}():\n    assert {k} + 1 == {k + 1}" for k in range(60)
+    )
+    script = f'python -c "{code}\nunittest.main(exit=False)"'
+    lm = eager(tmp_path)
+    s = lm.session("ev")
+    head = session_messages(0)
+    ran = [
+        bash(99, script),
+        {"role": "tool", "tool_call_id": "c99", "content": "Ran 60 tests in 0.01s\n\nOK"},
+    ]
+    full = [*head, *ran, *session_messages(24)[len(head) :]]
+    for t in range(len(head) + 2, len(full) + 1, 2):
+        s.before_model_call(full[:t])
+    assert [e.kind for e in s.evictor.estimator.log.events if e.call_chars > 1000] == ["test"]
+    paged = [cid for b in s.evictor.state.batches for cid in b.call_ids]
+    assert "args:c99" in paged
+
+
 @pytest.mark.parametrize(
     ("trace", "eviction", "n_batches"),
     [
