@@ -309,10 +309,12 @@ class FileTracker:
 
     def code(self, source: str, cwd: str | None, fx: Effects) -> None:
         """Add the files a Python source opens (see :mod:`pysource`) to ``fx``."""
-        reads, writes = file_uses(source)
+        reads, writes, whole = file_uses(source)
         for raw in reads:
             add_path(fx.reads, self.norm(raw, cwd))
         for raw in writes:
             add_path(fx.writes, self.norm(raw, cwd))
+        for raw in whole:
+            add_path(fx.whole, self.norm(raw, cwd))
         if any(self.norm(raw, cwd) for raw in writes):
             fx.add_kind("write")

@@ -19,17 +19,29 @@ _PATHLIB = re.compile(
 )
 
 
-def file_uses(source: str) -> tuple[list[str], list[str]]:
-    """Raw paths ``source`` reads and writes, in order of appearance (duplicates kept)."""
+def file_uses(source: str) -> tuple[list[str], list[str], list[str]]:
+    """Raw paths ``source`` reads, writes, and writes whole without reading them, in order of
+    appearance (duplicates kept in the first two).
+
+    Whole: opened ``'w'``/``'x'`` or ``Path(...).write_text``, and not read by the same source. Why: a
+    script that wrote ``model_checks.py.fixed`` made a new file, and a finished task's summary listed
+    it under "Files modified"; a script that reads a module and writes it back edits it."""
     reads: list[str] = []
     writes: list[str] = []
+    fresh: list[str] = []
     if "open(" not in source and "Path(" not in source:
-        return reads, writes
+        return reads, writes, fresh
     names = {m.group("var"): m.group("lit") for m in _ASSIGN.finditer(source)}
     for m in _OPEN.finditer(source):
         raw = m.group("lit") or names.get(m.group("var") or "")
+        mode = m.group("mode") or "r"
         if raw:
-            (writes if any(c in (m.group("mode") or "r") for c in "wax+") else reads).append(raw)
+            (writes if any(c in mode for c in "wax+") else reads).append(raw)
+            if "w" in mode or "x" in mode:
+                fresh.append(raw)
     for m in _PATHLIB.finditer(source):
         (writes if m.group("op").startswith("write") else reads).append(m.group("lit"))
-    return reads, writes
+        if m.group("op").startswith("write"):
+            fresh.append(m.group("lit"))
+    whole = [p for p in dict.fromkeys(fresh) if p not in reads]
+    return reads, writes, whole

@@ -461,3 +461,23 @@ def test_a_summary_says_how_the_tests_that_ran_ended() -> None:
     shown = summary(1, "k" * 12, span, estimator.log.events, ()).splitlines()
     assert "Tests run 1x; last `python -m pytest t.py` failed: FAILED t.py::test_a - KeyError" in shown
     assert not [line for line in shown if line.startswith("Ended failing")]
+
+
+def test_a_file_a_script_wrote_new_is_created_and_one_it_rewrote_is_modified() -> None:
+    """A continuous chain's summary listed ``testapp/models.py`` and ``model_checks.py.fixed``, new files
+    the agent's Python scripts wrote, under "Files modified" beside the one module it changed."""
+    from lightmem_plugin.eviction.heuristic import HeuristicEstimator
+    from lightmem_plugin.eviction.session_record import task_facts
+
+    ok = "<returncode>0</returncode>\n<output>\n</output>"
+    writer = (
+        "cat > make_app.py << 'EOF'\nwith open('/testbed/testapp/models.py', 'w') as f:\n    f.write('x')\n"
+        "src = '/testbed/pkg/checks.py'\nwith open(src) as f:\n    s = f.read()\nwith open(src, 'w') as f:\n"
+        "    f.write(s.replace('a', 'b'))\nEOF\npython make_app.py"
+    )
+    span = _answered((writer, ok))
+    estimator = HeuristicEstimator()
+    estimator.sync([text("user", "Fix the check"), *span])
+    facts = task_facts(estimator.log.events, frozenset(estimator.live.created))
+    assert facts.modified == ("/testbed/pkg/checks.py",)
+    assert set(facts.created) == {"make_app.py", "/testbed/testapp/models.py"}

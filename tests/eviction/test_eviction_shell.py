@@ -101,7 +101,16 @@ def test_strip_prefixes(argv: list[str], expected: list[str]) -> None:
         ("git checkout -b fix-1.2", "vcs", [], [], []),
         ("git restore --source v1.0 src/a.py", "write", [], ["src/a.py"], []),
         ("git -C /testbed checkout src/a.py", "write", [], ["src/a.py"], []),
-        ("python -c \"open('cfg.ini', 'w').write('x')\"", "run", [], ["cfg.ini"], []),
+        # opened 'w' and not read: the whole file is new content; 'a' appends to what was there
+        ("python -c \"open('cfg.ini', 'w').write('x')\"", "run", [], ["cfg.ini"], ["cfg.ini"]),
+        ("python -c \"open('log.txt', 'a').write('x')\"", "run", [], ["log.txt"], []),
+        (
+            "python -c \"from pathlib import Path; Path('o.txt').write_text('x')\"",
+            "run",
+            [],
+            ["o.txt"],
+            ["o.txt"],
+        ),
         ("python - <<'EOF'\nwith open('data.json') as f:\n    pass\nEOF", "run", ["data.json"], [], []),
         ("bash -c 'cat a.py > b.py'", "write", ["a.py"], ["b.py"], ["b.py"]),
     ],
@@ -155,6 +164,7 @@ def test_scripts_written_earlier_are_followed_when_run() -> None:
     )
     fx = tracker.shell("cd /testbed && python fix.py")
     assert fx.writes == ["pkg/mod.py"] and fx.reads == ["pkg/mod.py"] and fx.kind == "run"
+    assert fx.whole == []  # read and written back: an edit of the module, not a new file
 
 
 def test_patches_written_earlier_are_followed_when_applied() -> None:
