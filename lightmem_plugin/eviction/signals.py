@@ -9,6 +9,7 @@ from scratch only if an already-seen message changed (checked by a per-message x
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Sequence
@@ -104,6 +105,21 @@ class ToolEvent:
 
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([\w.-]+)\1")
 _OPEN_QUOTE = re.compile(r"""(?:^|\s)-c\s+(['"])$""")
+_SETUP = re.compile(
+    r"(?:import |from \S+ import |sys\.path\.|os\.environ|os\.chdir\(|django\.setup\(|settings\.configure\(|#)"
+)
+"""A script's opening lines that every probe shares: three ``python -c "`` calls of one task were
+all labelled ``python -c "import os``; the first line after them says what each did."""
+
+
+def _setup_line(line: str) -> bool:
+    """Whether a (stripped) code line is set-up or only part of a statement: an import, a path or
+    settings line, a line that opens or continues a bracket (``DEBUG=True,``), or a block's header."""
+    return (
+        bool(_SETUP.match(line))
+        or line.endswith((",", "(", "[", "{", ":"))
+        or line.startswith((")", "]", "}"))
+    )
 
 
 def command_label(command: str, width: int = 70) -> str:
@@ -129,8 +145,12 @@ def command_label(command: str, width: int = 70) -> str:
     if not shown:
         return ""
     first = _ENV.sub("", _CD.sub("", shown[0]))
-    if _OPEN_QUOTE.search(first) and len(shown) > 1:
-        first = f"{first}{shown[1]}"
+    opened = _OPEN_QUOTE.search(first)
+    if opened and len(shown) > 1:
+        code = (
+            list(itertools.takewhile(lambda ln: not ln.startswith(opened.group(1)), shown[1:])) or shown[1:2]
+        )
+        first = f"{first}{next((ln for ln in code if not _setup_line(ln)), code[0])}"
         shown = [first, *shown[2:]]
         last = ""  # the rest is the code and its closing quote
     else:

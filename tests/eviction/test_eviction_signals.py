@@ -418,7 +418,17 @@ def test_repeated_output_and_repeated_error() -> None:
             "cat > fix2.patch << 'EOF' … git apply fix2.patch",
         ),
         ("cat > f.py << 'EOF'\nprint(1)\nEOF", "cat > f.py << 'EOF'"),  # only the write ran
-        ('python -c "\nimport numpy as np\nprint(np.__version__)\n"', 'python -c "import numpy as np'),
+        ('python -c "\nimport numpy as np\nprint(np.__version__)\n"', 'python -c "print(np.__version__)'),
+        (  # the set-up every probe shares is skipped: its first statement says what this one did
+            'cd /testbed && python -c "\nimport os\nimport django\nfrom django.conf import settings\nsettings.configure(\n'
+            "    DEBUG=True,\n    INSTALLED_APPS=[],\n)\ndjango.setup()\nfrom django.db.models import Q\n"
+            'print(Q() & Exists(Product.objects.all()))\n"',
+            'python -c "print(Q() & Exists(Product.objects.all()))',
+        ),
+        (
+            'python -c "\nimport sys\nimport os\n"',
+            'python -c "import sys',
+        ),  # nothing but set-up: its first line
         ("cp m.py.orig m.py\npatch -p1 < fix.patch", "cp m.py.orig m.py … patch -p1 < fix.patch"),
         (
             "python -m pytest tests/test_x.py -xvs 2>&1 | tail -100",
