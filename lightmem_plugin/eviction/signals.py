@@ -126,7 +126,7 @@ def command_label(command: str, width: int = 70) -> str:
     """The first command line of ``command`` and, when more ran after it, `` … `` and the last one.
 
     Heredoc bodies are not command lines, and a ``python -c "`` that opens its code on the next line
-    shows that line. Why: a summary said ``Ended failing: `cat > fix2.patch << 'EOF'` -> error: corrupt
+    shows its first statement after the set-up (:func:`_setup_line`). Why: a summary said ``Ended failing: `cat > fix2.patch << 'EOF'` -> error: corrupt
     patch at line 14`` where the ``git apply`` under the heredoc failed, and ``python -c "`` named
     no code at all."""
     lines = command.strip().splitlines()
@@ -151,7 +151,6 @@ def command_label(command: str, width: int = 70) -> str:
             list(itertools.takewhile(lambda ln: not ln.startswith(opened.group(1)), shown[1:])) or shown[1:2]
         )
         first = f"{first}{next((ln for ln in code if not _setup_line(ln)), code[0])}"
-        shown = [first, *shown[2:]]
         last = ""  # the rest is the code and its closing quote
     else:
         last = shown[-1] if len(shown) > 1 else ""
