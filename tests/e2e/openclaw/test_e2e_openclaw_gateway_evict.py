@@ -177,6 +177,13 @@ def test_gateway_aggressive_collapses_a_finished_task(make_env: Any) -> None:
     assert re.match(
         r"\[lightmem2: task 1 finished; its 13 messages \(6 tool calls\) archived as [0-9a-f]{12,32}", text
     )
+    print("\nopenclaw task 1 summary, as the model received it:\n" + text)
+    # what it did and how it ended, as the model reads it in later tasks: the files it wrote (new
+    # files, so created), no test run (none ran), its last reply
+    shards = ", ".join(f"notes/shard_{i}.md" for i in range(NOTES))
+    assert f"\nFiles created: {shards}\n" in text and "Files modified" not in text, text
+    assert "Tests run" not in text and "Ended failing" not in text, text
+    assert text.endswith("\nLast reply:\nRead the logs and wrote the notes."), text
     key = STUB_KEY.search(text)
     assert key is not None, text
     archive = env.lightmem2_cli("recover", key.group(1))
