@@ -33,12 +33,12 @@ _ERROR_LINE = re.compile(
 _FRAME = re.compile(r'^[ \t|+\-]*(?:File "|Traceback \(|During handling|The above exception)')
 _SAYS_FAILED = re.compile(r"\b(?:FAIL(?:ED|URE)?|[Ff]ailed|[Ee]rror|ERROR)\b")
 # a test run that failed, or never ran (pytest's and unittest's summaries; a missing runner)
-_PYTEST_FAIL = re.compile(
-    r"\b\d+ (?:failed|errors?)\b|^FAILED \((?:failures|errors)=\d+|No module named|command not found", re.M
-)
 _UNITTEST_TALLY = re.compile(r"FAILED \((?:failures|errors)=\d+")
 """unittest's last line, ``FAILED (errors=1)``: it says that the run failed, not why; the exception
 line above it does (``ModuleNotFoundError: No module named 'django'``)."""
+_PYTEST_FAIL = re.compile(
+    rf"\b\d+ (?:failed|errors?)\b|^{_UNITTEST_TALLY.pattern}|No module named|command not found", re.M
+)
 _APPLY_PATCH = re.compile(r"^\*\*\* (?P<op>Add|Update|Delete) File: (?P<path>.+)$", re.M)
 _CD = re.compile(r"^cd \S+ && ")
 _ENV = re.compile(r"^(?:[A-Za-z_]\w*=\S*\s+)+(?=\S)")
@@ -278,14 +278,15 @@ def _editor(tracker: FileTracker, tool: str, args: dict[str, Any], raw: str) -> 
     return f"{tool} {sub} {path}".replace("  ", " ").strip(), fx
 
 
-def _test_kind(kind: Kind, output: str) -> Kind:
+def _test_kind(kind: Kind, output: str, reported: bool) -> Kind:
     """The call's kind, corrected by what it printed: a run whose output holds a test runner's summary
     ran tests (a ``python run_q_tests.py`` or ``python -c`` calling ``unittest``: its ``Ran 15 tests ...
     OK`` is how the task ended, and the summary named the failed ``pytest`` attempt before it
-    instead); a test command that found no runner ran none."""
-    if kind in ("run", "other") and reports_tests(output):
+    instead); a test command that found no runner ran none. ``reported``: :func:`reports_tests` of
+    ``output``."""
+    if kind in ("run", "other") and reported:
         return "test"
-    if kind == "test" and _RUNNER_MISSING.search(output[-1000:]) and not reports_tests(output):
+    if kind == "test" and not reported and _RUNNER_MISSING.search(output[-1000:]):
         return "run"
     return kind
 
@@ -444,11 +445,12 @@ class EventLog:
         call_index, tool, command, fx, size = pending
         if _NOT_RUN.search(output[:600]):
             fx = Effects(kind=fx.kind)
-        kind = _test_kind(fx.kind, output)
+        reported = reports_tests(output)
+        kind = _test_kind(fx.kind, output, reported)
         # a missing runner still failed the test command; a script that ran a suite is judged as one
         piped = _PIPED.search(command.rstrip()) is not None
         rc, failed, error_line = _outcome(output, fx, tested="test" in (fx.kind, kind), piped=piped)
-        if kind == "test" and not failed and not shows_test_run(output):
+        if kind == "test" and not failed and not (reported or shows_test_run(output)):
             kind = "run"  # it printed no test run: it says nothing of how the tests went
         self.events.append(
             ToolEvent(

@@ -214,6 +214,8 @@ _OTHER_SUMMARY = re.compile(
     r")",
     re.M,
 )
+_SUMMARY_TAIL = 4000
+"""Chars from an output's end that hold its last three lines, a runner's summary among them."""
 _UNITTEST_HEAD = re.compile(r"^(?:FAIL|ERROR): \S+ \(", re.M)
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):$", re.M)
 _SEARCH_LINE = re.compile(r"^(?:(?=[^:\n]*[A-Za-z./_])[^\s:][^:\n]{0,300}:\d+[:-]|\d+[:-](?!\d\d[-:.]\d))")
@@ -301,7 +303,8 @@ def reports_tests(text: str) -> bool:
     may be a script's print (Claude Code's TaskOutput of a background ``mix test`` names no command)."""
     if _PYTEST_SUMMARY.search(text) or _UNITTEST_RAN.search(text):
         return True
-    return bool(_OTHER_SUMMARY.search("\n".join(line.strip() for line in text.splitlines()[-3:])))
+    tail = text[-_SUMMARY_TAIL:].splitlines()[-3:]  # the last lines, without splitting a long output
+    return bool(_OTHER_SUMMARY.search("\n".join(line.strip() for line in tail)))
 
 
 def shows_test_run(text: str) -> bool:

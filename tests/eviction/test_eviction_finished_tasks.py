@@ -14,6 +14,7 @@ from lightmem_plugin.commands import search
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.collapse import short_goal
 from lightmem_plugin.eviction.goals import finished_tasks, goal_tasks, is_goal
+from lightmem_plugin.eviction.heuristic import HeuristicEstimator
 from lightmem_plugin.eviction.horizon import remaining_in_session, remaining_in_task
 from lightmem_plugin.model import Message, TextPart, ToolResultPart
 from lightmem_plugin.pipeline import LightMem
@@ -346,11 +347,17 @@ def test_a_recover_made_in_a_task_that_left_is_charged_until_then(tmp_path: Path
     assert policy.left_at(len(trace.calls) - 1) is None  # the last task never left
 
 
+def _estimated(goal: str, span: list[Message]) -> HeuristicEstimator:
+    """The heuristic estimator after the user's ``goal`` and the calls of ``span``."""
+    estimator = HeuristicEstimator()
+    estimator.sync([text("user", goal), *span])
+    return estimator
+
+
 def test_a_summary_says_what_ran_after_the_last_reply() -> None:
     """The agent said "Let me remove them." and the Edit then ran: a summary that ended on that reply
     told the model the removal was still to do (a Claude Code trace)."""
     from lightmem_plugin.eviction.collapse import summary
-    from lightmem_plugin.eviction.heuristic import HeuristicEstimator
     from lightmem_plugin.model import ToolCallPart
 
     edit = ToolCallPart(
@@ -362,8 +369,7 @@ def test_a_summary_says_what_ran_after_the_last_reply() -> None:
         Message("assistant", [TextPart("The duplicate helpers are unused. Let me remove them."), edit]),
         result("e1", "The file lib/app.ex has been updated."),
     ]
-    estimator = HeuristicEstimator()
-    estimator.sync([text("user", "Drop the unused helpers"), *span])
+    estimator = _estimated("Drop the unused helpers", span)
     events = estimator.log.events  # the calls as the evictor passes them, labelled by the estimator
     text_ = summary(1, "k" * 12, span, events, ())
     assert "Last reply:\nThe duplicate helpers are unused. Let me remove them." in text_
@@ -380,7 +386,6 @@ def _answered(*calls: tuple[str, str]) -> list[Message]:
 def test_a_command_that_passed_on_its_last_run_did_not_end_failing() -> None:
     """The suite failed as ``pytest tests/ -x 2>&1 | tail -50`` and passed as ``... | tail -20``: one
     command seen through two tails. The summary of a continuous chain still said it ended failing."""
-    from lightmem_plugin.eviction.heuristic import HeuristicEstimator
     from lightmem_plugin.eviction.session_record import task_facts
 
     failed = (
@@ -393,8 +398,7 @@ def test_a_command_that_passed_on_its_last_run_did_not_end_failing() -> None:
         ("python -m pytest tests/test_v.py 2>&1", broken),
         ("cd /testbed && python -m pytest tests/ -x 2>&1 | tail -n 20", passed),
     )
-    estimator = HeuristicEstimator()
-    estimator.sync([text("user", "Fix the suite"), *span])
+    estimator = _estimated("Fix the suite", span)
     facts = task_facts(estimator.log.events, ())
     assert facts.failing == (
         ("python -m pytest tests/test_v.py 2>&1", "E   ModuleNotFoundError: No module named 'x'"),
@@ -406,7 +410,6 @@ def test_a_removed_file_is_deleted_not_modified_and_a_removed_scratch_file_is_no
     """`rm old_module.py` was listed under "Files modified" and a scratch script the agent wrote and
     removed under "Files created": the next task could look for files that are not there."""
     from lightmem_plugin.eviction.collapse import summary
-    from lightmem_plugin.eviction.heuristic import HeuristicEstimator
     from lightmem_plugin.eviction.session_record import task_facts
 
     ok = "<returncode>0</returncode>\n<output>\n</output>"
@@ -416,8 +419,7 @@ def test_a_removed_file_is_deleted_not_modified_and_a_removed_scratch_file_is_no
         ("rm /testbed/scratch.py /testbed/src/old_module.py", ok),
         ("cat > /testbed/notes.md << 'EOF'\nkept\nEOF", ok),
     )
-    estimator = HeuristicEstimator()
-    estimator.sync([text("user", "Drop the old module"), *span])
+    estimator = _estimated("Drop the old module", span)
     created = frozenset(estimator.live.created)
     facts = task_facts(estimator.log.events, created)
     assert (facts.modified, facts.created, facts.deleted) == (
@@ -434,7 +436,6 @@ def test_a_summary_says_how_the_tests_that_ran_ended() -> None:
     named pytest`` of a task whose suite then passed through a script, and said a failing last test
     twice (on its Tests line and again as ``Ended failing``)."""
     from lightmem_plugin.eviction.collapse import summary
-    from lightmem_plugin.eviction.heuristic import HeuristicEstimator
 
     missing = (
         "<returncode>0</returncode>\n<output>\n/opt/miniconda3/bin/python: No module named pytest\n</output>"
@@ -444,8 +445,7 @@ def test_a_summary_says_how_the_tests_that_ran_ended() -> None:
         ("cd /testbed && python -m pytest tests/queries/test_q.py -v 2>&1 | tail -50", missing),
         ("cd /testbed && python run_q_tests.py 2>&1 | tail -50", ran),
     )
-    estimator = HeuristicEstimator()
-    estimator.sync([text("user", "Fix Q"), *span])
+    estimator = _estimated("Fix Q", span)
     shown = summary(1, "k" * 12, span, estimator.log.events, ()).splitlines()
     assert "Tests run 1x; last `python run_q_tests.py 2>&1 | tail -50` passed" in shown
     assert "Ended failing: `python -m pytest tests/queries/test_q.py -v 2>&1 | tail -50` -> " in "\n".join(
@@ -456,8 +456,7 @@ def test_a_summary_says_how_the_tests_that_ran_ended() -> None:
         "<returncode>1</returncode>\n<output>\nFAILED t.py::test_a - KeyError\n1 failed in 0.1s\n</output>"
     )
     span = _answered(("python -m pytest t.py", failing))
-    estimator = HeuristicEstimator()
-    estimator.sync([text("user", "Fix t"), *span])
+    estimator = _estimated("Fix t", span)
     shown = summary(1, "k" * 12, span, estimator.log.events, ()).splitlines()
     assert "Tests run 1x; last `python -m pytest t.py` failed: FAILED t.py::test_a - KeyError" in shown
     assert not [line for line in shown if line.startswith("Ended failing")]
@@ -466,7 +465,6 @@ def test_a_summary_says_how_the_tests_that_ran_ended() -> None:
 def test_a_file_a_script_wrote_new_is_created_and_one_it_rewrote_is_modified() -> None:
     """A continuous chain's summary listed ``testapp/models.py`` and ``model_checks.py.fixed``, new files
     the agent's Python scripts wrote, under "Files modified" beside the one module it changed."""
-    from lightmem_plugin.eviction.heuristic import HeuristicEstimator
     from lightmem_plugin.eviction.session_record import task_facts
 
     ok = "<returncode>0</returncode>\n<output>\n</output>"
@@ -476,8 +474,7 @@ def test_a_file_a_script_wrote_new_is_created_and_one_it_rewrote_is_modified() -
         "    f.write(s.replace('a', 'b'))\nEOF\npython make_app.py"
     )
     span = _answered((writer, ok))
-    estimator = HeuristicEstimator()
-    estimator.sync([text("user", "Fix the check"), *span])
+    estimator = _estimated("Fix the check", span)
     facts = task_facts(estimator.log.events, frozenset(estimator.live.created))
     assert facts.modified == ("/testbed/pkg/checks.py",)
     assert set(facts.created) == {"make_app.py", "/testbed/testapp/models.py"}
