@@ -9,7 +9,8 @@ tell us what the agent used instead (``traces/README.md``, "Retention"):
   or a whole line of 16+ chars (compared without surrounding whitespace).
 - Each use is judged by the transformed prompt of call ``u``: **kept** if that prompt contains the
   span verbatim, **recoverable** if a lightmem2 stub in it names an artifact whose content contains
-  the span (``lookup(key)`` returns the archived text), **lost** otherwise.
+  the span (``lookup(key)`` returns the archived text; a newline at either end of the span is a line
+  boundary, and an archive of an output's body starts at its first line), **lost** otherwise.
 - **By line** as well: a span that shows a cut ``File "...", line 543`` frame is kept by span yet
   useless to the agent. So each use is judged a second time by the whole original lines of the tool
   output the span touches (the newest output of the prompt that holds it): kept if every one of them
@@ -230,6 +231,13 @@ def touched_lines(text: str, start: int, length: int) -> tuple[int, tuple[str, .
     lo = text.rfind("\n", 0, s) + 1
     hi = text.find("\n", e)
     return text.count("\n", 0, lo), tuple(text[lo : len(text) if hi < 0 else hi].split("\n"))
+
+
+def _holds(archived: str, span: str) -> bool:
+    """Whether an archive holds ``span``: a newline at its ends is the boundary of the line before or
+    after it, and an archived output body has none before its first line (a use that quoted a file
+    view from its first line, heredoc-style, read as lost though its archive held every byte)."""
+    return span.strip("\n") in archived
 
 
 def has_line(bounded: str, line: str) -> bool:
@@ -557,7 +565,7 @@ class RetentionTracker:
             if span in haystack:
                 verdict: Verdict = "kept"
             else:
-                artifact = next((k for k, t in archives() if span in t), None)
+                artifact = next((k for k, t in archives() if _holds(t, span)), None)
                 verdict = "lost" if artifact is None else "recoverable"
             counts[f"said_{verdict}"] += 1
             if verdict == "lost" and len(self.lost_uses) < 100:
@@ -571,7 +579,7 @@ class RetentionTracker:
             verdict = "kept"
             artifact = None
             if span not in haystack:
-                artifact = next((k for k, t in archives() if span in t), None)
+                artifact = next((k for k, t in archives() if _holds(t, span)), None)
                 verdict = "lost" if artifact is None else "recoverable"
             by_line = line_verdict(lines, bounded, lambda: [f"\n{t}\n" for _, t in archives()])
             use = Use(call, span, verdict, by_line, lines, artifact, pos)

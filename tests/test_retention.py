@@ -133,6 +133,26 @@ def test_kept_recoverable_and_lost() -> None:
     assert measure_retention(zip(prompts, transformed, outputs2, strict=True)).lost == 2
 
 
+def test_a_span_from_an_archived_bodys_first_line_is_recoverable() -> None:
+    """A heredoc quoting a file view from its first line shares the newline before it with the
+    output (``<output>`` then a newline); the archive holds the body alone, which starts at that
+    line. The use is recoverable (it read as lost while every byte was in the archive)."""
+    prompts, _ = session()
+    body = FILE_VIEW.split("<output>\n", 1)[1].rsplit("</output>", 1)[0]
+    stubbed = tool(f"<returncode>0</returncode>\n<output>\n{stub(KEY, len(body))}\n</output>")
+    transformed = [m if m["content"] != FILE_VIEW else stubbed for m in prompts[2]]
+    rewrite = call(command="cat > app/area.py << 'EOF'\n" + body + "EOF")
+    tracker = RetentionTracker(lookup={KEY: body}.get)
+    tracker.add_call(prompts[0], prompts[0], call(command="cat app/area.py"))
+    tracker.add_call(prompts[1], prompts[1], call("Looking."))
+    uses = tracker.add_call(prompts[2], transformed, rewrite)
+    assert [u.span[0] for u in uses] == ["\n"]  # the span starts at the newline before the body
+    assert [u.verdict for u in uses] == ["recoverable"]
+    assert uses[0].artifact == KEY
+    # no archive named: lost, as before
+    assert [u.verdict for u in RetentionTracker().add_call(prompts[2], transformed, rewrite)] == ["lost"]
+
+
 @pytest.mark.parametrize(
     ("out", "uses"),
     [
