@@ -46,6 +46,7 @@ test: lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/continuous.py
+	$(BIN)/python benchmarks/frontier.py
 	$(BIN)/python benchmarks/bench_server.py
 	$(BIN)/python benchmarks/bench_gateway.py
 
