@@ -113,6 +113,27 @@ class FinishedTask:
     facts: TaskFacts
 
 
+def _newest_runs(events: Sequence[ToolEvent]) -> list[ToolEvent]:
+    """The runs no later run supersedes, in order: the newest of each command (:func:`run_key`) and
+    of each label, since that is all a reader of the summary can tell runs apart by.
+
+    Why the label: a test script fixed by its next version (``settings.configure`` with the dummy
+    database, then with sqlite) is another command with the same label, ``python -c "suite =
+    unittest.TestLoader()....Case(ShellCommandTestCase)``; a summary said it passed last on its Tests
+    line and ``Ended failing`` below. A run that another supersedes passes that on to the earlier
+    runs it matches, by key or by label."""
+    seen_keys: set[int] = set()
+    seen_labels: set[str] = set()
+    newest: list[ToolEvent] = []
+    for e in reversed(events):
+        key = run_key(e.command)
+        if key not in seen_keys and e.label not in seen_labels:
+            newest.append(e)
+        seen_keys.add(key)
+        seen_labels.add(e.label)
+    return newest[::-1]
+
+
 def task_facts(events: Sequence[ToolEvent], created: Collection[str]) -> TaskFacts:
     """The facts of the tool calls ``events`` (one task's, in order); ``created`` are the files the
     session created (so a write to one is a creation, not an edit).
@@ -130,10 +151,7 @@ def task_facts(events: Sequence[ToolEvent], created: Collection[str]) -> TaskFac
     changed = [p for p, removed in gone.items() if not removed]
     made_here = {p for e in events for p in e.writes if p in e.whole and p in created}
     tests = [e for e in events if e.kind == "test"]
-    last: dict[int, ToolEvent] = {}
-    for e in events:
-        last[run_key(e.command)] = e  # the newest run of each command says how it ended
-    failing = tuple((e.label, e.error_line) for e in last.values() if e.failed)
+    failing = tuple((e.label, e.error_line) for e in _newest_runs(events) if e.failed)
     return TaskFacts(
         calls=len(events),
         modified=tuple(p for p in changed if p not in created),

@@ -406,6 +406,49 @@ def test_a_command_that_passed_on_its_last_run_did_not_end_failing() -> None:
     assert (facts.tests, facts.last_test_failed) == (3, None)
 
 
+def test_a_run_superseded_by_a_later_one_under_its_label_did_not_end_failing() -> None:
+    """The agent's inline test script failed on its settings (dummy database) and its next version
+    (sqlite) passed: two commands, one label. The summary said the last test passed and, below,
+    ``Ended failing`` under that same label. A failure under another label still ends failing."""
+    from lightmem_plugin.eviction.collapse import summary
+    from lightmem_plugin.eviction.session_record import task_facts
+
+    def script(engine: str) -> str:
+        return (
+            f'cd /testbed && python -c "\nimport django\nfrom django.conf import settings\n'
+            f"settings.configure(DATABASES={{'default': {{'ENGINE': '{engine}'}}}})\ndjango.setup()\n"
+            "import unittest\nsuite = unittest.TestLoader().loadTestsFromTestCase(ShellCommandTestCase)\n"
+            'unittest.TextTestRunner(verbosity=2).run(suite)\n"'
+        )
+
+    broken = (
+        "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n"
+        '  File "<string>", line 5, in <module>\n'
+        "ModuleNotFoundError: No module named 'sqlparse'\n</output>"
+    )
+    ran = "<returncode>0</returncode>\n<output>\nRan 15 tests in 0.002s\n\nOK\n</output>"
+    other = "<returncode>1</returncode>\n<output>\nError: bad option --x\n</output>"
+    span = _answered(
+        ("python check.py --x", other),
+        (script("django.db.backends.dummy"), broken),
+        (script("django.db.backends.sqlite3"), ran),
+    )
+    estimator = _estimated("Fix the shell command", span)
+    events = estimator.log.events
+    assert events[1].command != events[2].command and events[1].label == events[2].label
+    assert events[1].failed and not events[2].failed
+    facts = task_facts(events, ())
+    assert facts.failing == (("python check.py --x", "Error: bad option --x"),)
+    shown = summary(1, "k" * 12, span, events, ()).splitlines()
+    assert [line for line in shown if line.startswith("Ended failing")] == [
+        "Ended failing: `python check.py --x` -> Error: bad option --x"
+    ]
+    # the crashed version ran no test (no runner's summary): one test run, and it passed
+    assert any(
+        line.startswith("Tests run 1x; last `python -c") and line.endswith(" passed") for line in shown
+    )
+
+
 def test_a_removed_file_is_deleted_not_modified_and_a_removed_scratch_file_is_not_listed() -> None:
     """`rm old_module.py` was listed under "Files modified" and a scratch script the agent wrote and
     removed under "Files created": the next task could look for files that are not there."""
