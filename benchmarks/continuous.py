@@ -27,7 +27,7 @@ from lightmem_plugin.traces.continuous import chain  # noqa: E402
 
 sys.path.insert(0, str(HERE))
 import record_recall  # noqa: E402
-from readme_table import update_readme_continuous  # noqa: E402
+from readme_table import publish, update_readme_continuous  # noqa: E402
 
 MODES = ("vanilla", "conservative", "normal", "aggressive")
 KEYS = (
@@ -112,11 +112,7 @@ def main() -> int:
         "rows": rows,
         "record": {k: v for k, v in record.items() if k != "task_misses"},
     }
-    Path(args.out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}", file=sys.stderr)
-    if args.readme:
-        update_readme_continuous(Path(args.readme), result)
-        print(f"updated {args.readme}", file=sys.stderr)
+    publish(result, Path(args.out), args.readme, update_readme_continuous)
     return 0
 
 

@@ -15,7 +15,6 @@ Run: ``.venv/bin/python benchmarks/frontier.py`` (part of ``make bench``; ~3 min
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from readme_table import update_readme_frontier  # noqa: E402
+from readme_table import publish, update_readme_frontier  # noqa: E402
 
 from lightmem_plugin.config import Config  # noqa: E402
 from lightmem_plugin.replay import policy_for, replay_paths, summarize  # noqa: E402
@@ -173,11 +172,7 @@ def main() -> int:
         print(f"frontier: no swe traces at {swe}; pass --traces DIR", file=sys.stderr)
         return 2
     result = measure(swe, SETTINGS, max(1, args.workers))
-    Path(args.out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}", file=sys.stderr)
-    if args.readme:
-        update_readme_frontier(Path(args.readme), result)
-        print(f"updated {args.readme}", file=sys.stderr)
+    publish(result, Path(args.out), args.readme, update_readme_frontier)
     return 0
 
 
