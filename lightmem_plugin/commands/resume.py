@@ -48,6 +48,8 @@ def run(
     """The text ``lightmem2 resume`` prints."""
     if level not in LEVELS:
         raise UsageError(f'unknown level "{level}"; allowed: {", ".join(LEVELS)}')
+    if at_turn is not None and at_turn < 0:  # a trace's record at turn -5 printed as an empty record
+        raise UsageError(f"--at-turn takes a message number, 0 or more; got {at_turn}")
     if trace is not None:
         return from_trace(trace, level, at_turn)
     snap = store.snapshot(session_id, at_turn)

@@ -48,6 +48,7 @@ def test_resume_from_a_trace_file_needs_no_prior_session() -> None:
         ({"level": "huge"}, "allowed: critical"),
         ({"session_id": "nope"}, "unknown session"),
         ({}, "no session record"),
+        ({"at_turn": -5, "trace": str(TRACE)}, "0 or more; got -5"),
     ],
 )
 def test_bad_arguments_are_one_line_usage_errors(kwargs: dict[str, object], needle: str) -> None:
