@@ -95,12 +95,10 @@ class ToolEvent:
     output_hash: int
     error_line: str
     call_chars: int
-
-    @property
-    def label(self) -> str:
-        """A short, stable rendering of the call for evidence and record lines: its first command
-        line and, for a script of several, its last one (see :func:`command_label`)."""
-        return command_label(self.command) or self.tool
+    label: str
+    """A short, stable rendering of the call for evidence and record lines: its first command line
+    and, for a script of several, its last one (see :func:`command_label`). Set once when the event
+    is made: the session record reads every finished task's labels at each batch of calls."""
 
 
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([\w.-]+)\1")
@@ -472,6 +470,7 @@ class EventLog:
                 output_hash=xxhash.xxh3_64_intdigest(output.encode("utf-8", "surrogatepass")),
                 error_line=error_line,
                 call_chars=size,
+                label=command_label(command) or tool,
             )
         )
         self.outputs.append(output)
