@@ -240,7 +240,8 @@ class RegistryConfig(_Model):
     encrypt: bool = Field(
         True,
         description="Store archived originals exactly and encrypted (AES-GCM, key in archive.key of the "
-        "lightmem2 home or $LIGHTMEM2_ARCHIVE_KEY), so recover is byte-exact; off: redact them instead.",
+        "lightmem2 home or $LIGHTMEM2_ARCHIVE_KEY), so recover is byte-exact, and seal the session state "
+        "(what the model was shown) and records with the same key; off: redact them instead.",
     )
 
 

@@ -36,7 +36,7 @@ from .accounting import CallFacts
 from .call_ids import Respeller, respellable, short_id
 from .chat_adapter import ChatAdapter
 from .config import Config, ConfigHolder, data_dir
-from .errors import LightMemError
+from .errors import ArtifactCorrupt, LightMemError
 from .eviction.break_cost import break_cost
 from .eviction.entries import entries
 from .eviction.evictor import Evictor
@@ -304,7 +304,12 @@ class Session:
     # -- persisted state ---------------------------------------------------------------------------
     def _load_state(self, store: SessionStates) -> None:
         """Continue the session from what was saved (a restart, or dropped from memory): same bytes."""
-        loaded = store.load(self.id)
+        try:
+            loaded = store.load(self.id)
+        except ArtifactCorrupt:  # sealed with a key no longer at hand: unreadable, so start over
+            store.forget(self.id)
+            self.journal = Journal(store, self.id)
+            raise
         recorded = self.calls
         try:
             if not loaded.empty:

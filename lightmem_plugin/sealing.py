@@ -111,6 +111,32 @@ class Sealer:
             ) from None
 
 
+TEXT_MARK = "lm2sealed1:"
+"""What starts a sealed value stored as text (a database column): the sealed layout in base64."""
+
+
+def seal_text(sealer: Sealer, text: str) -> str:
+    """``text`` sealed and stored as ASCII text (:data:`TEXT_MARK` + base64 of the sealed layout)."""
+    blob = sealer.seal(text.encode("utf-8", "surrogatepass"))
+    return TEXT_MARK + base64.b64encode(blob).decode("ascii")
+
+
+def open_text(sealer: Sealer | None, text: str, name: str = "stored value") -> str:
+    """The plaintext of a :func:`seal_text` value (text without the mark is returned as it is);
+    :class:`ArtifactCorrupt` when it was altered, sealed with another key, or no key is at hand."""
+    if not text.startswith(TEXT_MARK):
+        return text
+    if sealer is None:
+        raise ArtifactCorrupt(
+            f"{name} is sealed and no archive key is at hand; restore ${KEY_ENV} or {key_path()}"
+        )
+    try:
+        blob = base64.b64decode(text[len(TEXT_MARK) :], validate=True)
+    except (binascii.Error, ValueError):
+        raise ArtifactCorrupt(f"{name} is not valid sealed text; it was altered") from None
+    return sealer.open(blob, name).decode("utf-8", "surrogatepass")
+
+
 def sealed(blob: bytes) -> bool:
     """Whether ``blob`` is in the sealed-file layout."""
     return blob.startswith(MAGIC)

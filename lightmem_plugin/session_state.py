@@ -23,7 +23,8 @@ Shape on disk (one SQLite file, ``sessions.sqlite3``, 0600 in the 0700 data dir)
 
 The same interface has a PostgreSQL backend (:mod:`.store`), chosen by ``store.url``.
 
-Values are JSON with sorted keys. Nothing here is ever shown to the model directly; what the model
+Values are JSON with sorted keys, sealed with the archive key (:mod:`.store.sealed_values`: the store
+holds what the model was shown, so it must not be readable without the key). Nothing here is ever shown to the model directly; what the model
 sees is rebuilt from it by the same code that made it.
 """
 
@@ -47,6 +48,7 @@ from .sqlite_store import open_private_db
 from .store.base import APPEND_ONLY as APPEND_ONLY  # re-exported: the maps of a session
 from .store.base import SessionStates
 from .store.base import StoredSession as StoredSession  # re-exported: callers import it from here
+from .store.sealed_values import StateCipher, dump
 
 STATE_FILE = "sessions.sqlite3"
 STATE_VERSION = 1
@@ -69,17 +71,23 @@ _CREATE = (
 
 
 def entry_rows(
-    stored_id: str, entries: Mapping[str, list[tuple[str, Any, int]]]
+    stored_id: str, entries: Mapping[str, list[tuple[str, Any, int]]], cipher: StateCipher
 ) -> list[tuple[str, str, str, str, int]]:
-    """The ``entries`` table rows of one write: ``(session, namespace, key, JSON value, seq)``
+    """The ``entries`` table rows of one write: ``(session, namespace, key, sealed value, seq)``
     (both backends store the same rows)."""
     return [
-        (stored_id, ns, key, _dump(value), seq) for ns, items in entries.items() for key, value, seq in items
+        (stored_id, ns, key, cipher.protect(_dump(value)), seq)
+        for ns, items in entries.items()
+        for key, value, seq in items
     ]
 
 
-def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+def blob_rows(stored_id: str, blobs: Mapping[str, str], cipher: StateCipher) -> list[tuple[str, str, str]]:
+    """The ``blobs`` table rows of one write: ``(session, name, sealed value)`` from each blob's JSON."""
+    return [(stored_id, name, cipher.protect(text)) for name, text in blobs.items()]
+
+
+_dump = dump
 
 
 RETRY_BLOB = "retry"
@@ -102,14 +110,18 @@ def retry_start(loaded: StoredSession, request_key: str) -> dict[str, Any] | Non
 
 
 def load_rows(
-    out: StoredSession, rows: list[tuple[Any, ...]], blobs: list[tuple[Any, ...]], version: int
+    out: StoredSession,
+    rows: list[tuple[Any, ...]],
+    blobs: list[tuple[Any, ...]],
+    version: int,
+    cipher: StateCipher,
 ) -> StoredSession:
     """``out`` filled from ``(ns, key, value)`` entry rows (in seq order) and ``(name, value)`` blobs."""
     for ns, key, value in rows:
         if ns in out.maps:
-            out.maps[ns][key] = json.loads(value)
+            out.maps[ns][key] = cipher.reveal(value)
     for name, value in blobs:
-        out.blobs[name] = json.loads(value)
+        out.blobs[name] = cipher.reveal(value)
     out.version = version
     return out
 
@@ -133,12 +145,14 @@ class StateStore:
     shared = False
     """True for a store other machines' processes share (PostgreSQL); this one is one data dir's."""
 
-    def __init__(self, path: Path, prefix: str = "") -> None:
+    def __init__(self, path: Path, prefix: str = "", cipher: StateCipher | None = None) -> None:
         """``prefix`` keeps one writer's sessions apart from another's in the same file (the hooks
         store theirs under ``hook:<session id>``: the proxy may serve the same id, with decisions of
-        its own); it is part of the stored id, never of what the model sees."""
+        its own); it is part of the stored id, never of what the model sees. ``cipher`` seals the
+        values (default: with this home's archive key, :mod:`.store.sealed_values`)."""
         self.path = path
         self.prefix = prefix
+        self.cipher = cipher or StateCipher.from_home()
         self._db = open_private_db(path, _CREATE, SCHEMA_VERSION)
         self._lock = threading.Lock()
 
@@ -148,9 +162,9 @@ class StateStore:
         return str(self.path)
 
     @classmethod
-    def default(cls, prefix: str = "") -> StateStore:
+    def default(cls, prefix: str = "", cipher: StateCipher | None = None) -> StateStore:
         """The store in the lightmem2 data dir (``$LIGHTMEM2_HOME`` or the platform default)."""
-        return cls(data_dir() / STATE_FILE, prefix)
+        return cls(data_dir() / STATE_FILE, prefix, cipher)
 
     def load(self, session_id: str) -> StoredSession:
         """Everything saved for ``session_id`` (empty when nothing was)."""
@@ -167,7 +181,7 @@ class StateStore:
                 version = self._version(session_id)
             finally:
                 self._db.execute("COMMIT")
-        return load_rows(StoredSession(), rows, blobs, version)
+        return load_rows(StoredSession(), rows, blobs, version, self.cipher)
 
     def _version(self, stored_id: str) -> int:
         row = self._db.execute("SELECT version FROM versions WHERE session_id = ?", (stored_id,)).fetchone()
@@ -189,7 +203,7 @@ class StateStore:
         returns the session's new version. ``expect``: the version this writer last saw; another one
         in the store raises :class:`~.errors.StaleState` and writes nothing."""
         stored_id = self.prefix + session_id
-        rows = entry_rows(stored_id, entries)
+        rows = entry_rows(stored_id, entries, self.cipher)
         with self._lock:
             if not rows and not blobs:
                 return self._version(stored_id)
@@ -200,8 +214,7 @@ class StateStore:
                     raise stale(session_id, expect, found)
                 self._db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?)", rows)
                 self._db.executemany(
-                    "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?)",
-                    [(stored_id, name, text) for name, text in blobs.items()],
+                    "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?)", blob_rows(stored_id, blobs, self.cipher)
                 )
                 self._db.execute("INSERT OR REPLACE INTO versions VALUES (?, ?)", (stored_id, found + 1))
                 self._db.execute("COMMIT")

@@ -7,6 +7,8 @@ advisory lock across separate pools (two processes, as far as the database can t
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +20,7 @@ from lightmem_plugin.config import Config
 from lightmem_plugin.errors import ArtifactCorrupt, ArtifactNotFound, StaleState, StoreError, StoreUnavailable
 from lightmem_plugin.ledger import CallRecord, Ledger
 from lightmem_plugin.registry import SHORT_KEY_CHARS, Registry, content_key
-from lightmem_plugin.sealing import OVERHEAD, Sealer
+from lightmem_plugin.sealing import OVERHEAD, TEXT_MARK, Sealer
 from lightmem_plugin.session_state import StateStore
 from lightmem_plugin.store import CallLedger, SessionStates, Stores, open_stores
 
@@ -70,6 +72,47 @@ def test_a_write_that_expects_an_old_version_is_refused_and_writes_nothing(store
         states.write("s", {"memo": [("x", "X", 1)]}, {"core": "3"}, 1)
     got = states.load("s")
     assert list(got.maps["memo"]) == ["a", "b"] and got.blobs["core"] == 2 and got.version == 2
+
+
+def _raw_values(states: SessionStates) -> list[str]:
+    """Every stored value of the state tables, as the database holds it."""
+    queries = ("SELECT value FROM {}entries", "SELECT value FROM {}blobs")
+    backend = getattr(states, "backend", None)
+    if backend is None:
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(states.where)) as db:
+            return [str(r[0]) for q in queries for r in db.execute(q.format(""))]
+    return [
+        str(r[0])
+        for q in queries
+        for r in backend.run(None, lambda c, q=q: c.execute(q.format("lm_session_")).fetchall())
+    ]
+
+
+def test_values_are_sealed_at_rest_and_a_store_without_key_redacts_them(stores: Stores) -> None:
+    """The store holds what the model saw (reduced outputs, the record quoting the user): before, its
+    values were plain JSON, so a token at the head of an output was readable in the table."""
+    from lightmem_plugin.store.sealed_values import StateCipher
+
+    secret = "AKIA" + "Q7X2M9P4K8W3R6T1"
+    shown = f"export TOKEN={secret}\n[lightmem2: 2,998 lines archived as abc]"
+    states = _states(stores)
+    states.write("s", {"memo": [("k", shown, 0)]}, {"core": json.dumps({"goal": f"deploy, key {secret}"})}, 0)
+    raw = _raw_values(states)
+    assert raw and all(v.startswith(TEXT_MARK) for v in raw) and not any(secret in v for v in raw)
+    got = states.load("s")
+    assert got.maps["memo"]["k"] == shown and got.blobs["core"] == {"goal": f"deploy, key {secret}"}
+    other = Sealer(b"\x01" * 32)
+    states.cipher = StateCipher(other)  # type: ignore[attr-defined]
+    with pytest.raises(ArtifactCorrupt, match="sealed with another archive key"):
+        states.load("s")
+    states.cipher = StateCipher(None)  # type: ignore[attr-defined]  # encryption off, or no key
+    states.write("t", {"memo": [("k", shown, 0)]}, {"core": json.dumps([f"key {secret}"])}, 0)
+    stored = states.load("t")
+    assert stored.maps["memo"]["k"] == shown.replace(secret, "[REDACTED:aws_access_key_id]")
+    assert stored.blobs["core"] == ["key [REDACTED:aws_access_key_id]"]
+    assert not any(secret in v for v in _raw_values(states))
 
 
 def test_forget_moves_the_version_on_so_holders_reload(stores: Stores) -> None:

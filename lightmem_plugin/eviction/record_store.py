@@ -1,7 +1,9 @@
 """Snapshots of each session's record on disk, so ``lightmem2 resume`` can hand it to a new session.
 
 Why snapshots of the rendering rather than the messages: the record is what a new session needs, it is
-small, and storing it (redacted) keeps conversation text off the disk. One JSON line per snapshot,
+small, and storing it (redacted, and sealed with the archive key: the record quotes the user's goals word
+for word, and a credential folded into one line escapes the patterns that need its line breaks) keeps
+conversation text off the disk. One JSON line per snapshot,
 taken every ``eviction.batchTurns`` calls when the record changed; ``--at-turn N`` reads the last
 snapshot taken at or before message N, i.e. what was believed then.
 """
@@ -15,8 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import LightMemError, UsageError
 from ..redaction import Redactor
+from ..sealing import Sealer, open_text, seal_text
 from .record_render import RecordLevel
 
 LEVELS: tuple[RecordLevel, ...] = ("critical", "standard", "full")
@@ -30,9 +33,12 @@ def _file_name(session_id: str) -> str:
 class RecordStore:
     """``<data dir>/records/<session>.jsonl``, 0600 files in a 0700 directory."""
 
-    def __init__(self, root: Path, redactor: Redactor | None = None) -> None:
+    def __init__(self, root: Path, redactor: Redactor | None = None, sealer: Sealer | None = None) -> None:
+        """``sealer``: the archive's (default: this home's key; lines are then only redacted when no key
+        can be had)."""
         self.root = Path(root)
         self.redactor = redactor or Redactor()
+        self.sealer = sealer if sealer is not None else _home_sealer()
 
     def append(self, session_id: str, turn: int, renders: Mapping[str, str]) -> None:
         """Store one snapshot (credentials redacted)."""
@@ -42,7 +48,8 @@ class RecordStore:
         row.update({k: self.redactor.redact(renders[k]) for k in LEVELS})
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row, sort_keys=True) + "\n")
+            text = json.dumps(row, sort_keys=True)
+            fh.write((seal_text(self.sealer, text) if self.sealer is not None else text) + "\n")
 
     def sessions(self) -> list[str]:
         """Session ids with snapshots, most recently written first."""
@@ -56,14 +63,13 @@ class RecordStore:
                 out.append(str(rows[-1]["session"]))
         return out
 
-    @staticmethod
-    def _rows(path: Path) -> list[dict[str, Any]]:
+    def _rows(self, path: Path) -> list[dict[str, Any]]:
         rows = []
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a torn last line after a crash: skip it, keep the rest
+                rows.append(json.loads(open_text(self.sealer, line, f"a line of {path.name}")))
+            except (json.JSONDecodeError, LightMemError):
+                continue  # a torn last line after a crash, or sealed with a lost key: skip it, keep the rest
         return rows
 
     def snapshot(self, session_id: str | None = None, at_turn: int | None = None) -> dict[str, Any]:
@@ -80,3 +86,10 @@ class RecordStore:
             if not rows:
                 raise UsageError(f"session {sid} has no record at or before turn {at_turn}; try a later turn")
         return rows[-1]
+
+
+def _home_sealer() -> Sealer | None:
+    try:
+        return Sealer.from_home()
+    except LightMemError:
+        return None  # doctor names the unusable key; the lines are then only redacted

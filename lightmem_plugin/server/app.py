@@ -28,12 +28,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from urllib.parse import unquote
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from yarl import URL
 
 from .._version import __version__
 from ..commands.base import LineRunner
@@ -121,20 +123,23 @@ def create_app(
 
     async def other(request: Request) -> Response:
         rest = request.path_params["rest"]
-        if escapes_base(rest):
-            return error_response(
-                "chat" if "anthropic-version" not in request.headers else "anthropic",
-                400,
-                f"path segment '.' or '..' in /v1/{rest[:80]!s}; send the provider path itself "
-                "(lightmem2 never forwards outside the upstream's base URL)",
-            )
-        if "name" in request.path_params or "anthropic-version" not in request.headers:
-            base = openai_base(request)
-            if base is None:
+        anthropic = "name" not in request.path_params and "anthropic-version" in request.headers
+        api = "anthropic" if anthropic else "chat"
+        if anthropic:
+            base = lm.config.server.upstreams.anthropic.rstrip("/") + "/v1"
+        else:
+            found = openai_base(request)
+            if found is None:
                 return unknown_upstream(request, "chat")
-            return await handle(request, "chat", f"{base}/{rest}", False)
-        base = lm.config.server.upstreams.anthropic.rstrip("/")
-        return await handle(request, "anthropic", f"{base}/v1/{rest}", False)
+            base = found
+        if escapes_base(base, rest):
+            return error_response(
+                api,
+                400,
+                f"path segment '.' or '..' in /v1/{rest[:80]!s} (percent-encoded or not); send the "
+                "provider path itself (lightmem2 never forwards outside the upstream's base URL)",
+            )
+        return await handle(request, api, f"{base}/{rest}", False)
 
     def unknown_upstream(request: Request, api: str) -> Response:
         name = request.path_params.get("name")
@@ -178,13 +183,33 @@ def create_app(
     return app
 
 
-def escapes_base(rest: str) -> bool:
-    """True when a pass-through path would leave the upstream's base (``..`` or ``.`` segments).
+DECODE_ROUNDS = 8
+"""How many layers of percent-encoding :func:`escapes_base` peels (a path still encoded after that many
+is refused: no client encodes a provider path that deeply)."""
 
-    Starlette hands the path decoded, so ``/v1/%2e%2e/%2e%2e/admin`` arrives here as ``../../admin``;
-    the HTTP client would then normalise it away from the base URL (measured: it reached ``/admin/secret``).
+
+def escapes_base(base: str, rest: str) -> bool:
+    """True when forwarding ``rest`` under ``base`` could leave the upstream's base URL.
+
+    Starlette hands ``rest`` decoded once, and the URL builder (yarl) decodes and resolves dot segments
+    again, so ``/v1/%252e%252e/%252e%252e/admin`` reached the upstream as ``/admin`` (measured before
+    this: the check looked at the path after one decode only). So: ``rest`` is decoded until it no longer
+    changes, backslashes count as slashes, and any ``.`` or ``..`` segment is refused, however it was
+    spelled; and the URL as it will be sent must still lie under ``base`` (in case a builder resolves
+    something this check did not foresee).
     """
-    return any(seg in (".", "..") for seg in rest.replace("\\", "/").split("/"))
+    decoded = rest
+    for _ in range(DECODE_ROUNDS):
+        once = unquote(decoded)
+        if once == decoded:
+            break
+        decoded = once
+    else:
+        return True
+    if any(seg in (".", "..") for seg in decoded.replace("\\", "/").split("/")):
+        return True
+    root = URL(base).path.rstrip("/") + "/"
+    return not URL(f"{base.rstrip('/')}/{rest}").path.startswith(root)
 
 
 def proxy_of(app: Starlette) -> Proxy:

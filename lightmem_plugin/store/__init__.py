@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import StoreUnavailable
 from .base import CallLedger, SessionStates
+from .sealed_values import StateCipher
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -95,7 +96,9 @@ def open_stores(config: Config) -> Stores:
         except (OSError, sqlite3.Error):
             ledger = None
         try:
-            states: StateStore | None = StateStore.default()
+            states: StateStore | None = StateStore.default(
+                cipher=StateCipher.from_home(config.registry.encrypt)
+            )
         except (OSError, sqlite3.Error):  # without it sessions still work, they only forget on restart
             states = None
         return Stores(states, ledger)
@@ -108,7 +111,8 @@ def open_stores(config: Config) -> Stores:
         ) from None
     s = config.store
     backend = PgBackend(url, s.poolSize, s.connectTimeoutS, s.lockTimeoutS)
-    return Stores(PgStateStore(backend), PgLedger(backend), "postgresql", backend.schema_version)
+    shared = PgStateStore(backend, cipher=StateCipher.from_home(config.registry.encrypt))
+    return Stores(shared, PgLedger(backend), "postgresql", backend.schema_version)
 
 
 @contextlib.contextmanager

@@ -30,8 +30,9 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailable
 from ..ledger import _COLUMNS, CallRecord, LedgerReads, _record, _redacted, _row
-from ..session_state import entry_rows, load_rows, lock_key, stale
+from ..session_state import blob_rows, entry_rows, load_rows, lock_key, stale
 from .base import StoredSession
+from .sealed_values import StateCipher
 
 T = TypeVar("T")
 
@@ -262,9 +263,10 @@ class PgStateStore:
 
     shared = True
 
-    def __init__(self, backend: PgBackend, prefix: str = "") -> None:
+    def __init__(self, backend: PgBackend, prefix: str = "", cipher: StateCipher | None = None) -> None:
         self.backend = backend
         self.prefix = prefix
+        self.cipher = cipher or StateCipher.from_home()
 
     @property
     def where(self) -> str:
@@ -286,7 +288,7 @@ class PgStateStore:
                     "SELECT name, value FROM lm_session_blobs WHERE session_id = %s", (sid,)
                 ).fetchall()
                 version = _version(conn, sid)
-            return load_rows(StoredSession(), rows, blobs, version)
+            return load_rows(StoredSession(), rows, blobs, version, self.cipher)
 
         return self.backend.run(sid, work)
 
@@ -304,7 +306,7 @@ class PgStateStore:
     ) -> int:
         """New entries and changed blobs in one transaction; the new version (see the protocol)."""
         sid = self.prefix + session_id
-        rows = entry_rows(sid, entries)
+        rows = entry_rows(sid, entries, self.cipher)
         if not rows and not blobs:
             return self.version(session_id)
 
@@ -326,7 +328,7 @@ class PgStateStore:
                     cur.executemany(
                         "INSERT INTO lm_session_blobs VALUES (%s, %s, %s) ON CONFLICT (session_id, name) "
                         "DO UPDATE SET value = EXCLUDED.value",
-                        [(sid, name, text) for name, text in blobs.items()],
+                        blob_rows(sid, blobs, self.cipher),
                     )
                 conn.execute(
                     "UPDATE lm_session_versions SET version = %s WHERE session_id = %s", (found + 1, sid)

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from fake_upstream import FakeUpstream
 from server_harness import ServerThread
 
-from lightmem_plugin.config import Config
+from lightmem_plugin.config import Config, config_path
 from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.server.app import create_app
@@ -38,16 +38,24 @@ class Stack:
 
 
 @contextmanager
-def ledger_stack(home: Path, config: Config | None = None) -> Iterator[Stack]:
-    """Fake provider + proxy on free loopback ports; the plugin keeps its ledger and registry in ``home``."""
+def ledger_stack(home: Path, config: Config | None = None, full: bool = False) -> Iterator[Stack]:
+    """Fake provider + proxy on free loopback ports; the plugin keeps its ledger and registry in ``home``.
+    ``full``: the plugin is ``serve``'s (:meth:`LightMem.from_config`: session state, search index and
+    records too), configured by ``home``'s config file."""
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:
         cfg = config or Config()
         cfg.server.upstreams.anthropic = up.url
         cfg.server.upstreams.openai = up.url + "/v1"
         cfg.registry.dir = str(home / "artifacts")
-        ledger = Ledger(home / "ledger.sqlite3")
-        plugin = LightMem(cfg, ledger=ledger)
+        if full:
+            config_path().write_text(cfg.model_dump_json(by_alias=True, exclude_defaults=True))
+            plugin = LightMem.from_config()
+            assert plugin.ledger is not None and plugin.states is not None
+            ledger: Any = plugin.ledger
+        else:
+            ledger = Ledger(home / "ledger.sqlite3")
+            plugin = LightMem(cfg, ledger=ledger)
         app = create_app(plugin)
         try:
             with ServerThread(app) as px:

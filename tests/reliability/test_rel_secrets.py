@@ -83,11 +83,14 @@ def _run_python_api(lm: LightMem) -> tuple[int, int]:
 
 
 def _run_proxy(home: Path) -> int:
-    """The same outputs through the proxy in each wire format, with API keys in the headers."""
+    """The same outputs through the proxy in each wire format, with API keys in the headers; the proxy's
+    plugin keeps its session state and search index as ``serve``'s does (:meth:`LightMem.from_config`).
+    Each sample sits in the middle of one output (archived) and at the head of another (kept in the
+    reduced form the session store remembers)."""
     sent = 0
-    with ledger_stack(home) as st, httpx.Client(timeout=60) as client:
-        for i, (_kind, text, _secret) in enumerate(SAMPLES[:40]):
-            out = _embedded(i, text)
+    with ledger_stack(home, full=True) as st, httpx.Client(timeout=60) as client:
+        for i, (_kind, text, _secret) in enumerate(SAMPLES):
+            out = _embedded(i, text) if i % 2 else text + "\n" + tool_output(f"p{i}", i, lines=200)
             sid = f"secrets-proxy-{i}"
             chat = {
                 "model": "m",
@@ -141,6 +144,7 @@ def test_no_planted_secret_reaches_disk(isolated_home: Path) -> None:
     lm = LightMem.from_config()
     archived, kept = _run_python_api(lm)
     proxied = _run_proxy(isolated_home)
+    _run_claude_code_hook()
     assert lm.ledger is not None
     leaks_open = _leaks(isolated_home)  # while the ledger is open: WAL and shared-memory files exist
     lm.ledger.close()
@@ -224,3 +228,59 @@ def test_reduction_archives_through_the_redactor_only(tmp_path: Path) -> None:
     stored: Any = reg.get(key)
     assert [s for _k, _t, s in SAMPLES[:20] if s.encode() in stored] == []
     assert os.stat(reg.path_of(key)).st_mode & 0o077 == 0
+
+
+def _run_claude_code_hook() -> None:
+    """The Claude Code PostToolUse hook (its own process in real use; it keeps its decisions under
+    ``hook:<session>`` in the same store): ``export TOKEN=AKIA...`` atop a 3,000-line output."""
+    from lightmem_plugin.hooks import claude_code
+
+    _kind, text, _secret = next(row for row in SAMPLES if row[0] == "aws_access_key_id")
+    stdout = text + "\n" + tool_output("hook", 0, lines=3000)
+    response = {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False}
+    answer = claude_code.handle(
+        "PostToolUse",
+        {
+            "session_id": "secrets-hook",
+            "tool_name": "Bash",
+            "tool_use_id": "toolu_1",
+            "tool_response": response,
+        },
+    )
+    assert answer is not None and stub_keys(answer["hookSpecificOutput"]["updatedToolOutput"]["stdout"])
+
+
+def _run_goals_and_heads(session_id: str) -> LightMem:
+    """Every sample where the model keeps seeing it: in a user's goal (quoted by the session record)
+    and at the head of a long output (the reduced form the session store keeps), in aggressive mode so
+    finished tasks leave as records too."""
+    from lightmem_plugin.config import config_path
+
+    config_path().write_text('{"mode": "aggressive"}')
+    lm = LightMem.from_config()
+    s = lm.session(session_id)
+    msgs = head(session_id)
+    for i, (_kind, text, secret) in enumerate(SAMPLES):
+        big = text + "\n" + tool_output(session_id, i, lines=400)
+        msgs = [*msgs, {"role": "user", "content": f"deploy it; my creds: {text}"}, *turn(session_id, i, big)]
+        out = s.before_model_call(msgs)
+        assert stub_keys(out[-1]["content"]) and secret in out[-1]["content"], "the head is kept as it was"
+    return lm
+
+
+def test_what_the_model_was_shown_is_sealed_in_the_session_store_and_records(isolated_home: Path) -> None:
+    """Before: all 120 samples readable in sessions.sqlite3 (the memo keeps each reduced output's head,
+    the core and retry blobs the session record), and two in records/*.jsonl (a YAML password and an
+    XML one, folded onto one line by the record so their patterns no longer matched)."""
+    lm = _run_goals_and_heads("heads")
+    assert lm.records is not None and lm.records.sessions() == ["heads"], "records were written"
+    assert lm.ledger is not None and lm.states is not None
+    leaks = _leaks(isolated_home)
+    lm.ledger.close()
+    lm.states.close()
+    assert leaks == [] and _leaks(isolated_home) == []
+    # the store still gives back what the model saw: a new process sends the same bytes
+    again = LightMem.from_config().session("heads")
+    assert again.calls == len(SAMPLES)
+    record = lm.records.snapshot("heads")
+    assert "Goal (turn" in record["full"], "the record reads back with the key"

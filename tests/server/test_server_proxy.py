@@ -335,11 +335,34 @@ def test_lone_surrogate_escapes_stay_valid_utf8() -> None:
         assert b"\\ud800" in sent and b"<WORKDIR>" in sent
 
 
-@pytest.mark.parametrize(
-    "path", ["/v1/%2e%2e/%2e%2e/admin/secret", "/v1/../admin", "/v1/models/%2E%2E/%2E%2E/x"]
-)
-def test_paths_never_escape_the_upstream_base(path: str) -> None:
-    """Measured before: /v1/%2e%2e/%2e%2e/admin/secret reached the upstream as /admin/secret."""
+DOT_SEGMENTS = [
+    "..",
+    ".",
+    "%2e%2e",
+    "%2E%2e",
+    ".%2e",
+    "%2e.",
+    "%2e",
+    "%252e%252e",  # measured before: /v1/%252e%252e/%252e%252e/admin/secret reached /admin/secret
+    "%252E%252e",
+    "%25252e%25252e",
+    "%2525252e%2525252e",
+    "..%5c..",
+    "%2e%2e%5c%2e%2e",
+    "%252e%252e%255c%252e%252e",
+    "..%255c..",
+]
+ROUTES = {  # prefix -> headers: every route that passes a path through
+    "/v1": AUTH["chat"],
+    "/v1/anthropic": {**AUTH["anthropic"], "anthropic-version": "2023-06-01"},
+    "/u/team/v1": AUTH["chat"],
+}
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_no_encoding_of_a_dot_segment_leaves_the_upstream_base(route: str) -> None:
+    """Every spelling of ``.``/``..`` (single, double and deeper percent-encoding, mixed case, ``%5c``)
+    through every pass-through route is refused or stays under the upstream's base; a plain path passes."""
     from starlette.applications import Starlette
     from starlette.responses import PlainTextResponse
     from starlette.routing import Route
@@ -351,17 +374,41 @@ def test_paths_never_escape_the_upstream_base(path: str) -> None:
     seen: list[str] = []
 
     async def anything(request: Any) -> PlainTextResponse:
-        seen.append(request.url.path)
+        seen.append(request.scope["raw_path"].decode())
         return PlainTextResponse("upstream")
 
     upstream = Starlette(routes=[Route("/{p:path}", anything, methods=["GET", "POST"])])
+    prefix = route.removesuffix("/anthropic")
+    answers = {}
     with ServerThread(upstream) as up:
         cfg = Config()
         cfg.server.upstreams.openai = up.url + "/v1"
+        cfg.server.upstreams.anthropic = up.url
+        cfg.server.upstreams.named = {"team": up.url + "/v1"}
         with ServerThread(create_app(LightMem(cfg))) as px:
-            r = httpx.get(httpx.URL(px.url).copy_with(raw_path=path.encode()), headers=AUTH["chat"])
-    assert all(p.startswith("/v1/") for p in seen), seen  # nothing outside the upstream's base
-    assert r.status_code in (400, 404) and r.text != "upstream"
+            for seg in DOT_SEGMENTS:
+                answers[seg] = _raw_get(px.url, f"{prefix}/models/{seg}/{seg}/admin/secret", ROUTES[route])
+            ok = _raw_get(px.url, f"{prefix}/models/gpt-5.1..x", ROUTES[route])
+    bad = [p for p in seen if not p.startswith("/v1/models/")]
+    assert bad == [], f"reached the upstream outside its base: {bad}"
+    refused = {seg: status for seg, (status, _text) in answers.items() if status != 400}
+    assert refused == {}, "every dot segment is refused with 400"
+    assert all("'.' or '..'" in text for _status, text in answers.values())
+    assert ok == (200, "upstream") and seen[-1] == "/v1/models/gpt-5.1..x"
+
+
+def _raw_get(base: str, path: str, headers: dict[str, str]) -> tuple[int, str]:
+    """GET ``path`` byte for byte (an HTTP client would resolve ``..`` itself before sending)."""
+    import http.client
+
+    url = httpx.URL(base)
+    conn = http.client.HTTPConnection(url.host, url.port, timeout=10)
+    try:
+        conn.request("GET", path, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
 
 
 def test_headers_named_in_connection_are_not_forwarded() -> None:
