@@ -430,9 +430,9 @@ def _describe(err: ValidationError, path: Path) -> str:
         return f"{path}: {loc} = {bad} is not a config key{where}; move it or remove it"
     allowed = ""
     ctx = first.get("ctx") or {}
-    if "expected" in ctx:
-        allowed = f"; allowed: {ctx['expected']}"
     msg = first["msg"]
+    if "expected" in ctx and str(ctx["expected"]) not in msg:
+        allowed = f"; allowed: {ctx['expected']}"
     return f"{path}: {loc} = {bad} is invalid: {msg}{allowed}; fix the value or remove the key"
 
 
@@ -536,6 +536,20 @@ class ConfigHolder:
                 copy.unlink(missing_ok=True)
             elif not copy.exists() or copy.read_text(encoding="utf-8") != text:
                 _atomic_write(copy, text)
+
+
+def config_in_force(path: Path | None = None) -> tuple[Config, str | None]:
+    """(the config a process starting now runs on, None or why the file was rejected and what runs).
+
+    The one rule for every short-lived process (hooks, ``serve`` at start, ``doctor``): a typo in the
+    file never stops lightmem2 or the host wired to it. The valid file; else the copy of the last valid
+    one; else the defaults (:class:`ConfigHolder`). Measured before: with ``"mode": "turbo"`` the hooks
+    raised (``/lightmem2 status`` then went to the model) and ``serve`` refused to start (exit 2), so
+    ``claude -p`` hung with no request sent.
+    """
+    holder = ConfigHolder(path)
+    why = f"{holder.last_error}; in force: {holder.in_force}" if holder.last_error else None
+    return holder.current, why
 
 
 def _atomic_write(path: Path, text: str) -> None:

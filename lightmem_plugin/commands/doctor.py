@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ..config import Config, config_path, data_dir, load_config
+from ..config import Config, config_in_force, config_path, data_dir, load_config
 from ..errors import ConfigError, LightMemError, StoreError, TokenizerError
 from ..faults import FAULTS_FILE, Fault, FaultSink
 from ..ledger import LEDGER_FILE, Ledger
@@ -40,13 +40,20 @@ RECENT_CALLS = 200
 
 
 def check_config(path: Path) -> tuple[Check, Config]:
-    """The config file validates (the defaults stand in for the other checks when it does not)."""
+    """The config file validates. When it does not, the other checks look at the config every process
+    runs on meanwhile (the last good one, else the defaults: :func:`~..config.config_in_force`), so
+    ``doctor`` probes the port the proxy really listens on (measured before: 8787, the default)."""
     try:
         config = load_config(path)
     except ConfigError as err:
+        in_force, why = config_in_force(path)
+        running = (why or "").rpartition("; in force: ")[2] or "defaults"
         return Check(
-            "config", "fail", str(err), f"edit {path}, then run `lightmem2 config validate`"
-        ), Config()
+            "config",
+            "fail",
+            f"{err}; lightmem2 runs on the {running} meanwhile",
+            f"edit {path}, then run `lightmem2 config validate`",
+        ), in_force
     where = f"{path} is valid" if path.exists() else f"{path} absent, defaults in force"
     return Check("config", "pass", f"{where} (mode {config.mode})"), config
 
@@ -264,10 +271,21 @@ def fix_stores(root: Path) -> list[str]:
     ]
 
 
+CONFIG_FAULT = "ConfigError: "
+"""How a fault the user's config file caused starts (their typo to fix, not an error of ours to file)."""
+
+
 def check_faults(faults: list[Fault]) -> Check:
     """What the fault sink holds: each surface/step that failed, how often, and its latest error."""
     if not faults:
         return Check("errors", "pass", "none reported by any surface")
+    if all(f.last_error.startswith(CONFIG_FAULT) for f in faults):
+        return Check(
+            "errors",
+            "warn",
+            "; ".join(f"{f.where} x{f.count} (last: {f.last_error})" for f in faults[:3]),
+            "the config file was invalid then; fix it (`lightmem2 config validate`), nothing to file",
+        )
     parts = []
     for f in faults[:6]:
         sid = f" in session {f.last_session}" if f.last_session else ""

@@ -138,14 +138,14 @@ def user_prompt_submit(payload: dict[str, Any], run_line: LineRunner | None = No
 def session_start(payload: dict[str, Any], host: str = "claude-code") -> dict[str, Any] | None:
     """Remember the transcript; start the proxy if it is not running. Prints nothing."""
     # lazy: config (pydantic) and the process helpers; the other events stay light
-    from ..config import load_config
+    from ..config import config_in_force
     from . import serve_ctl, transcripts
 
     path = payload.get("transcript_path")
     if isinstance(path, str) and path:
         dropped = payload.get("source") in HISTORY_DROPPED
         transcripts.record(_common.session_id(payload), host, path, dropped)
-    serve_ctl.ensure_running(load_config())
+    serve_ctl.ensure_running(config_in_force()[0])  # a typo in the file: the last good one
     return None
 
 
@@ -165,16 +165,19 @@ def revive_proxy() -> str:
 
     if not serve_ctl.pid_file().exists():
         return "not managed"
-    from ..config import load_config
+    from ..config import config_in_force
 
-    return serve_ctl.ensure_running(load_config(), wait_s=REVIVE_WAIT_S)
+    return serve_ctl.ensure_running(config_in_force()[0], wait_s=REVIVE_WAIT_S)
 
 
 def handle(event: str, payload: dict[str, Any], run_line: LineRunner | None = None) -> dict[str, Any] | None:
     """The answer to one Claude Code hook event (None: print nothing); ``run_line`` answers
     ``/lightmem2 ...`` prompts."""
     if event in ("PostToolUse", "UserPromptSubmit"):
-        revive_proxy()
+        from ..faults import open_sink, safecall
+
+        # a proxy that cannot be revived never costs the event its answer (the command, the reduction)
+        safecall("revive proxy", revive_proxy, "failed", open_sink())
     if event == "PostToolUse":
         return post_tool_use(payload)
     if event == "UserPromptSubmit":

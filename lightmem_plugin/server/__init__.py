@@ -115,13 +115,18 @@ def serve(
     # lazy: uvicorn, starlette and the pipeline load only when a server runs (see the docstring)
     import uvicorn
 
-    from ..config import load_config
+    from ..config import config_in_force
     from ..pipeline import LightMem
     from ..redaction import Redactor, install_log_redaction
     from ..store import open_stores
     from .app import create_app
 
-    cfg = config or load_config()
+    if config is None:
+        cfg, rejected = config_in_force()  # a typo in the file must not leave the hosts without a proxy
+        if rejected:
+            print(f"lightmem2 serve: {rejected}", file=sys.stderr, flush=True)
+    else:
+        cfg = config
     server_cfg = cfg.server
     install_log_redaction(Redactor(cfg.redaction.enabled, cfg.redaction.extraPatterns))
     host = host or server_cfg.host

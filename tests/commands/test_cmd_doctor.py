@@ -12,7 +12,7 @@ import pytest
 
 from lightmem_plugin.commands import doctor
 from lightmem_plugin.commands._hosts import HOSTS, Probe, check_host, http_get, parse_version, run_command
-from lightmem_plugin.errors import TokenizerError
+from lightmem_plugin.errors import ConfigError, TokenizerError
 from lightmem_plugin.ledger import CallRecord, Ledger
 
 
@@ -400,3 +400,27 @@ def test_reads_the_default_ledger_when_none_is_given(home: Path, isolated_home: 
         led.record_call(CallRecord("s", 1, "normal", 10, 10, 0, 10, errors={"images": 2}, last_error="E"))
     text, ok = doctor.run(probe=FakeMachine(home, {}, {}).probe())
     assert ok and "[warn] errors: images x2 in the last 1 calls (last: session s call 1: E)" in text
+
+
+def test_a_bad_config_is_checked_against_the_config_in_force(home: Path, isolated_home: Path) -> None:
+    """Measured before: with a typo in the file, doctor probed the default port 8787 while the proxy ran
+    on the last good config's, and told the user to "file the error" their typo had caused."""
+    from lightmem_plugin.config import ConfigHolder
+    from lightmem_plugin.faults import open_sink, report
+
+    path = isolated_home / "config.json"
+    path.write_text('{"mode": "aggressive", "server": {"port": 9555}}')
+    ConfigHolder()  # a process read it while valid: the last good copy
+    path.write_text('{"mode": "turbo", "server": {"port": 9555}}')
+    report(
+        open_sink(),
+        "claude-code SessionStart",
+        ConfigError(f'{path}: mode = "turbo" is invalid'),
+        surface="hook",
+    )
+    text, ok = doctor.run(probe=FakeMachine(home, {}, {}).probe())
+    checks = lines_by_check(text)
+    assert not ok and "runs on the last good (mode aggressive" in checks["config"]
+    assert "http://127.0.0.1:9555/healthz" in checks["server"]
+    following = text.splitlines()[text.splitlines().index(checks["errors"]) + 1]
+    assert "file the error" not in following and "config" in following

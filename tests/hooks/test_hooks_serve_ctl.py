@@ -218,3 +218,53 @@ def test_supervisor_alive_is_false_for_a_dead_or_foreign_pid(isolated_home: Path
     assert serve_ctl.supervisor_alive() is False
     serve_ctl.pid_file().unlink()
     assert serve_ctl.supervisor_alive() is False
+
+
+def _hook(host: str, event: str, payload: dict[str, object]) -> dict[str, object] | None:
+    """One hook call as the host makes it: its own process, the command table wired in."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "lightmem_plugin.cli", "hook", host, event],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if done.stdout.strip() else None
+
+
+@pytest.mark.parametrize("host", ["claude-code", "codex"])
+def test_a_typo_in_the_config_neither_stops_the_proxy_nor_sends_the_command_to_the_model(
+    isolated_home: Path, host: str
+) -> None:
+    """Measured before, with ``"mode": "turbo"``: while the hooks managed a proxy, every event raised on
+    the config before it answered (``/lightmem2 status`` went to the model), and the proxy they restart
+    refused to start (exit 2), so the host's next request found nobody on the port."""
+    port = _free_port()
+    path = isolated_home / "config.json"
+    path.write_text(json.dumps({"mode": "aggressive", "server": {"port": port}}))
+    cfg = _config(port)
+    try:
+        assert _hook(host, "SessionStart", {"session_id": "s", "source": "startup"}) is None
+        assert serve_ctl.is_running(cfg), "SessionStart started the proxy on the configured port"
+        path.write_text(json.dumps({"mode": "turbo", "server": {"port": port}}))  # the typo
+        for running in (True, False):
+            if not running:  # the proxy died (killed, out of memory): the next event brings it back
+                _stop(serve_ctl.pid_file())
+                deadline = time.monotonic() + 20
+                while serve_ctl.is_running(cfg):
+                    assert time.monotonic() < deadline, "the proxy did not stop"
+                    time.sleep(0.1)
+                serve_ctl.pid_file().write_text("999999\n")  # still managed (a hook started it), now dead
+            answer = _hook(host, "UserPromptSubmit", {"session_id": "s", "prompt": "/lightmem2 status"})
+            assert answer is not None and answer["decision"] == "block", "answered by the hook, not the model"
+            reason = str(answer["reason"])
+            assert 'mode = "turbo" is invalid' in reason and "last good (mode aggressive" in reason
+            assert serve_ctl.is_running(cfg), f"the proxy answers on port {port} (running={running})"
+    finally:
+        if serve_ctl.pid_file().exists():
+            _stop(serve_ctl.pid_file())

@@ -140,3 +140,18 @@ def test_serve_refuses_to_start_on_an_unreachable_store(isolated_home: Path) -> 
     assert done.stderr.count("\n") == 1 and "hunter2" not in done.stderr, done.stderr
     assert f"the session store postgresql://team:***@127.0.0.1:{port}/lm" in done.stderr
     assert "check store.url" in done.stderr and "remove store.url to use the embedded store" in done.stderr
+
+
+def test_serve_starts_on_the_last_good_config_when_the_file_has_a_typo(tmp_path: Path) -> None:
+    """Measured before: ``"mode": "turbo"`` in the file made serve exit 2 although config.last-good.json
+    was there, and nothing restarted the proxy (``claude -p`` hung with 0 requests sent)."""
+    (tmp_path / "config.json").write_text('{"mode": "aggressive"}')
+    (tmp_path / "config.last-good.json").write_text('{"mode": "aggressive"}')
+    (tmp_path / "config.json").write_text('{"mode": "turbo"}')
+    serve = ServeProcess(tmp_path).wait_ready()
+    try:
+        assert httpx.get(serve.url + "/healthz", timeout=5).json()["status"] == "ok"
+        first = serve.stderr.splitlines()[0]
+        assert 'mode = "turbo" is invalid' in first and "in force: last good (mode aggressive" in first
+    finally:
+        serve.stop()
