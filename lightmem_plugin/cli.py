@@ -7,10 +7,12 @@ input (one line on stderr: what, the bad value, the fix), 1 an internal failure.
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from collections.abc import Sequence
 
 from .commands import hook_cmd
+from .commands._disk import disk_failure
 from .errors import LightMemError
 
 __all__ = ["main"]
@@ -39,6 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         return 130
+    except (OSError, sqlite3.Error) as err:  # the disk, not lightmem2: one line saying what and the fix
+        print(f"lightmem2: {disk_failure(err)}", file=sys.stderr)
+        return 1
     if find(args.command).verbatim:  # byte-exact: no newline added, undecodable bytes restored
         sys.stdout.flush()
         sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))

@@ -19,7 +19,8 @@ def open_private_db(path: Path, create_sql: str, version: int) -> sqlite3.Connec
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    os.chmod(path, 0o600)
+    if path.stat().st_mode & 0o777 != 0o600:  # only when needed: a private file on a read-only disk opens
+        os.chmod(path, 0o600)
     db = sqlite3.connect(path, timeout=5.0, check_same_thread=False, isolation_level=None)
     try:
         db.execute("PRAGMA journal_mode=WAL")
@@ -27,8 +28,8 @@ def open_private_db(path: Path, create_sql: str, version: int) -> sqlite3.Connec
         _migrate(db, create_sql, version)
     except sqlite3.DatabaseError as err:
         db.close()
-        if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
-            raise  # another process holds it: a transient state, not damage
+        if isinstance(err, sqlite3.OperationalError):
+            raise  # locked by another process, a read-only or full disk: the file is fine, not damaged
         raise StoreError(
             f"{path} is not a usable SQLite database ({err}); run `lightmem2 doctor --fix` to move it "
             "aside (a new one is started, the old file is kept for inspection)"

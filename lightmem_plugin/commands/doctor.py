@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import stat
 import tempfile
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from ..search_index import INDEX_FILE, SearchIndex
 from ..session_state import STATE_FILE, StateStore
 from ..sqlite_store import move_aside
 from ..tokens import RANKS_SHA256, ranks_bytes
+from ._disk import disk_failure
 from ._format import to_json
 from ._hosts import HOSTS, Check, Probe, check_host
 from .base import Command, Outcome
@@ -244,10 +246,39 @@ def damaged_stores(root: Path) -> list[tuple[str, Path]]:
         except StoreError:
             bad.append((name, path))
             continue
+        except (OSError, sqlite3.Error):
+            continue  # it cannot be opened for writing (a read-only or full disk): check_data_dir says so
         close = getattr(store, "close", None)
         if close is not None:
             close()
     return bad
+
+
+def check_data_dir(root: Path) -> Check | None:
+    """A ``fail`` when the data dir cannot be written (a read-only or full disk, no permission): every
+    store then stops, and lightmem2 passes the hosts' traffic through unreduced; None when it can."""
+    if not root.exists():
+        return None
+    try:
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as err:
+        detail, _, fix = disk_failure(err).partition("; ")
+        return Check("data dir", "fail", f"{detail}: outputs pass through unreduced meanwhile", fix)
+    disk = os.statvfs(root)
+    free = disk.f_bavail * disk.f_frsize
+    if free < MIN_FREE_BYTES:
+        return Check(
+            "data dir",
+            "fail",
+            f"{root} has {free:,} bytes free: outputs pass through unreduced once nothing fits",
+            "free space on its disk, or set LIGHTMEM2_HOME to a dir on another disk",
+        )
+    return None
+
+
+MIN_FREE_BYTES = 1 << 20
+"""Below this, the data dir counts as full (an archive, a ledger row or a WAL page no longer fits)."""
 
 
 def check_stores(root: Path) -> Check:
@@ -330,6 +361,8 @@ def _errors_check(ledger: Ledger | None) -> Check:
     """One truth for errors: the fault sink when there is one, else the ledger's per-call counts."""
     try:
         return _errors_from_stores(ledger)
+    except (OSError, sqlite3.Error) as err:
+        return Check("errors", "warn", f"cannot read them: {err}", "see the data dir check above")
     except StoreError:
         return Check(
             "errors", "warn", "cannot read them: a store is damaged (see stores)", "lightmem2 doctor --fix"
@@ -364,6 +397,7 @@ def run(
         config_check,
         check_registry(config),
         check_archive_key(config),
+        *[c for c in [check_data_dir(data_dir())] if c is not None],
         check_stores(data_dir()),
         *([check_database(config)] if config.store.url else []),
         check_tokenizer(),

@@ -68,10 +68,11 @@ MAX_ID = 200
 
 
 def clean_id(value: object) -> str | None:
-    """A session id from a request field: a stripped, bounded non-empty string, else None."""
+    """A session id from a request field: a stripped, bounded non-empty string, else None. A NUL is
+    spelled ``\\x00`` (no store can keep one: PostgreSQL refuses it in text, and the call failed)."""
     if not isinstance(value, str):
         return None
-    value = value.strip()
+    value = value.strip().replace("\x00", "\\x00")
     return value[:MAX_ID] if value else None
 
 

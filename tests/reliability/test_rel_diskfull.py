@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -180,3 +181,69 @@ def test_gc_removes_orphan_temp_files(tmp_path: Path) -> None:
     os.utime(orphan, (1, 1))  # long ago: no live writer owns it
     reg.gc()
     assert not orphan.exists()
+
+
+COMMANDS = [
+    "status",
+    "report",
+    "search foo",
+    "doctor",
+    "doctor --fix",
+    "mode aggressive",
+    "export --format json",
+    "visual",
+]
+_COMMANDS_SCRIPT = """\
+set -e
+mount -t tmpfs -o size={size} tmpfs '{mnt}'
+export LIGHTMEM2_HOME='{mnt}'
+'{py}' -m lightmem_plugin.cli demo > /dev/null 2>&1 || true
+{fill}
+mount -o remount,{how} '{mnt}'
+for c in {commands}; do
+  set +e
+  '{py}' -m lightmem_plugin.cli $c > /dev/null 2> '{out}/err.txt'
+  echo "$c|$?|$(tr '\\n' '~' < '{out}/err.txt')"
+  set -e
+done
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("disk", ["read-only", "full"])
+def test_no_command_prints_a_traceback_on_a_read_only_or_full_data_dir(tmp_path: Path, disk: str) -> None:
+    """Measured before: on a read-only data dir status, report, search, doctor, doctor --fix, mode,
+    export and visual printed a traceback (os.chmod in the SQLite opener); mode on a full disk too."""
+    if not _can_mount():
+        pytest.skip("needs a private mount namespace (root, unshare)")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    fill = f"dd if=/dev/zero of='{mnt}/fill' bs=4k 2>/dev/null || true" if disk == "full" else ":"
+    script = _COMMANDS_SCRIPT.format(
+        size="8m",
+        mnt=mnt,
+        py=sys.executable,
+        fill=fill,
+        how="ro" if disk == "read-only" else "rw",
+        commands=" ".join(f"'{c}'" for c in COMMANDS),
+        out=tmp_path,
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split("|", 2) for line in proc.stdout.splitlines()]
+    assert [r[0] for r in rows] == COMMANDS
+    for command, code, err in rows:
+        assert "Traceback" not in err, f"{command}: {err.replace('~', chr(10))[-1500:]}"
+        lines = [line for line in err.split("~") if line]
+        assert len(lines) <= 1, f"{command}: more than one line on stderr: {lines}"
+        if code != "0" and command != "doctor":
+            assert lines and lines[0].startswith("lightmem2: "), f"{command} (exit {code}) said nothing"
+    failed = {r[0]: r[2] for r in rows if r[1] != "0"}
+    print(f"\n{disk}: " + "; ".join(f"{c} -> {code}" for c, code, _ in rows))
+    assert "doctor" in failed, "doctor fails on the data dir (its check names it), without a traceback"
+    if disk == "read-only":
+        assert "status" in failed and "read-only file system" in failed["status"]
+        assert "LIGHTMEM2_HOME" in failed["status"]

@@ -238,3 +238,23 @@ def test_tokens_match_only_their_user() -> None:
     assert tenancy.authenticate(users, "") is None
     assert tenancy.owner_of(tenancy.scoped("bob", "user:alice/x")) == "bob"
     assert tenancy.own_view("alice", tenancy.scoped("bob", "s")) is None
+
+
+def test_a_nul_in_a_session_id_is_a_bad_request_and_a_host_id_with_one_is_served(
+    gateway: tuple[str, FakeUpstream, LightMem],
+) -> None:
+    """Measured before on PostgreSQL: ``?session=a%00b`` answered 500 "the store may be unreachable"
+    (PostgreSQL refuses a NUL in text), and a host session id with a NUL failed the call's recording."""
+    url, fake, _plugin = gateway
+    with httpx.Client(timeout=30) as client:
+        r = client.get(url + "/lightmem2/v1/report", params={"session": "a\x00b"}, headers=_as("alice"))
+        assert r.status_code == 400 and "NUL" in r.json()["error"]
+        r = client.post(url + "/lightmem2/v1/search", json={"query": "x\x00y"}, headers=_as("alice"))
+        assert r.status_code == 400 and "query" in r.json()["error"]
+        call = load_trace(TRACE).calls[0]
+        body = {"model": "m", "messages": call.prompt, "prompt_cache_key": "run\x00one"}  # the host's id
+        r = client.post(url + "/v1/chat/completions", json=body, headers=_as("alice"))
+        assert r.status_code == 200, r.text
+        sessions = client.get(url + "/lightmem2/v1/sessions", headers=_as("alice")).json()["sessions"]
+    assert [s["session"] for s in sessions] == ["run\\x00one"] and sessions[0]["calls"] == 1
+    assert len(fake.received) == 1
