@@ -37,6 +37,10 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "WebFetch": ("result",),
 }
 
+HOST_SAVED = ("persistedOutputPath", "rawOutputPath")
+"""Fields of a tool result Claude Code saved to a file (over 30,000 chars): the model gets its 2 KB
+preview, and the hook only its first 30,000 chars (cut mid-line)."""
+
 Reducer = Callable[[str, str], str]
 ENV_BASE_URL = "ANTHROPIC_BASE_URL"  # where Claude Code sends its requests (the installer points it at serve)
 HISTORY_DROPPED = ("compact", "clear")
@@ -79,6 +83,11 @@ def reduce_response(tool: str, response: Any, reduce: Reducer, key: str) -> Any:
         return response
     fields = TEXT_FIELDS.get(tool)
     if not fields or not isinstance(response, dict) or response.get("isImage"):
+        return response
+    if any(isinstance(response.get(k), str) for k in HOST_SAVED):
+        # the host saved the whole output and shows the model a preview of it: left as the host cut it.
+        # Measured before (2.1.332): the hook replaced that preview with its reduction of the 30,000-char
+        # cut, archived the cut as if it were the output, and status counted it as our saving.
         return response
     changed: dict[str, str] = {}
     for n, name in enumerate(fields):

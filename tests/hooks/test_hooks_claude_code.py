@@ -58,9 +58,9 @@ def test_large_bash_stdout_is_reduced_in_place_and_recoverable() -> None:
 
 
 def test_extra_fields_of_the_tool_stay_as_they_are() -> None:
-    response = bash(LOG, persistedOutputPath="/x/tool-results/a.txt", persistedOutputSize=123456)
+    response = bash(LOG, returnCodeInterpretation="no matches", staleReadFileStateHint="a.py changed")
     out = updated(claude_code.handle("PostToolUse", payload("Bash", response)))
-    assert out["persistedOutputPath"] == "/x/tool-results/a.txt" and out["persistedOutputSize"] == 123456
+    assert out["returnCodeInterpretation"] == "no matches" and out["staleReadFileStateHint"] == "a.py changed"
 
 
 @pytest.mark.parametrize(
@@ -263,3 +263,17 @@ def test_updated_tool_output_support(version: tuple[int, int, int], ok: bool) ->
 )
 def test_session_id(payload_: dict[str, Any], expected: str) -> None:
     assert _common.session_id(payload_) == expected
+
+
+def test_an_output_the_host_saved_to_a_file_is_left_as_the_host_cut_it(isolated_home: Path) -> None:
+    """Over 30,000 chars Claude Code saves the output (``persistedOutputPath``) and shows the model a
+    2 KB preview; the hook gets the first 30,000 chars, cut mid-line. Measured before: the hook replaced
+    the preview with a reduction of that cut, whose stub archived the cut as if it were the output."""
+    whole = "\n".join(f"row {i}: compiled module_{i} in {i % 97} ms, all checks ok" for i in range(2_000))
+    cut = whole[:30_000]
+    saved = isolated_home / "tool-results" / "b1.txt"
+    response = bash(cut, persistedOutputPath=str(saved), persistedOutputSize=len(whole))
+    assert claude_code.handle("PostToolUse", payload("Bash", response)) is None
+    assert updated(claude_code.handle("PostToolUse", payload("Bash", bash(cut))))["stdout"] != cut, (
+        "the same text without the host's file is reduced: the field is what decides"
+    )
