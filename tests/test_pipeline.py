@@ -154,6 +154,9 @@ def test_append_only_history_keeps_prefix_except_at_eviction_batches(tmp_path: P
         (["Bash", "Read"], "run: lightmem2 recover "),  # Claude Code without our MCP server
         (["Bash", "mcp__lightmem2__lightmem2_recover"], "recover with lightmem2_recover(key"),
         (["lightmem2_recover", "exec"], "recover with lightmem2_recover(key"),  # OpenClaw
+        # Codex's code mode: one free-form exec tool; our MCP tools only in a deferred namespace (before:
+        # the stub named lightmem2_recover(...), which the model's script cannot call)
+        (["exec", "mcp__lightmem2"], "run: lightmem2 recover "),
         ([], "recover with lightmem2_recover(key"),
     ],
 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import BinaryIO
 
 from PIL import Image, ImageDraw, ImageFont
 
@@ -204,8 +205,8 @@ def _draw(draw: ImageDraw.ImageDraw, shape: Rect | Line | Label) -> None:
         draw.text((round(shape.x), round(shape.y)), shape.text, fill=COLORS["text"], font=font, anchor=anchor)
 
 
-def render_png(chart: Chart, path: Path) -> Path:
-    """Draw ``chart`` with pillow and save it as PNG at ``path``."""
+def render_png(chart: Chart, path: Path | BinaryIO) -> Path | BinaryIO:
+    """Draw ``chart`` with pillow and save it as PNG at ``path`` (a file name or an open binary file)."""
     image = Image.new("RGB", (WIDTH, HEIGHT), "white")
     draw = ImageDraw.Draw(image)
     for shape in chart.background:

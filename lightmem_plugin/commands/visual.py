@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import html
+import io
 import re
 import webbrowser
 from pathlib import Path
 
 import xxhash
 
+from ..atomic import write_private_bytes, write_private_text
 from ..config import data_dir
 from ..errors import UsageError
 from ..ledger import CallRecord, Ledger, summarize
@@ -174,15 +176,19 @@ def run(
     calls = ledger.calls(sid)
     out = Path(out_dir) if out_dir is not None else data_dir() / "visual"
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as err:
         raise UsageError(
             f"cannot create output dir {out}: {err.strerror}; pass a writable --out DIR"
         ) from None
     stem = file_stem(sid)
     html_path, png_path = out / f"{stem}.html", out / f"{stem}.png"
-    html_path.write_text(page(sid, calls), encoding="utf-8")
-    render_png(layout(f"lightmem2 · session {sid}", calls), png_path)
+    # private, as the ledger they are drawn from (measured before: 0644 in any --out DIR): the page
+    # names the session's commands and files
+    write_private_text(html_path, page(sid, calls))
+    png = io.BytesIO()
+    render_png(layout(f"lightmem2 · session {sid}", calls), png)
+    write_private_bytes(png_path, png.getvalue())
     if open_browser:
         webbrowser.open(html_path.resolve().as_uri())
     return f"{html_path}\n{png_path}"

@@ -179,14 +179,19 @@ def revive_proxy() -> str:
     return serve_ctl.ensure_running(config_in_force()[0], wait_s=REVIVE_WAIT_S)
 
 
+def revive_guarded() -> str:
+    """:func:`revive_proxy`, failing open: a proxy that cannot be revived never costs the event its
+    answer (the command, the reduction); the failure goes to the fault sink."""
+    from ..faults import open_sink, safecall
+
+    return safecall("revive proxy", revive_proxy, "failed", open_sink())
+
+
 def handle(event: str, payload: dict[str, Any], run_line: LineRunner | None = None) -> dict[str, Any] | None:
     """The answer to one Claude Code hook event (None: print nothing); ``run_line`` answers
     ``/lightmem2 ...`` prompts."""
     if event in ("PostToolUse", "UserPromptSubmit"):
-        from ..faults import open_sink, safecall
-
-        # a proxy that cannot be revived never costs the event its answer (the command, the reduction)
-        safecall("revive proxy", revive_proxy, "failed", open_sink())
+        revive_guarded()
     if event == "PostToolUse":
         return post_tool_use(payload)
     if event == "UserPromptSubmit":

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .claude_code import revive_proxy, session_start, user_prompt_submit
+from .claude_code import revive_guarded, session_start, user_prompt_submit
 
 if TYPE_CHECKING:
     from ..commands.base import LineRunner
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 def handle(event: str, payload: dict[str, Any], run_line: LineRunner | None = None) -> dict[str, Any] | None:
     """The answer to one Codex hook event (None: print nothing); ``run_line`` answers ``/lightmem2 ...``."""
     if event == "UserPromptSubmit":
-        revive_proxy()  # the turn's model requests go to the proxy: bring it back if it died
+        revive_guarded()  # the turn's model requests go to the proxy: bring it back if it died
         return user_prompt_submit(payload, run_line)
     if event == "SessionStart":
         return session_start(payload, host="codex")

@@ -117,7 +117,11 @@ def shell_hint(ctx: PassContext) -> bool:
     return hint == "shell" or (hint == "auto" and ctx.prefer_shell)
 
 
-SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "run_shell_command"})
+SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "run_shell_command", "exec"})
+"""Tools that run a command line. ``exec`` is Codex's code mode (a script calling ``tools.exec_command``)
+and OpenClaw's shell: in code mode Codex lists our MCP tools only in a deferred ``mcp__lightmem2``
+namespace, so a stub naming ``lightmem2_recover(...)`` named a function the script cannot call
+(measured on 0.169 and 0.171); ``lightmem2 recover KEY`` runs through ``exec_command``."""
 
 
 def prefers_shell(tool_names: list[str]) -> bool:

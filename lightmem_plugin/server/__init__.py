@@ -9,6 +9,7 @@ Nothing is imported or started at import time beyond this module's own names.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 import sys
@@ -146,6 +147,8 @@ def serve(
         bound = sock.getsockname()[1]
         print(f"lightmem2 serve: listening on http://{url_host(host)}:{bound}", file=sys.stderr, flush=True)
     plugin = LightMem(config) if config is not None else LightMem.from_config(stores)
+    with contextlib.suppress(OSError):  # what a killed predecessor left mid-write (never fatal)
+        plugin.registry.drop_stale_temps()
     app = create_app(plugin, allow_remote=allow_remote, commands=commands)
     try:
         uvicorn.Server(server_config(app)).run(sockets=[sock])

@@ -56,6 +56,9 @@ def test_writes_page_and_png(ledger: Ledger, tmp_path: Path) -> None:
     assert page.count('stroke-dasharray="4 4"') == 2  # two eviction batches
     with Image.open(png_path) as img:
         assert img.format == "PNG" and img.size == (WIDTH, HEIGHT)
+    # private as the ledger they show (before: 0644 in any --out DIR, the dir 0755)
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (html_path, png_path, html_path.parent)}
+    assert modes == {html_path.name: "0o600", png_path.name: "0o600", "v": "0o700"}
 
 
 def test_png_is_the_same_chart(ledger: Ledger, tmp_path: Path) -> None:

@@ -175,12 +175,18 @@ def test_gc_removes_orphan_temp_files(tmp_path: Path) -> None:
     import os
 
     reg = Registry(tmp_path / "r", max_bytes=1 << 20)
-    reg.put(b"x" * 1000)
-    orphan = next((tmp_path / "r").iterdir()) / ".tmp-killed"
-    orphan.write_bytes(b"half an artifact")
-    os.utime(orphan, (1, 1))  # long ago: no live writer owns it
+    reg.put_short(b"x" * 1000)  # an artifact and its short name's claim
+    shard = next(p for p in (tmp_path / "r").iterdir() if p.is_dir() and len(p.name) == 2)
+    claims = next(p for p in (tmp_path / "r").iterdir() if p.is_dir() and len(p.name) != 2)
+    orphans = [shard / ".tmp-killed", next(claims.iterdir()) / ".tmp-claim", tmp_path / "r" / ".tmp-top"]
+    for orphan in orphans:
+        orphan.write_bytes(b"half written")
+        os.utime(orphan, (1, 1))  # long ago: no live writer owns it
+    live = shard / ".tmp-writing-now"
+    live.write_bytes(b"a write in progress")
     reg.gc()
-    assert not orphan.exists()
+    assert [o for o in orphans if o.exists()] == [], "every leftover goes, claims' folder included"
+    assert live.exists(), "a temp file of a live writer stays"
 
 
 COMMANDS = [

@@ -270,11 +270,13 @@ def test_unreachable_upstream_is_a_502_in_provider_shape(api: str) -> None:
 def test_named_upstream_route() -> None:
     cfg = Config()
     with stack(cfg) as s:
-        cfg.server.upstreams.named = {"local": s.upstream + "/v1"}
+        cfg.server.upstreams.named = {"local": s.upstream + "/v1", "team-secret-host": s.upstream + "/v1"}
         r = httpx.post(s.proxy + "/u/local/v1/chat/completions", json=payload("chat", False), timeout=10)
         assert r.status_code == 200 and s.fake.received[-1].path == "/v1/chat/completions"
         r = httpx.post(s.proxy + "/u/nope/v1/chat/completions", json=payload("chat", False), timeout=10)
-        assert r.status_code == 404 and "unknown upstream 'nope'" in r.json()["error"]["message"]
+        message = r.json()["error"]["message"]
+        assert r.status_code == 404 and "unknown upstream 'nope'" in message
+        assert "local" not in message and "team-secret-host" not in message, "no name is given away"
 
 
 def test_concurrent_requests_of_one_session_are_serialised() -> None:

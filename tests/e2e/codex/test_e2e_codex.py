@@ -338,6 +338,10 @@ def test_tool_success_and_exit_code_reach_the_model_unchanged(
             keys = STUB_KEY.findall(s_body)
             assert keys, f"changed without a stub: {s_body[:300]!r}"
             assert_recovers(keys[0], p_body, base_env(host_home, isolated_home))
+            if model == "default":  # code mode: the script can run a command, not call our deferred tool
+                assert "run: lightmem2 recover " in s_body and "lightmem2_recover(" not in s_body, s_body[
+                    :400
+                ]
             stubs += 1
     assert [model_view(o)[1] for o in plain] == ["0", "3"]
     assert stubs == 2, "both large outputs should reach the model reduced"
