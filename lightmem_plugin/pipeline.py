@@ -96,6 +96,7 @@ class LightMem:
         self._active = threading.local()  # whose outputs this thread archives (search index, owners)
         self.registry.owner = lambda: tenancy.owner_of(self.active_session)
         self.max_sessions = MAX_SESSIONS
+        self.expired = 0  # sessions dropped for idleness so far (serve gives their memory back)
         self._sessions_lock = threading.Lock()
 
     @property
@@ -200,18 +201,27 @@ class LightMem:
             report(self.faults, "state", err, journal.session_id)
             return None
 
-    def _expire_idle(self, now: float) -> None:
+    def expire_idle(self) -> int:
+        """Drop the sessions idle past ``server.sessionIdleS`` now; how many (``serve`` sweeps)."""
+        with self._sessions_lock:
+            return self._expire_idle(time.monotonic())
+
+    def _expire_idle(self, now: float) -> int:
         """Drop sessions unused for ``server.sessionIdleS`` (oldest first), when a store keeps their
         decisions: a long-running proxy's memory then follows its active sessions, not all it ever saw
         (measured before: ~5-6x each session's last request, never released)."""
         if self.states is None:
-            return
+            return 0
         idle = self.config.server.sessionIdleS
+        dropped = 0
         while self.sessions:
             sid, oldest = next(iter(self.sessions.items()))
             if now - oldest.last_used < idle or oldest._in_call:
                 break
             del self.sessions[sid]
+            dropped += 1
+        self.expired += dropped
+        return dropped
 
 
 def _unknown_spelling(call_id: str) -> None:

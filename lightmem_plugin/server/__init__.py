@@ -116,6 +116,10 @@ def serve(
     # lazy: uvicorn, starlette and the pipeline load only when a server runs (see the docstring)
     import uvicorn
 
+    from .memory import tune_allocator
+
+    tune_allocator()  # before any worker thread: big requests' memory goes back once sessions expire
+
     from ..config import config_in_force
     from ..pipeline import LightMem
     from ..redaction import Redactor, install_log_redaction

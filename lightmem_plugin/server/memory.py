@@ -1,0 +1,79 @@
+"""Giving memory back: a long-running ``serve`` returns what idle sessions held to the system.
+
+Why: measured before this, each 11.7 MB request added about 68 MB to serve's RSS, never returned once its
+session left memory (18 such requests: 82 -> 1,451 MB with 1 session still held). Python had freed the
+objects (tracemalloc: under 10 MB retained, the bounded token cache); glibc kept the pages. Two causes,
+two settings: its dynamic mmap threshold rises after the first large free, so later multi-megabyte
+buffers (request bodies, joined prompts) come from the heap and fragment it instead of being mapped and
+unmapped; and each worker thread may get an arena of its own. Fixing the threshold and capping the
+arenas, then trimming after sessions expire, brings RSS back near its level before the big requests.
+
+Only on Linux with glibc; elsewhere every function here is a no-op.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import functools
+import gc
+from typing import TYPE_CHECKING
+
+import anyio
+
+if TYPE_CHECKING:
+    from ..pipeline import LightMem
+
+M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
+MMAP_THRESHOLD_BYTES = 256 * 1024
+"""Allocations above this are mapped on their own and unmapped when freed (a fixed threshold)."""
+ARENAS = 2
+SWEEP_EVERY_S = 30.0
+"""How often serve looks for sessions idle past ``server.sessionIdleS`` (at most; sooner for short idles)."""
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        libc.malloc_trim  # noqa: B018  # glibc only: musl and macOS have no malloc_trim
+        libc.mallopt  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def tune_allocator() -> bool:
+    """Fix glibc's mmap threshold and cap its arenas (call once, before the worker threads start);
+    False where there is no glibc."""
+    libc = _libc()
+    if libc is None:
+        return False
+    libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+    libc.mallopt(M_ARENA_MAX, ARENAS)
+    return True
+
+
+def release_memory() -> None:
+    """Collect cycles and hand freed heap pages back to the system."""
+    gc.collect()
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+async def sweep_idle(plugin: LightMem) -> None:
+    """Forever: drop sessions idle past ``server.sessionIdleS`` (their decisions are in the store) and
+    give their memory back (also of those a request dropped since: a new session's first call drops
+    the idle ones). Without it a session left memory only when a later request came."""
+    released = plugin.expired
+    while True:
+        idle = plugin.config.server.sessionIdleS
+        await asyncio.sleep(min(SWEEP_EVERY_S, max(0.5, idle / 2)))
+        await anyio.to_thread.run_sync(plugin.expire_idle)
+        if plugin.expired != released:
+            released = plugin.expired
+            await anyio.to_thread.run_sync(release_memory)
