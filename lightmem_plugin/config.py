@@ -309,6 +309,16 @@ class StoreConfig(_Model):
     lockTimeoutS: float = Field(
         60.0, gt=0, description="Wait at most this for a session another process is serving."
     )
+    responseTimeoutS: float = Field(
+        1.0,
+        ge=0.1,
+        le=60,
+        description="A database wait with no answer from PostgreSQL for this long makes lightmem2 ask the "
+        "server directly (SELECT 1 on a connection of its own, given half as long). A server that does not "
+        "answer that either (stopped, or the network to it cut) counts as down: each call passes through "
+        "unreduced at once and /healthz says degraded, until it answers again (asked every 0.5 s). A slow "
+        "query on a server that answers is never cut.",
+    )
 
 
 USER_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")

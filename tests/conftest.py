@@ -17,9 +17,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     yield home
 
 
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[object]:
-    """A throwaway PostgreSQL cluster (see ``tests/pg_cluster.py``); skipped without PostgreSQL."""
+def _throwaway_cluster() -> Iterator[object]:
     import pg_cluster as pg
 
     bin_dir = pg.find_bin()
@@ -34,6 +32,19 @@ def pg_cluster() -> Iterator[object]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[object]:
+    """A throwaway PostgreSQL cluster (see ``tests/pg_cluster.py``); skipped without PostgreSQL."""
+    yield from _throwaway_cluster()
+
+
+@pytest.fixture(scope="module")
+def pg_own_cluster() -> Iterator[object]:
+    """A throwaway cluster of the module's own, for tests that freeze or restart the server (the
+    shared one must stay up for every other test)."""
+    yield from _throwaway_cluster()
 
 
 _dbs = iter(range(1 << 30))

@@ -2,7 +2,8 @@
 
 ``initdb`` into a temp dir, ``postgres`` on 127.0.0.1 on a free port with its unix socket in that dir,
 bounded in time, stopped by PID (SIGINT: a fast shutdown; SIGKILL if it does not stop), the dir
-removed. PostgreSQL refuses to run as root: as root the cluster runs as ``nobody`` (the dir is made
+removed. A test can also freeze it (SIGSTOP of the postmaster and its children, as a network partition
+without a reset looks to its clients) and restart it on the same port. PostgreSQL refuses to run as root: as root the cluster runs as ``nobody`` (the dir is made
 its own). Binaries: ``$LIGHTMEM2_PG_BIN``, else ``initdb`` on PATH, else Debian's
 ``/usr/lib/postgresql/<version>/bin`` (its package does not put them on PATH).
 """
@@ -18,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 START_S = 30.0
@@ -65,7 +67,11 @@ class PgCluster:
              "--no-sync", "-E", "UTF8", "--locale=C"],
             user=self.user, check=True, capture_output=True, timeout=120, cwd=self.root,
         )  # fmt: skip
-        with self.log.open("wb") as log:
+        return self._launch()
+
+    def _launch(self) -> PgCluster:
+        """Start the server on the data dir and port, and wait until it accepts connections (bounded)."""
+        with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [str(self.bin_dir / "postgres"), "-D", str(self.data), "-h", "127.0.0.1",
                  "-p", str(self.port), "-k", str(self.root), "-F", "-c", "max_connections=300",
@@ -109,8 +115,49 @@ class PgCluster:
         with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
-    def stop(self) -> None:
-        """Stop the server by its PID (fast shutdown, then SIGKILL) and remove the temp dir."""
+    def server_pids(self) -> list[int]:
+        """The postmaster's PID, then its children's (backends and background workers, from ``/proc``)."""
+        assert self.proc is not None, "the cluster is not running"
+        pids = [self.proc.pid]
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                    if int(fields[1]) == self.proc.pid:
+                        pids.append(int(entry.name))
+        return pids
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[list[int]]:
+        """The whole server stopped (SIGSTOP) inside the block: its sockets stay open and the kernel
+        still accepts and acknowledges, but nothing answers. The postmaster first, so it forks no new
+        backend, then its children until none is left running; SIGCONT to each on the way out, always."""
+        if not Path("/proc/self/stat").exists():
+            raise RuntimeError("freezing the cluster needs /proc (Linux)")
+        stopped: list[int] = []
+        try:
+            while True:
+                fresh = [pid for pid in self.server_pids() if pid not in stopped]
+                if not fresh:
+                    break
+                for pid in fresh:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGSTOP)
+                    stopped.append(pid)
+            yield stopped
+        finally:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
+    def restart(self) -> None:
+        """What ``pg_ctl restart -m fast`` does, by PID: a fast shutdown (the server ends every client
+        connection), then the server again on the same data dir and port."""
+        self._shutdown()
+        self._launch()
+
+    def _shutdown(self) -> None:
+        """Stop the server by its PID (fast shutdown, then SIGKILL)."""
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
             os.kill(proc.pid, signal.SIGINT)
@@ -119,4 +166,8 @@ class PgCluster:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)  # its own session: postmaster and its children
                 proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Stop the server by its PID (fast shutdown, then SIGKILL) and remove the temp dir."""
+        self._shutdown()
         shutil.rmtree(self.root, ignore_errors=True)

@@ -42,14 +42,15 @@ def base_url(config: Config) -> str:
 
 
 def is_running(config: Config, timeout: float = PROBE_TIMEOUT_S) -> bool:
-    """True when ``GET /healthz`` answers ``{"status": "ok"}`` (direct, no environment proxies)."""
+    """True when ``GET /healthz`` answers ``{"status": "ok"}`` or ``"degraded"`` (serving, its shared
+    database down: calls pass through; starting a second one would only fight it for the port)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(base_url(config) + "/healthz", timeout=timeout) as resp:
             body = json.loads(resp.read(4096) or b"{}")
     except (OSError, ValueError, urllib.error.URLError):
         return False
-    return isinstance(body, dict) and body.get("status") == "ok"
+    return isinstance(body, dict) and body.get("status") in ("ok", "degraded")
 
 
 def pid_file() -> Path:

@@ -9,7 +9,8 @@ Routes (hosts point their SDK base URL here; upstreams come from ``server.upstre
 ``POST /v1/chat/completions``          OpenAI Chat Completions -> ``{openai}/chat/completions``
 ``POST /u/<name>/v1/...``              the same two OpenAI routes, to ``server.upstreams.named[<name>]``
 ``* /v1/<anything else>``              passed through (Anthropic when ``anthropic-version`` is sent)
-``GET /healthz``                       ``{"status": "ok", ...}``
+``GET /healthz``                       ``{"status": "ok", ...}``; ``"degraded"`` and a ``"reason"`` while
+                                       ``store.url``'s database does not answer (calls pass through)
 ``/sidecar/...``                       the OpenClaw plugin's routes (see :mod:`.sidecar`)
 ``/lightmem2/v1/...``                  a gateway user's sessions, report, recover, search (:mod:`.gateway`)
 ====================================  =====================================================
@@ -26,10 +27,12 @@ memory; a body over ``server.maxRequestBytes`` gets a 413 in the provider's erro
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from urllib.parse import unquote
 
+import anyio
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -42,9 +45,11 @@ from ..commands.base import LineRunner
 from ..errors import AccessDenied
 from ..faults import on_surface
 from ..pipeline import LightMem
+from ..store import store_trouble
 from .chat_commands import CommandRunner
 from .gateway import Gate, gateway_routes
 from .guard import LoopbackHost, SidecarGuard
+from .memory import sweep_idle
 from .proxy import Outgoing, Proxy, TooLarge, error_response, read_body
 from .sidecar import sidecar_routes
 
@@ -153,14 +158,21 @@ def create_app(
         )
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "version": __version__, "sessions": len(lm.sessions)})
+        body: dict[str, object] = {"status": "ok", "version": __version__, "sessions": len(lm.sessions)}
+        if getattr(lm.states, "shared", False):  # a shared database may not answer: never on the loop
+            trouble = await anyio.to_thread.run_sync(store_trouble, lm.states)
+            if trouble is not None:  # still 200: the proxy serves, passing calls through unreduced
+                body.update(status="degraded", reason=trouble)
+        return JSONResponse(body)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         proxy()
+        sweeper = asyncio.get_running_loop().create_task(sweep_idle(lm))
         try:
             yield
         finally:
+            sweeper.cancel()
             runner.close()
             if "p" in holder:
                 await holder.pop("p").aclose()

@@ -33,7 +33,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import tenancy
-from ..errors import AccessDenied, ArtifactNotFound, LightMemError
+from ..errors import AccessDenied, ArtifactNotFound, LightMemError, StoreUnavailable
 from ..pipeline import LightMem
 from .proxy import Proxy, TooLarge, read_body
 
@@ -109,6 +109,8 @@ def gateway_routes(get_proxy: Callable[[], Proxy], gate: Gate) -> list[Route]:
                 return _error(404, str(err))
             except ValueError as err:
                 return _error(400, str(err))
+            except StoreUnavailable as err:  # the shared database is down: the outage, not our fault
+                return _error(503, str(err))
             except LightMemError as err:
                 return _error(400 if err.exit_code == 2 else 500, str(err))
             return JSONResponse(answer)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..registry import Registry
     from ..search_index import IndexBase
 
-__all__ = ["CallLedger", "SessionStates", "Stores", "open_stores", "session_lock"]
+__all__ = ["CallLedger", "SessionStates", "Stores", "open_stores", "session_lock", "store_trouble"]
 
 
 @dataclass
@@ -110,7 +110,7 @@ def open_stores(config: Config) -> Stores:
             "run `pip install 'lightmem2[team]'`, or remove store.url to use the embedded store"
         ) from None
     s = config.store
-    backend = PgBackend(url, s.poolSize, s.connectTimeoutS, s.lockTimeoutS)
+    backend = PgBackend(url, s.poolSize, s.connectTimeoutS, s.lockTimeoutS, s.responseTimeoutS)
     shared = PgStateStore(backend, cipher=StateCipher.from_home(config.registry.encrypt))
     return Stores(shared, PgLedger(backend), "postgresql", backend.schema_version)
 
@@ -123,3 +123,11 @@ def session_lock(states: SessionStates | None, session_id: str) -> Iterator[None
         return
     with states.lock(session_id):
         yield
+
+
+def store_trouble(states: SessionStates | None) -> str | None:
+    """Why the shared database cannot serve calls right now (calls then pass through unreduced), None
+    when it answers or the store is embedded. May ask the database (bounded by
+    ``store.responseTimeoutS / 2``): call it off the event loop."""
+    backend = getattr(states, "backend", None)
+    return None if backend is None else backend.trouble()

@@ -12,6 +12,13 @@ call; the call's reads and writes of that session (state and ledger) go through 
 so a process needs one connection per session in flight, never two (no pool deadlock). A process that
 dies holding a lock loses its connection, and PostgreSQL releases the lock with it.
 
+A database that stops answering (PostgreSQL stopped by SIGSTOP, or the network to it cut without a
+reset) costs a call at most ``1.5 x store.responseTimeoutS``, never the length of the outage: see
+:class:`Liveness` (every wait of a pooled connection is watched; a server that answers neither that wait
+nor a ``SELECT 1`` of its own counts as down, and every operation fails at once, so calls pass through
+unreduced, until it answers again). A connection the server closed (a restart) is never handed out:
+:meth:`PgBackend._checkout` looks at its socket first, at no round trip.
+
 Values are the same JSON text the embedded store keeps, in ``text`` columns: what is read back is
 exactly what was written.
 """
@@ -19,13 +26,19 @@ exactly what was written.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
 import re
+import select
+import socket
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.abc import PQGen
+from psycopg.rows import TupleRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailable
@@ -35,6 +48,7 @@ from .base import StoredSession
 from .sealed_values import StateCipher
 
 T = TypeVar("T")
+RV = TypeVar("RV")
 
 MIGRATION_LOCK = 0x6C6D32  # "lm2": the advisory lock a starting process migrates under
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
@@ -110,27 +124,346 @@ def safe_url(url: str) -> str:
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
+RETRY_S = 0.5
+"""While the database counts as down, how often it is asked again (in the background: no call waits)."""
+CHECKOUT_SLICE_S = 0.05
+"""How often a call waiting for a pooled connection looks again whether to stop waiting."""
+SERVER_KEEPALIVES = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
+"""The server's side of each pooled connection: one this process gave up on in a network partition (its
+close lost on the way) is found dead within 25 s and the session locks it held are released, instead of
+after the OS default of two hours (every call of that session meanwhile waited store.lockTimeoutS)."""
+
+
+def _cut(fd: int) -> None:
+    """Shut down the socket ``fd``: a wait on it in another thread returns at once, as on a connection
+    the server closed, and nothing of that connection is freed under the waiting thread's feet."""
+    try:
+        dup = os.dup(fd)
+    except OSError:
+        return
+    try:
+        sock = socket.socket(fileno=dup)
+    except OSError:
+        os.close(dup)
+        return
+    with sock, contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _closed_by_server(conn: psycopg.Connection[Any]) -> bool:
+    """True when an idle connection is closed, or has something to read: the server ended it (a
+    restart, a terminated backend), which it says before any query is sent. No round trip."""
+    if conn.closed:
+        return True
+    try:
+        fd = conn.fileno()
+    except psycopg.Error:
+        return True
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+class Unanswered(psycopg.OperationalError):
+    """A wait :class:`Liveness` cut: the database did not answer (the message says how long)."""
+
+
+class _Prober:
+    """Asks the database ``SELECT 1`` on a connection of its own, in a thread of its own, so that the
+    asker waits no longer than it chooses (a question to a stopped server never returns by itself).
+
+    Never on a pooled connection: a pool busy with slow calls must not read as a dead server. An answer
+    that comes after the asker gave up (a connect that waited out a stopped server) still reaches
+    ``on_answer``: the database counts as back at once, not at the next question.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        connect_timeout_s: float,
+        conn: psycopg.Connection[Any] | None,
+        on_answer: Callable[[], object],
+    ) -> None:
+        self.url = url
+        self.on_answer = on_answer
+        self.connect_timeout = max(2, int(connect_timeout_s))
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._box: list[BaseException | None] = []  # what the current question thread answered
+        self._answer: tuple[float, str | None] = (0.0, None)
+
+    def ask(self, limit_s: float) -> str | None:
+        """None when the database answered within ``limit_s``, else why not; one question at a time
+        (whoever waited for another's gets its answer; a question still under way from before, such as
+        a reconnect, is waited for rather than taken for silence)."""
+        called = time.monotonic()
+        with self._lock:
+            if self._answer[0] >= called:
+                return self._answer[1]
+            if self._thread is None or not self._thread.is_alive():
+                self._box = []
+                self._thread = threading.Thread(
+                    target=self._question, args=(self._box,), name="lightmem2-pg-probe", daemon=True
+                )
+                self._thread.start()
+            self._thread.join(limit_s)
+            why = self._why(self._box, limit_s)
+            self._answer = (time.monotonic(), why)
+            return why
+
+    def _why(self, box: list[BaseException | None], limit_s: float) -> str | None:
+        """The answer a question thread left in ``box``; none yet: its query is cut (a connect in
+        flight ends at connect_timeout) and the database counts as silent."""
+        if not box:
+            conn = self._conn
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    _cut(conn.fileno())
+            return f"no answer to SELECT 1 within {limit_s:g} s"
+        err = box[0]
+        return (
+            None if err is None else "SELECT 1 failed: " + (" ".join(str(err).split()) or type(err).__name__)
+        )
+
+    def _question(self, box: list[BaseException | None]) -> None:
+        try:
+            conn = self._conn
+            if conn is None or _closed_by_server(conn):
+                self._conn = None
+                if conn is not None:
+                    conn.close()
+                conn = psycopg.connect(self.url, autocommit=True, connect_timeout=self.connect_timeout)
+                self._conn = conn
+            conn.execute("SELECT 1")
+        except Exception as err:  # the answer is the error: the asker reports it
+            box.append(err)
+            return
+        box.append(None)
+        self.on_answer()
+
+    def close(self) -> None:
+        """Close its connection; one a question is still waiting on is only shut down (that question
+        ends with an error; closing it under the thread would free what the thread still reads)."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if self._thread is not None and self._thread.is_alive():
+            with contextlib.suppress(psycopg.Error):
+                _cut(conn.fileno())
+            return
+        conn.close()
+
+
+class Liveness:
+    """Whether the database answers, and the watchdog that ends a wait on one that does not.
+
+    Why: PostgreSQL stopped (SIGSTOP), or the network to it cut without a reset, leaves every socket
+    open and silent (the kernel acknowledges, nothing answers), and a query already sent waited as long
+    as the outage: 25 s and 100 s per call measured, on every gateway process, while ``/healthz`` said
+    ok; neither ``connect_timeout`` nor ``lock_timeout`` bounds it, and a server-side timeout cannot
+    fire on a server that does not run. So every network wait of a pooled connection is armed here
+    (:class:`WatchedConnection`). When one has gone ``limit_s`` with no answer on any connection since
+    it began, the server is asked ``SELECT 1`` on a connection of its own (:class:`_Prober`, at most
+    ``limit_s / 2``): if it answers, the wait goes on (a slow query on a live server is never cut); if
+    not, the database is down: every armed wait is cut (its socket shut down, so the waiting thread gets
+    a connection error at once), :attr:`down` says why so no new operation starts, and the server is
+    asked again every :data:`RETRY_S` in the background until it answers. A wait longer than ``cap_s``
+    is cut whatever the server says (no call of ours means to wait longer).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        limit_s: float,
+        cap_s: float,
+        connect_timeout_s: float,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> None:
+        self.limit_s = limit_s
+        self.probe_s = limit_s / 2
+        self.cap_s = max(cap_s, limit_s)
+        self.down: str | None = None
+        """Why the database counts as down; None while it answers."""
+        self.alive_at = time.monotonic()
+        """When it last answered anything (monotonic clock)."""
+        self._prober = _Prober(url, connect_timeout_s, conn, lambda: self._judge(None))
+        self._cond = threading.Condition()
+        self._armed: dict[int, tuple[float, int]] = {}  # token -> (when the wait began, its socket)
+        self._cuts: dict[int, str] = {}  # token of a wait cut -> why
+        self._tokens = itertools.count()
+        self._asked_at = 0.0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def arm(self, fd: int) -> int:
+        """Watch a wait on socket ``fd`` that begins now; the token to :meth:`disarm` it with.
+
+        The watchdog is not woken (measured: waking it per wait tripled the cost of a query, 91 to 236
+        us): it looks at least every ``limit_s``, and no wait is due sooner. Only while the database is
+        down is it woken, to cut the wait at once."""
+        with self._cond:
+            token = next(self._tokens)
+            self._armed[token] = (time.monotonic(), fd)
+            self._start()
+            if self.down is not None:
+                self._cond.notify()
+        return token
+
+    def disarm(self, token: int) -> str | None:
+        """The wait ended: None, or why it was cut (its connection is then unusable)."""
+        with self._cond:
+            if self._armed.pop(token, None) is not None:
+                return None
+            return self._cuts.pop(token, "cut")
+
+    def answered(self) -> None:
+        """The database answered something just now."""
+        self.alive_at = time.monotonic()
+
+    def verdict(self, ask: bool = False) -> str | None:
+        """Why the database is down, None when it answers: at once while it counts as down or when it
+        answered within ``limit_s`` (unless ``ask``); otherwise it is asked now (at most ``limit_s / 2``)."""
+        if self.down is not None:
+            return self.down
+        if not ask and time.monotonic() - self.alive_at < self.limit_s:
+            return None
+        return self._judge(self._prober.ask(self.probe_s))
+
+    def close(self) -> None:
+        """Stop the watchdog thread and close the asking connection."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._prober.close()
+
+    def _judge(self, why: str | None) -> str | None:
+        """Take an answer (None) or its absence (why) as the database's state."""
+        with self._cond:
+            self._asked_at = time.monotonic()
+            if why is None:
+                self.alive_at, self.down = self._asked_at, None
+            else:
+                self.down = why
+                self._start()  # it asks again in the background, and cuts what waits meanwhile
+                self._cond.notify()
+        return why
+
+    def _start(self) -> None:
+        if self._thread is None and not self._closed:
+            self._thread = threading.Thread(target=self._run, name="lightmem2-pg-watchdog", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                wake = self._step(time.monotonic())
+                if wake > 0:
+                    self._cond.wait(wake)
+
+    def _step(self, now: float) -> float:
+        """Do what is due (called holding the lock); how long to sleep then."""
+        if self.down is not None:
+            for token in list(self._armed):
+                self._cut(token, self.down)
+            retry = self._asked_at + RETRY_S
+            if now < retry:
+                return retry - now
+            self._ask()
+            return 0
+        if not self._armed:
+            return self.limit_s  # a wait armed meanwhile is due no sooner than that
+        token, (began, _fd) = next(iter(self._armed.items()))  # the oldest: waits are armed in order
+        if now >= began + self.cap_s:
+            self._cut(token, f"no answer for {self.cap_s:g} s, store.connectTimeoutS + store.lockTimeoutS")
+            return 0
+        due = min(max(began, self.alive_at) + self.limit_s, began + self.cap_s)
+        if now < due:
+            return due - now
+        self._ask()
+        return 0
+
+    def _ask(self) -> None:
+        """Ask the database, without holding the lock meanwhile (arming and disarming go on)."""
+        self._cond.release()
+        try:
+            why = self._prober.ask(self.probe_s)
+        finally:
+            self._cond.acquire()
+        if why is not None:
+            why = f"no answer for {self.limit_s:g} s, and {why}" if self.down is None else why
+        self._judge(why)
+
+    def _cut(self, token: int, why: str) -> None:
+        _began, fd = self._armed.pop(token)
+        self._cuts[token] = why
+        _cut(fd)
+
+
+class WatchedConnection(psycopg.Connection[TupleRow]):
+    """A pooled connection whose every network wait is armed in its backend's :class:`Liveness`: a wait
+    it cuts raises :class:`Unanswered`, every answer counts as a sign of life."""
+
+    liveness: Liveness | None = None
+
+    def wait(self, gen: PQGen[RV], *args: Any, **kwargs: Any) -> RV:
+        """psycopg's one place where a connection waits for the server (queries, fetches, commits)."""
+        live = self.liveness
+        try:
+            fd = self.pgconn.socket
+        except psycopg.Error:
+            live = None  # closed: psycopg says so itself
+        if live is None:
+            return super().wait(gen, *args, **kwargs)
+        token = live.arm(fd)
+        try:
+            done = super().wait(gen, *args, **kwargs)
+        except psycopg.Error as err:
+            why = live.disarm(token)
+            if why is not None:
+                raise Unanswered(why) from None
+            if err.sqlstate:  # the server answered with an error: it is alive
+                live.answered()
+            raise
+        except BaseException:
+            live.disarm(token)
+            raise
+        if live.disarm(token) is None:
+            live.answered()
+        return done
+
+
 class PgBackend:
     """One pool to one database, migrated on open; shared by the state store and the ledger."""
 
     def __init__(
-        self, url: str, pool_size: int = 20, connect_timeout_s: float = 10.0, lock_timeout_s: float = 60.0
+        self,
+        url: str,
+        pool_size: int = 20,
+        connect_timeout_s: float = 10.0,
+        lock_timeout_s: float = 60.0,
+        response_timeout_s: float = 1.0,
     ) -> None:
         self.url = url
         self.where = safe_url(url)
         self.lock_timeout_s = lock_timeout_s
+        self.wait_s = connect_timeout_s + lock_timeout_s
+        """The longest a call waits for a pooled connection while every one is busy."""
         self._held = threading.local()  # stored session id -> the connection its lock is held on
-        try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(connect_timeout_s))) as c:
-                self.schema_version = migrate(c, self.where)
-        except psycopg.Error as err:
-            raise self.unavailable("cannot connect to", err) from None
-        self.pool = ConnectionPool(
+        self._out = 0  # connections checked out by this backend's operations
+        self._out_lock = threading.Lock()
+        first = self._migrated(connect_timeout_s)
+        self.live = Liveness(url, response_timeout_s, self.wait_s, connect_timeout_s, first)
+        self.pool: ConnectionPool[WatchedConnection] = ConnectionPool(
             url,
             min_size=1,
             max_size=max(1, pool_size),
             kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout_s))},
-            timeout=connect_timeout_s + lock_timeout_s,
+            connection_class=WatchedConnection,
+            configure=self._watch,
+            timeout=self.wait_s,
             open=False,
             name="lightmem2",
             reset=_reset,
@@ -138,11 +471,36 @@ class PgBackend:
         try:
             self.pool.open(wait=True, timeout=connect_timeout_s)
         except PoolTimeout:
-            self.pool.close()
+            self.close()
             raise StoreUnavailable(
                 f"the session store {self.where} accepted one connection but the pool could not open "
                 f"within {connect_timeout_s:g} s; check the server's max_connections and store.poolSize"
             ) from None
+
+    def _migrated(self, connect_timeout_s: float) -> psycopg.Connection[Any]:
+        """A connection on which the schema is brought forward; kept to ask the server whether it
+        answers (:class:`_Prober`), so the first question needs no new connection."""
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(connect_timeout_s)))
+        except psycopg.Error as err:
+            raise self.unavailable("cannot connect to", err) from None
+        try:
+            self.schema_version = migrate(conn, self.where)
+        except BaseException as err:
+            conn.close()
+            if isinstance(err, psycopg.Error):
+                raise self.unavailable("cannot connect to", err) from None
+            raise
+        return conn
+
+    def _watch(self, conn: WatchedConnection) -> None:
+        """The pool's ``configure``: every new connection's waits are watched, and the server probes
+        it (:data:`SERVER_KEEPALIVES`; ignored on a Unix socket)."""
+        conn.liveness = self.live
+        settings = ", ".join("set_config(%s, %s, false)" for _ in SERVER_KEEPALIVES)
+        params = [x for pair in SERVER_KEEPALIVES.items() for x in pair]
+        with contextlib.suppress(psycopg.Error):  # refused (a proxy in between): the OS defaults stay
+            conn.execute(f"SELECT {settings}", params)
 
     def unavailable(self, what: str, err: BaseException) -> StoreUnavailable:
         """The one-line error for a failed database operation: the URL, the cause and the fix."""
@@ -152,33 +510,54 @@ class PgBackend:
             "running and reachable from this host, or remove store.url to use the embedded store"
         )
 
+    def down_error(self, why: str) -> StoreUnavailable:
+        """The error of every operation while the database counts as down, and of each one cut."""
+        return StoreUnavailable(
+            f"the session store {self.where} does not answer ({why}); calls pass through unreduced until "
+            f"it does (asked every {RETRY_S:g} s); check that PostgreSQL is running and reachable from "
+            "this host, or raise store.responseTimeoutS if it is only slow"
+        )
+
+    def _failed(self, what: str, err: psycopg.Error) -> StoreUnavailable:
+        return self.down_error(str(err)) if isinstance(err, Unanswered) else self.unavailable(what, err)
+
+    def trouble(self) -> str | None:
+        """Why the database cannot serve calls now (what ``/healthz`` shows), None when it answers;
+        asks it (at most ``store.responseTimeoutS / 2``) when nothing answered for that long."""
+        why = self.live.verdict()
+        return None if why is None else str(self.down_error(why))
+
+    def _admit(self) -> None:
+        """Refuse at once while the database counts as down: no operation waits on it then."""
+        why = self.live.down
+        if why is not None:
+            raise self.down_error(why)
+
     def run(self, session_key: str | None, work: Callable[[psycopg.Connection[Any]], T]) -> T:
         """``work(connection)`` on the connection holding ``session_key``'s lock in this thread, else
         on a pooled one; database errors become :class:`StoreUnavailable`."""
         held = getattr(self._held, "conns", {}).get(session_key) if session_key else None
         try:
+            self._admit()
             if held is not None:
                 return work(held)
-            with self.pool.connection() as conn:
+            with self._connection() as conn:
                 return work(conn)
-        except PoolTimeout as err:
-            raise self.unavailable("no free connection (store.poolSize) to", err) from None
         except psycopg.Error as err:
-            raise self.unavailable("a query failed on", err) from None
+            raise self._failed("a query failed on", err) from None
 
     def stream(self, sql: str, params: Sequence[Any], batch: int = 500) -> Generator[tuple[Any, ...]]:
         """The rows of a read-only ``sql``, fetched ``batch`` at a time through a server-side cursor
         (a caller that stops early does not read the rest); database errors become
         :class:`StoreUnavailable`. Close it (``contextlib.closing``) to give the connection back."""
         try:
-            with self.pool.connection() as conn, conn.transaction(), conn.cursor(name="lm_stream") as cur:
+            self._admit()
+            with self._connection() as conn, conn.transaction(), conn.cursor(name="lm_stream") as cur:
                 cur.itersize = batch
                 cur.execute(sql, params)
                 yield from cur
-        except PoolTimeout as err:
-            raise self.unavailable("no free connection (store.poolSize) to", err) from None
         except psycopg.Error as err:
-            raise self.unavailable("a query failed on", err) from None
+            raise self._failed("a query failed on", err) from None
 
     @contextlib.contextmanager
     def session_lock(self, session_key: str) -> Iterator[None]:
@@ -189,44 +568,106 @@ class PgBackend:
             return
         key = lock_key(session_key)
         try:
-            with self.pool.connection() as conn:
-                conn.execute(
-                    "SELECT set_config('lock_timeout', %s, false)", (f"{int(self.lock_timeout_s * 1000)}ms",)
-                )
-                try:
-                    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-                except psycopg.errors.LockNotAvailable:
-                    raise StoreUnavailable(
-                        f"session {session_key!r} stayed locked by another process for over "
-                        f"{self.lock_timeout_s:g} s in {self.where}; a call of it may hang upstream, or raise "
-                        "store.lockTimeoutS"
-                    ) from None
+            self._admit()
+            with self._connection() as conn:
+                self._lock(conn, session_key, key)
                 conns[session_key] = conn
                 try:
                     yield
                 finally:
                     del conns[session_key]
-                    _release(conn, key)
-        except PoolTimeout as err:
-            raise self.unavailable("no free connection (store.poolSize) to", err) from None
+                    self._release(conn, key)
         except psycopg.OperationalError as err:
-            raise self.unavailable("lost the connection to", err) from None
+            raise self._failed("lost the connection to", err) from None
+
+    def _lock(self, conn: psycopg.Connection[Any], session_key: str, key: int) -> None:
+        """Wait for the advisory lock ``key`` (at most ``store.lockTimeoutS``, the server's own timeout)."""
+        conn.execute(
+            "SELECT set_config('lock_timeout', %s, false)", (f"{int(self.lock_timeout_s * 1000)}ms",)
+        )
+        try:
+            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+        except psycopg.errors.LockNotAvailable:
+            raise StoreUnavailable(
+                f"session {session_key!r} stayed locked by another process for over "
+                f"{self.lock_timeout_s:g} s in {self.where}; a call of it may hang upstream, or raise "
+                "store.lockTimeoutS"
+            ) from None
+
+    def _release(self, conn: psycopg.Connection[Any], key: int) -> None:
+        """Unlock ``key``; a connection that cannot say so is closed (the server then drops its locks),
+        never handed back to the pool still holding one; so is one to a database that counts as down
+        (nothing waits on it)."""
+        try:
+            if self.live.down is None and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                return
+        except psycopg.Error:
+            pass
+        conn.close()
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[WatchedConnection]:
+        """A pooled connection for one operation (:meth:`_checkout`), given back after it."""
+        conn = self._checkout()
+        try:
+            yield conn
+        finally:
+            with self._out_lock:
+                self._out -= 1
+            self.pool.putconn(conn)
+
+    def _checkout(self) -> WatchedConnection:
+        """A pooled connection the server has not closed (after a restart every idle one is closed:
+        handing them out made each fail one call, passed through unreduced); StoreUnavailable when
+        :meth:`_waited` says to stop waiting for one."""
+        started = time.monotonic()
+        errors = self._connect_errors()
+        while True:
+            try:
+                conn = self.pool.getconn(timeout=CHECKOUT_SLICE_S)
+            except PoolTimeout:
+                self._waited(started, errors)
+                continue
+            if not _closed_by_server(conn):
+                with self._out_lock:
+                    self._out += 1
+                return conn
+            conn.close()
+            self.pool.putconn(conn)  # the pool opens another in its place
+
+    def _waited(self, started: float, errors: int) -> None:
+        """Raise when a call should stop waiting for a pooled connection: the database counts as down;
+        or the pool failed to open one, or has room and opened none within ``store.responseTimeoutS``,
+        and the server does not answer (then it counts as down) or refuses connections; or every
+        connection stayed busy for ``store.connectTimeoutS + store.lockTimeoutS``."""
+        self._admit()
+        waited = time.monotonic() - started
+        refused = self._connect_errors() > errors
+        with self._out_lock:
+            busy = self._out >= (self.pool.max_size or 1)
+        if refused or (waited >= self.live.limit_s and not busy):
+            why = self.live.verdict(ask=refused)  # a refusal right after an answer: stopped meanwhile?
+            if why is not None:
+                raise self.down_error(why)
+            if refused:
+                raise StoreUnavailable(
+                    f"the session store {self.where} answers but refused a new connection; check its log "
+                    "(max_connections, authentication) and store.poolSize"
+                )
+        if waited >= self.wait_s:
+            raise self.unavailable(
+                "no free connection (store.poolSize) to", PoolTimeout(f"none within {self.wait_s:g} s")
+            )
+
+    def _connect_errors(self) -> int:
+        """How many connections the pool failed to open so far."""
+        return int(self.pool.get_stats().get("connections_errors", 0))
 
     def close(self) -> None:
-        """Close the pool."""
+        """Close the pool and stop watching."""
+        self.live.close()
         self.pool.close()
-
-
-def _release(conn: psycopg.Connection[Any], key: int) -> None:
-    """Unlock ``key``; a connection that cannot say so is closed (the server then drops its locks),
-    never handed back to the pool still holding one."""
-    try:
-        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-            return
-    except psycopg.Error:
-        pass
-    conn.close()
 
 
 def _reset(conn: psycopg.Connection[Any]) -> None:
