@@ -22,6 +22,10 @@ JSON = dict[str, Any]
 CALL_ID_HINTS = ("result_content",)
 """Message hints keyed by tool call id (Anthropic: each tool_result's content layout): a step that
 respells call ids (:mod:`~.call_ids`) renames their keys with them."""
+LISTED_TOOLS = "listed_tools"
+"""Request hint: names of tools the host lists inside the input rather than in ``tools`` (Codex's code
+mode sends its JavaScript ``exec`` tool in an ``additional_tools`` item); the stubs' recovery hint
+depends on them (:func:`~.reduction.base.prefers_shell`)."""
 SERVER_CALL_IDS = "server_call_ids"
 """A request hint: the call ids are the provider's own records, never respelled (the Responses API:
 an output may answer a call the provider stored from an earlier response)."""

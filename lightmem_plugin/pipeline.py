@@ -47,7 +47,16 @@ from .eviction.session_record import extract
 from .faults import FailOpen, FaultSink, open_sink, report
 from .ledger import CallRecord
 from .memo import PerObject
-from .model import ImagePart, Message, OpaquePart, Request, TextPart, ToolCallPart, ToolResultPart
+from .model import (
+    LISTED_TOOLS,
+    ImagePart,
+    Message,
+    OpaquePart,
+    Request,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from .recorder import Recorder
 from .redaction import Redactor
 from .reduction import passes
@@ -484,8 +493,9 @@ class Session:
     # -- the transformer chain -----------------------------------------------------------------------
     def _reduce_step(self, original: Request, req: Request) -> Request:
         """Every tool output as it was reduced on arrival (memoised); repeats scoped to the task."""
-        if req.tools:
-            self.prefer_shell = prefers_shell([tool_name(t) for t in req.tools])
+        listed = [tool_name(t) for t in req.tools] or list(req.hints.get(LISTED_TOOLS) or [])
+        if listed:  # the tools the model can call: in the request's tools, or listed in its input
+            self.prefer_shell = prefers_shell(listed)
         messages = self._processed.map(self._scoped(req.messages))
         return Request(messages, list(req.tools), dict(req.extra), dict(req.hints))
 

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 from ..model import (
     JSON,
+    LISTED_TOOLS,
     SERVER_CALL_IDS,
     ImagePart,
     Message,
@@ -92,8 +93,31 @@ def _decode_request(payload: object) -> Request:
     else:
         fail("input", raw, "a string or a list of input items")
     tools, tool_hints = decode_tools(obj)
+    listed = _additional_tool_names(raw)
+    if listed:
+        hints[LISTED_TOOLS] = listed
     hints[SERVER_CALL_IDS] = True  # an output may answer a call stored upstream (previous_response_id)
     return Request(messages=messages, tools=tools, extra=extra, hints={**hints, **tool_hints})
+
+
+def _additional_tool_names(raw: object) -> list[str]:
+    """Tool names of the ``additional_tools`` input items (each holds a ``tools`` list)."""
+    if not isinstance(raw, list):
+        return []
+    names: list[str] = []
+    for item in raw:
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            _collect_names(item.get("tools"), names)
+    return names
+
+
+def _collect_names(tools: object, into: list[str]) -> None:
+    """Names of ``tools``, a namespace's own tools included (Codex nests ``exec`` in ``functions``)."""
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, dict):
+            if isinstance(tool.get("name"), str) and tool.get("type") != "namespace":
+                into.append(tool["name"])
+            _collect_names(tool.get("tools"), into)
 
 
 def _encode_request(req: Request) -> JSON:

@@ -190,3 +190,21 @@ def test_bad_payloads_raise_one_line_payload_errors(payload: Any, path: str, det
 def test_messages_responses_cannot_express_raise_payload_errors(message: Message) -> None:
     with pytest.raises(PayloadError, match=r"^OpenAI Responses request: messages\[0\]"):
         openai_responses.encode_request(Request(messages=[message]))
+
+
+def test_tools_listed_in_an_additional_tools_item_are_named_in_a_hint() -> None:
+    """Codex's code mode sends no ``tools``: its JavaScript ``exec`` tool sits in an ``additional_tools``
+    input item, inside a ``functions`` namespace. Before, the pipeline saw no tool, so stubs named
+    ``lightmem2_recover(...)``, which the model's script cannot call (the e2e checks the stub)."""
+    from lightmem_plugin.model import LISTED_TOOLS
+
+    item = {
+        "type": "additional_tools",
+        "role": "developer",
+        "tools": [{"type": "namespace", "name": "functions", "tools": [{"type": "custom", "name": "exec"}]}],
+    }
+    payload = {"model": "m", "input": [item, {"type": "message", "role": "user", "content": "go"}]}
+    req = openai_responses.decode_request(payload)
+    assert req.hints[LISTED_TOOLS] == ["exec"]
+    assert json.loads(json.dumps(openai_responses.encode_request(req))) == payload
+    assert LISTED_TOOLS not in openai_responses.decode_request({"model": "m", "input": "go"}).hints
