@@ -1,6 +1,6 @@
 """Drive many streamed Chat Completions calls and time each one's first body byte (TTFB).
 
-Shared by the load test and ``benchmarks/bench_server.py``. Each call must end with ``data: [DONE]``
+Used by the load test (``benchmarks/bench_server.py`` drives host-like sessions of its own, ``host_load.py``). Each call must end with ``data: [DONE]``
 and status 200, or it counts as an error.
 """
 
