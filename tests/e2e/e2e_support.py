@@ -183,10 +183,36 @@ def cache_figures(reported: list[dict[str, int]]) -> dict[str, float]:
 def run_bounded(
     cmd: list[str], env: dict[str, str], cwd: Path, timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    """``cmd`` with stdin from /dev/null, output captured, killed after ``timeout`` seconds."""
-    return subprocess.run(
-        cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    """``cmd`` with stdin from /dev/null, output captured, stopped after ``timeout`` seconds
+    (``TimeoutExpired``). It runs in a process group of its own, killed whole on the timeout: an npm
+    entry point is only a node wrapper, and the host binary under it (with its MCP servers) outlived a
+    kill of the wrapper alone (seen with a hung ``codex exec``)."""
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(cmd, timeout, out, err) from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def log_tail(path: Path, chars: int = 1500) -> str:
+    """The end of a log file (``serve.log``, ``hooks.log``) for a failure message; "(none)" without it."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-chars:]
+    except OSError:
+        return "(none)"
 
 
 def base_env(home: Path, lightmem_home: Path) -> dict[str, str]:

@@ -19,10 +19,8 @@ stopped by pid before Claude Code runs again (the hooks must bring it back):
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -34,6 +32,7 @@ from e2e_support import (
     ProxyKill,
     ScriptedUpstream,
     base_env,
+    log_tail,
     npm_cli,
     run_bounded,
     stop_pid,
@@ -72,37 +71,6 @@ def _env(home: Path, lm_home: Path, claude: Path, lightmem2: Path) -> dict[str, 
     return env
 
 
-def _tail(path: Path, chars: int = 1500) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")[-chars:]
-    except OSError:
-        return "(none)"
-
-
-def _run_host(cmd: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """:func:`run_bounded` (stdin from /dev/null, output captured, stopped after ``HOST_TIMEOUT_S``), in
-    a process group of its own that is killed whole on the timeout: the npm entry point is only a node
-    wrapper, and the host binary under it (with its MCP servers) would outlive a kill of the wrapper."""
-    proc = subprocess.Popen(
-        cmd,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=HOST_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        raise subprocess.TimeoutExpired(cmd, HOST_TIMEOUT_S, out, err) from None
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
 def _claude(
     exe: Path, prompt: str, env: dict[str, str], cwd: Path, fake: ScriptedUpstream
 ) -> tuple[dict[str, Any], float]:
@@ -112,12 +80,12 @@ def _claude(
     cmd = [str(exe), "-p", prompt, "--output-format", "json"]
     start, before = time.monotonic(), len(fake.received)
     try:
-        done = _run_host(cmd, env, cwd)
+        done = run_bounded(cmd, env, cwd, HOST_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         pytest.fail(
             f"claude -p {prompt!r} did not end within {HOST_TIMEOUT_S} s; meanwhile the fake provider "
-            f"received {len(fake.received) - before} requests\nserve.log: {_tail(lm_home / 'serve.log')}\n"
-            f"hooks.log: {_tail(lm_home / 'hooks.log')}"
+            f"received {len(fake.received) - before} requests\nserve.log: {log_tail(lm_home / 'serve.log')}\n"
+            f"hooks.log: {log_tail(lm_home / 'hooks.log')}"
         )
     took = time.monotonic() - start
     assert done.returncode == 0, f"claude -p {prompt!r} failed ({done.returncode}):\n{done.stderr[-3000:]}"
@@ -227,7 +195,7 @@ def test_claude_code_runs_on_the_last_good_config_after_a_typo(
     assert "lightmem2 mode: normal" in text, text
     # the hooks kept serve up (running) or brought it back (stopped), on the configured port
     assert up_after_status, (
-        f"serve is not running after the status command\n{_tail(isolated_home / 'serve.log')}"
+        f"serve is not running after the status command\n{log_tail(isolated_home / 'serve.log')}"
     )
     if serve == "stopped":
         assert supervisor_after is not None and supervisor_after != supervisor, "serve was not started again"

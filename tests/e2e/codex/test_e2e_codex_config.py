@@ -22,11 +22,9 @@ pid before Codex runs again (the hooks must bring it back):
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -38,6 +36,7 @@ from e2e_support import (
     ProxyKill,
     ScriptedUpstream,
     base_env,
+    log_tail,
     npm_cli,
     run_bounded,
     stop_pid,
@@ -45,7 +44,7 @@ from e2e_support import (
 )
 from fake_wire import Reply
 from server_harness import ServerThread, free_port
-from test_e2e_codex import PACKAGE, VERSIONS
+from test_e2e_codex import PACKAGE, VERSIONS, _last_message
 
 from lightmem_plugin.config import Config
 from lightmem_plugin.hooks import serve_ctl
@@ -66,37 +65,6 @@ def codex(request: pytest.FixtureRequest) -> Path:
     return npm_cli(PACKAGE, str(request.param), "codex", "codex")
 
 
-def _tail(path: Path, chars: int = 1500) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")[-chars:]
-    except OSError:
-        return "(none)"
-
-
-def _run_host(cmd: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """:func:`run_bounded` (stdin from /dev/null, output captured, stopped after ``HOST_TIMEOUT_S``), in
-    a process group of its own that is killed whole on the timeout: the npm entry point is only a node
-    wrapper, and the host binary under it (with its MCP servers) would outlive a kill of the wrapper."""
-    proc = subprocess.Popen(
-        cmd,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=HOST_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        raise subprocess.TimeoutExpired(cmd, HOST_TIMEOUT_S, out, err) from None
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
 def _exec(
     exe: Path, prompt: str, env: dict[str, str], cwd: Path, fake: ScriptedUpstream, as_json: bool = True
 ) -> tuple[subprocess.CompletedProcess[str], float]:
@@ -107,27 +75,17 @@ def _exec(
     cmd += ["--json", prompt] if as_json else [prompt]
     start, before = time.monotonic(), len(fake.received)
     try:
-        done = _run_host(cmd, env, cwd)
+        done = run_bounded(cmd, env, cwd, HOST_TIMEOUT_S)
     except subprocess.TimeoutExpired as err:
         stderr = err.stderr.decode(errors="replace") if isinstance(err.stderr, bytes) else str(err.stderr)
         pytest.fail(
             f"codex exec {prompt!r} did not end within {HOST_TIMEOUT_S} s; meanwhile the fake provider "
             f"received {len(fake.received) - before} requests\nstderr: {stderr[-1500:]}\n"
-            f"serve.log: {_tail(lm_home / 'serve.log')}\nhooks.log: {_tail(lm_home / 'hooks.log')}"
+            f"serve.log: {log_tail(lm_home / 'serve.log')}\nhooks.log: {log_tail(lm_home / 'hooks.log')}"
         )
     took = time.monotonic() - start
     assert done.returncode == 0, f"codex exec {prompt!r} failed ({done.returncode}):\n{done.stderr[-3000:]}"
     return done, took
-
-
-def _last_message(run: subprocess.CompletedProcess[str]) -> str | None:
-    events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    texts = [
-        e["item"].get("text")
-        for e in events
-        if e.get("type") == "item.completed" and e["item"].get("type") == "agent_message"
-    ]
-    return texts[-1] if texts else None
 
 
 def _tap_prompt_hook(hooks_json: Path, tap: Path) -> None:
@@ -257,7 +215,7 @@ def test_codex_runs_on_the_last_good_config_after_a_typo(
     assert text.startswith("lightmem2 mode: normal"), text
     # the hooks kept serve up (running) or brought it back (stopped), on the configured port
     assert up_after_status, (
-        f"serve is not running after the status command\n{_tail(isolated_home / 'serve.log')}"
+        f"serve is not running after the status command\n{log_tail(isolated_home / 'serve.log')}"
     )
     if serve == "stopped":
         assert supervisor_after is not None and supervisor_after != supervisor, "serve was not started again"
