@@ -111,6 +111,15 @@ class Sealer:
             ) from None
 
 
+def home_sealer() -> Sealer | None:
+    """This home's sealer, or None when no key can be had (``doctor``'s archive key check says why):
+    what is stored is then redacted instead of sealed."""
+    try:
+        return Sealer.from_home()
+    except SecretError:
+        return None
+
+
 TEXT_MARK = "lm2sealed1:"
 """What starts a sealed value stored as text (a database column): the sealed layout in base64."""
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import LightMemError, UsageError
 from ..redaction import Redactor
-from ..sealing import Sealer, open_text, seal_text
+from ..sealing import Sealer, home_sealer, open_text, seal_text
 from .record_render import RecordLevel
 
 LEVELS: tuple[RecordLevel, ...] = ("critical", "standard", "full")
@@ -38,7 +38,7 @@ class RecordStore:
         can be had)."""
         self.root = Path(root)
         self.redactor = redactor or Redactor()
-        self.sealer = sealer if sealer is not None else _home_sealer()
+        self.sealer = sealer if sealer is not None else home_sealer()
 
     def append(self, session_id: str, turn: int, renders: Mapping[str, str]) -> None:
         """Store one snapshot (credentials redacted)."""
@@ -86,10 +86,3 @@ class RecordStore:
             if not rows:
                 raise UsageError(f"session {sid} has no record at or before turn {at_turn}; try a later turn")
         return rows[-1]
-
-
-def _home_sealer() -> Sealer | None:
-    try:
-        return Sealer.from_home()
-    except LightMemError:
-        return None  # doctor names the unusable key; the lines are then only redacted

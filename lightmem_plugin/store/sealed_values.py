@@ -20,9 +20,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import LightMemError
 from ..redaction import Redactor
-from ..sealing import Sealer, open_text, seal_text
+from ..sealing import Sealer, home_sealer, open_text, seal_text
 
 
 def dump(value: Any) -> str:
@@ -41,13 +40,7 @@ class StateCipher:
     def from_home(cls, encrypt: bool = True, redactor: Redactor | None = None) -> StateCipher:
         """The cipher of this lightmem2 home: sealed with its archive key, or redacting when
         ``encrypt`` is off or the key cannot be had."""
-        sealer = None
-        if encrypt:
-            try:
-                sealer = Sealer.from_home()
-            except LightMemError:
-                sealer = None  # doctor names the unusable key (it checks the archive's)
-        return cls(sealer, redactor)
+        return cls(home_sealer() if encrypt else None, redactor)
 
     def protect(self, text: str) -> str:
         """The stored form of a value's JSON ``text``: sealed, or with every string redacted."""
