@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import base64
 import functools
+import hashlib
 import itertools
 import json
 import os
@@ -481,7 +482,9 @@ class ClaudeCode(HostSession):
                 "cache_control": {"type": "ephemeral"},
             },
         ]
-        user_id = f"user_{uuid.UUID(int=number).hex * 2}_account_{uuid.UUID(int=7)}_session_{uuid.uuid5(uuid.NAMESPACE_URL, key)}"
+        # Claude Code's user id is a 64-hex digest (not a run of zeros, which reads as a long number)
+        user_hash = hashlib.sha256(f"bench-user-{number}".encode()).hexdigest()
+        user_id = f"user_{user_hash}_account_{uuid.uuid5(uuid.NAMESPACE_DNS, 'bench')}_session_{uuid.uuid5(uuid.NAMESPACE_URL, key)}"
         first: dict[str, Any] = {
             "role": "user",
             "content": [

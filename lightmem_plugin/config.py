@@ -275,6 +275,13 @@ class ServerConfig(_Model):
         description="A session unused this long leaves memory (its decisions are persisted; the next "
         "request reloads them and sends the same bytes). Only with a session store.",
     )
+    maxSessions: int = Field(
+        128,
+        ge=1,
+        description="Sessions a process keeps in memory (least recently used leave first; the next "
+        "request of one reloads it from the session store: the same bytes, one slower call). Keep it "
+        "above the number of sessions your hosts run at once; each held session costs 1-2 MB.",
+    )
 
 
 _URL_PASSWORD = re.compile(r"(://[^:/@\"]*):[^@/\"]*@")

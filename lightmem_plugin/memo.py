@@ -44,3 +44,34 @@ class PerObject(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._last)
+
+
+class Interned(Generic[K]):
+    """The previous call's very objects for the items of this call that equal them, position by position.
+
+    Why: :class:`PerObject` pays off only when a call hands in the same objects as the call before,
+    which an in-process host does (the Python API, OpenClaw's engine) and a proxy cannot: every
+    request body is parsed anew, so each call's messages are new objects and every memo of the
+    pipeline missed on all of them (measured with host-like load on the proxy: the whole prompt was
+    counted, reduced and encoded again on each call, ~60% of its CPU). Hosts append, so the message
+    at position ``i`` is usually equal to the one at ``i`` last call; an equality test of two decoded
+    messages compares their strings in C and costs a small fraction of what recomputing them does.
+    Only the previous call's items are held (bounded by the current request).
+    """
+
+    def __init__(self) -> None:
+        self._last: list[K] = []
+
+    def map(self, items: list[K]) -> list[K]:
+        """``items``, each replaced by the previous call's object at its position when equal to it."""
+        last = self._last
+        out = [
+            last[i] if i < len(last) and (last[i] is item or last[i] == item) else item
+            for i, item in enumerate(items)
+        ]
+        self._last = out
+        return out
+
+    def forget(self) -> None:
+        """Hold nothing (the session dropped its per-object results)."""
+        self._last = []

@@ -145,6 +145,7 @@ class Stabilizer:
         self._lines: dict[str, LineScan] = {}  # line scans of the previous call's head
         self._pattern: re.Pattern[str] | None = None
         self._values: dict[str, str] | None = None
+        self._made: dict[int, Message] = {}  # head position -> the message made for it last call
         self._learn_known(known)
 
     # -- state -------------------------------------------------------------------------------------
@@ -277,14 +278,27 @@ class Stabilizer:
             changed[n - 1] = _with_last(
                 changed.get(n - 1, list(messages[n - 1].parts)), block, SESSION_BLOCK_PREFIX
             )
+        made: dict[int, Message] = {}
         for i, parts in changed.items():
-            messages[i] = Message(messages[i].role, parts, messages[i].extra, messages[i].hints)
+            made[i] = messages[i] = self._same_as_last(
+                i, Message(messages[i].role, parts, messages[i].extra, messages[i].hints)
+            )
+        self._made = made
         slot = _tail_slot(messages)
         if scan.per_call and slot is not None:
             tail = TextPart(ph.render_values(TAIL_PREFIX, scan.per_call))
             messages[slot] = _with_tail_list(
                 messages[slot], _with_last(_tail_list(messages[slot]), tail, TAIL_PREFIX)
             )
+
+    def _same_as_last(self, i: int, msg: Message) -> Message:
+        """The head message made at position ``i`` last call when ``msg`` equals it, else ``msg``.
+
+        Why: the stabilised head is rebuilt on every call from the host's head, and an equal but new
+        object defeats every later identity memo (:class:`~.memo.PerObject`: respelling, the ledger's
+        token count), so the head was counted again on each call (measured at the proxy)."""
+        last = self._made.get(i)
+        return last if last is not None and last == msg else msg
 
     # -- model output ------------------------------------------------------------------------------
     def restore(self, text: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from lightmem_plugin.codecs import openai_chat
 from lightmem_plugin.config import EvictionConfig
 from lightmem_plugin.errors import PayloadError
 from lightmem_plugin.eviction.evictor import Evictor
-from lightmem_plugin.memo import PerObject
+from lightmem_plugin.memo import Interned, PerObject
 from lightmem_plugin.model import Message, Request, TextPart, ToolResultPart
 from lightmem_plugin.tokens import TokenCounter
 
@@ -88,3 +89,44 @@ def test_a_second_stub_in_a_message_already_stubbed_is_applied() -> None:
     ev.state.stubs["t2"] = "[stub 2]"
     ev.state.last_batch_call = 9
     assert [p.text() for p in ev.apply(req).messages[0].parts] == ["[stub 1]", "[stub 2]"]
+
+
+def test_interned_hands_back_the_last_calls_equal_objects_by_position() -> None:
+    memo: Interned[list[str]] = Interned()
+    a, b = ["a"], ["b"]
+    assert memo.map([a, b]) == [a, b]
+    a2, b2, c = ["a"], ["B"], ["c"]  # a new parse: equal, changed, new
+    out = memo.map([a2, b2, c])
+    assert out[0] is a and out[1] is b2 and out[2] is c
+    assert memo.map([["c"], ["a"]])[1] is not a  # position by position only, and only the last call
+    memo.forget()
+    assert memo.map([["c"]])[0] is not c
+
+
+def test_a_proxied_session_processes_and_counts_only_what_is_new(tmp_path: Path) -> None:
+    """The proxy decodes each request body anew (new objects every call): the session maps equal
+    messages to the objects it already processed, so the pipeline and the ledger's token count run
+    for the new messages only, as they do for an in-process host that hands in the same objects."""
+    from lightmem_plugin.config import Config
+    from lightmem_plugin.ledger import Ledger
+    from lightmem_plugin.pipeline import LightMem, Session
+    from lightmem_plugin.registry import Registry
+
+    lm = LightMem(Config(), Registry(tmp_path / "reg"), ledger=Ledger(tmp_path / "ledger.sqlite3"))
+    session = lm.session("s")
+    processed: list[Message] = []
+    counted: list[Message] = []
+    real_process = Session._process_message
+    session._processed = PerObject(lambda m: processed.append(m) or real_process(session, m))
+    chunker = session.recorder._accountant._base  # type: ignore[union-attr]
+    count = chunker._memo._fn
+    chunker._memo._fn = lambda m: counted.append(m) or count(m)
+    chat = ChatAdapter()
+    history = [dict(m) for m in CHAT]
+    session.process(chat.decode(history, None))
+    assert len(processed) == len(CHAT) and len(counted) == len(CHAT)
+    processed.clear(), counted.clear()
+    grown = [*[dict(m) for m in CHAT], {"role": "user", "content": "and now the tests"}]
+    session.process(ChatAdapter().decode(grown, None))  # a fresh adapter: every object is new
+    assert [m.text() for m in processed] == ["and now the tests"]
+    assert [m.text() for m in counted] == ["and now the tests"]

@@ -175,3 +175,44 @@ def test_the_stub_names_the_recovery_that_works_in_this_host(tools: list[str], h
     out = session.before_model_call(msgs, tools=defs or None)
     assert hint in out[2]["content"]
     assert prefers_shell(tools) == hint.startswith("run:")
+
+
+def test_begin_leaves_the_bookkeeping_to_settle_and_nothing_is_lost(tmp_path: Path) -> None:
+    """The proxy sends the transformed request first and settles the call's bookkeeping (its ledger
+    row, the saved state) while the provider works. Whatever comes next settles the call first: the
+    session's next call, the call's own usage, the session leaving memory, the process stopping."""
+    from lightmem_plugin.session_state import StateStore
+
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        states = StateStore(tmp_path / "sessions.sqlite3")
+        lm = LightMem(config=Config(), registry=Registry(tmp_path / "reg"), ledger=ledger, states=states)
+        s = lm.session("s1")
+        msgs = chat_session(["ok"])
+        s.begin(s.chat.decode(msgs, None), api="chat")
+        assert s.unsettled and ledger.calls("s1") == [] and states.version("s1") == 0
+        s.settle()
+        assert not s.unsettled and [r.call_index for r in ledger.calls("s1")] == [1]
+        assert states.version("s1") == 1
+        s.settle()  # once only
+        assert len(ledger.calls("s1")) == 1
+
+        msgs = chat_session(["ok", "done"])
+        s.begin(s.chat.decode(msgs, None), api="chat")
+        s.after_model_call(None, usage={"prompt_tokens": 100, "prompt_tokens_details": {"cached_tokens": 60}})
+        rows = ledger.calls("s1")
+        assert [r.call_index for r in rows] == [1, 2] and rows[1].real_input_tokens == 100  # its own row
+
+        s.begin(s.chat.decode(chat_session(["ok", "done", "more"]), None), api="chat")
+        s.begin(s.chat.decode(chat_session(["ok", "done", "more", "x"]), None), api="chat")
+        assert [r.call_index for r in ledger.calls("s1")] == [1, 2, 3]  # the next call settled the last
+
+        lm.max_sessions = 1
+        lm.session("other")  # s1 leaves memory: its pending call is written and saved first
+        assert [r.call_index for r in ledger.calls("s1")] == [1, 2, 3, 4]
+        assert states.version("s1") == 4
+
+        o = lm.session("other")
+        o.begin(o.chat.decode(chat_session(["x"]), None), api="chat")
+        lm.settle()  # a stopping server settles every session
+        assert [r.call_index for r in ledger.calls("other")] == [1]
+        states.close()

@@ -471,3 +471,17 @@ def test_runtime_call_counter_without_hash_is_a_per_call_value() -> None:
         heads.append(out.messages[0].text())
     assert heads[0] == heads[1] == heads[2]
     assert "In turn 3 of the plan" in heads[0]
+
+
+def test_an_equal_head_made_again_is_the_same_object_as_last_call() -> None:
+    """The stabilised head is rebuilt on every call; when it comes out equal, the object of the last
+    call is handed on, so the identity memos after it (respelling, the ledger's count) hit."""
+    s = stab()
+    text = "You are an agent.\nWorking directory: /home/alice/proj\nToday's date: 2025-10-01"
+    first = s.apply(sys_req(text))
+    again = s.apply(sys_req(text))  # a new parse of the same request: new, equal objects
+    assert first.messages[0].parts[0].text != text  # the head was rewritten (placeholders)
+    assert again.messages[0] is first.messages[0]
+    moved = s.apply(sys_req(text.replace("/proj", "/other")))
+    assert moved.messages[0] is not first.messages[0]
+    assert moved.messages[0].parts[0].text != first.messages[0].parts[0].text

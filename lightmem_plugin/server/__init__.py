@@ -116,7 +116,8 @@ def serve(
     # lazy: uvicorn, starlette and the pipeline load only when a server runs (see the docstring)
     import uvicorn
 
-    from .memory import tune_allocator
+    from ..tokens import encoding
+    from .memory import tune_allocator, tune_gc
 
     tune_allocator()  # before any worker thread: big requests' memory goes back once sessions expire
 
@@ -154,6 +155,8 @@ def serve(
     with contextlib.suppress(OSError):  # what a killed predecessor left mid-write (never fatal)
         plugin.registry.drop_stale_temps()
     app = create_app(plugin, allow_remote=allow_remote, commands=commands)
+    encoding()  # the tokenizer (~0.4 s) loads now, not in the first call of the first host
+    tune_gc()
     try:
         uvicorn.Server(server_config(app)).run(sockets=[sock])
     finally:

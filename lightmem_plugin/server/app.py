@@ -173,6 +173,7 @@ def create_app(
             yield
         finally:
             sweeper.cancel()
+            lm.settle()  # the last calls' ledger rows and saved state
             runner.close()
             if "p" in holder:
                 await holder.pop("p").aclose()

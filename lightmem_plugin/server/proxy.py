@@ -21,7 +21,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -40,7 +40,7 @@ from ..store import session_lock
 from ..tenancy import TOKEN_HEADER, scoped
 from .identity import HEADER, session_identity
 from .rewrite import StreamRewriter, body_usage
-from .sse import json_bytes
+from .sse import json_bytes, json_value
 from .usage import UsageBook, record_usage
 
 log = logging.getLogger("lightmem2.server")
@@ -98,16 +98,25 @@ class Outgoing:
     body: bytes
     session: Session | None = None
     values: Mapping[str, str] | None = None
+    unsettled: bool = False
+    """The session's bookkeeping of this call is still to run (:meth:`Session.settle`): the proxy runs
+    it once the request is on its way upstream."""
 
 
 def _count(session: Session, name: str, err: Exception) -> None:
     session.fail.report(name, err)
 
 
-def transform(session: Session, api: str, payload: dict[str, Any], body: bytes) -> Outgoing:
-    """Decode, run the session's pipeline, encode; the original bytes on any failure or no change."""
+def transform(
+    session: Session, api: str, payload: dict[str, Any], body: bytes, settle: bool = True
+) -> Outgoing:
+    """Decode, run the session's pipeline, encode; the original bytes on any failure or no change.
+    Without ``settle``, the call's bookkeeping is left for the caller (:attr:`Outgoing.unsettled`)."""
     with on_surface("proxy"):  # also when run in a worker thread, which does not inherit the context
-        return _transform(session, api, payload, body)
+        out = _transform(session, api, payload, body)
+        if settle:
+            session.settle()
+        return replace(out, unsettled=session.unsettled)
 
 
 def _transform(session: Session, api: str, payload: dict[str, Any], body: bytes) -> Outgoing:
@@ -117,7 +126,7 @@ def _transform(session: Session, api: str, payload: dict[str, Any], body: bytes)
     except PayloadError as err:
         _count(session, "codec", err)
         return Outgoing(body, session, {})
-    out = session.process(req, request_key=f"{api}:{xxhash.xxh3_128_hexdigest(body)}", api=api)
+    out = session.begin(req, request_key=f"{api}:{xxhash.xxh3_128_hexdigest(body)}", api=api)
     try:
         encoded = api_wire.encode(out)
     except Exception as err:  # fail-open (I5)
@@ -202,9 +211,7 @@ class Proxy:
     ) -> Outgoing:
         """The request to send upstream for a host request of ``api`` (by gateway ``user``, if any)."""
         try:
-            # strict UTF-8 first: json.loads(bytes) would accept lone surrogates as raw bytes (it decodes
-            # with surrogatepass), and re-encoding them escaped turns two lone halves into one character
-            payload = json.loads(body.decode("utf-8"))
+            payload = json_value(body)
         except (ValueError, UnicodeDecodeError, RecursionError):
             return Outgoing(body)
         sid = session_identity(api, payload, headers) if isinstance(payload, dict) else None
@@ -214,18 +221,24 @@ class Proxy:
         shared = self.plugin.states is not None and self.plugin.states.shared
         async with self.locks[sid]:
             if len(body) < THREAD_ABOVE_BYTES and not shared:
-                return self._locked_transform(sid, api, payload, body)
+                # the bookkeeping runs once the request is on its way (forward); the session's next
+                # call, in this process alone, runs it first if it is still pending
+                return self._locked_transform(sid, api, payload, body, settle=False)
             # a shared store's lock and queries wait on the network: never on the event loop
             return await anyio.to_thread.run_sync(self._locked_transform, sid, api, payload, body)
 
-    def _locked_transform(self, sid: str, api: str, payload: dict[str, Any], body: bytes) -> Outgoing:
+    def _locked_transform(
+        self, sid: str, api: str, payload: dict[str, Any], body: bytes, settle: bool = True
+    ) -> Outgoing:
         """Hold the session against the other processes on the store, take it (reloaded when one of
-        them served it since), and transform; the original bytes on any failure (I5)."""
+        them served it since), and transform; the original bytes on any failure (I5). With a store
+        shared between processes the call settles before its lock is let go (another process may take
+        the session next)."""
         session: Session | None = None
         try:
             with session_lock(self.plugin.states, sid):
                 session = self.plugin.session(sid)
-                return transform(session, api, payload, body)
+                return transform(session, api, payload, body, settle)
         except Exception as err:  # fail-open (I5): the host's own request goes out
             if session is not None:
                 _count(session, "proxy", err)
@@ -233,6 +246,27 @@ class Proxy:
                 with on_surface("proxy"):
                     report(self.plugin.faults, "state", err, sid)
             return Outgoing(body)
+
+    async def _send_then_settle(
+        self, method: str, url: URL, headers: list[tuple[str, str]], out: Outgoing
+    ) -> aiohttp.ClientResponse:
+        """:meth:`_send`, and the session's bookkeeping of the call (:meth:`Session.settle`) while the
+        upstream works: the send runs until it waits for the answer, then the session settles."""
+        if out.session is None or not out.unsettled:
+            return await self._send(method, url, headers, out.body)
+        sending = asyncio.ensure_future(self._send(method, url, headers, out.body))
+        try:
+            # two turns of the loop: the send writes the head and starts the task that writes the body
+            # (aiohttp on Python < 3.12 schedules it; measured: settling after one turn held the body
+            # back by the whole bookkeeping), which writes it; then the send waits for the answer
+            for _ in range(2):
+                await asyncio.sleep(0)
+        except BaseException:  # the host left: no send without it
+            sending.cancel()
+            raise
+        finally:
+            out.session.settle()
+        return await sending
 
     async def _send(
         self, method: str, url: URL, headers: list[tuple[str, str]], body: bytes
@@ -283,7 +317,7 @@ class Proxy:
         headers.append(("accept-encoding", "identity"))
         try:
             target = upstream_url(url, request.url.query)
-            resp = await self._send(request.method, target, headers, out.body)
+            resp = await self._send_then_settle(request.method, target, headers, out)
         except TimeoutError:
             return error_response(
                 api, 504, f"lightmem2 proxy: upstream {url} timed out; check server.upstreamTimeoutS"
@@ -293,6 +327,9 @@ class Proxy:
             return error_response(
                 api, 502, f"lightmem2 proxy: cannot reach upstream {url} ({type(err).__name__})"
             )
+        finally:
+            if out.session is not None:  # settled already, unless the send never started
+                out.session.settle()
         back = [
             (k.decode("latin-1"), v.decode("latin-1"))
             for k, v in resp.raw_headers

@@ -150,7 +150,7 @@ def test_pipeline_crash_forwards_the_original(monkeypatch: pytest.MonkeyPatch) -
     def boom(self: Session, req: object) -> object:
         raise RuntimeError("pass exploded")
 
-    monkeypatch.setattr(Session, "process", boom)
+    monkeypatch.setattr(Session, "begin", boom)  # what the proxy calls (it settles after the send)
     with stack() as s:
         raw = json.dumps(payload("chat", False)).encode()
         r = httpx.post(s.url("chat"), content=raw, headers={"content-type": "application/json"}, timeout=10)

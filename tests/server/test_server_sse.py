@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin.placeholders import restore_json, restore_text
-from lightmem_plugin.server.sse import SSEParser, StreamRestorer, encode_event
+from lightmem_plugin.server.sse import SSEParser, StreamRestorer, encode_event, json_bytes, json_value
 
 VALUES = {"WORKDIR": "/home/alice/proj", "TIMESTAMP": "2026-03-01T10:00:00Z", "UUID": "u-1", "UUID_2": "u-2"}
 WIN = {"WORKDIR": 'C:\\Users\\bob\\my "proj"'}
@@ -138,3 +138,40 @@ def test_stray_blank_lines_reach_the_host_as_sent(api: str, stray: bytes) -> Non
     for cut in range(len(raw) + 1):
         rewriter = wire.get(api).stream({})
         assert rewriter.feed(raw[:cut]) + rewriter.feed(raw[cut:]) + rewriter.finish() == raw
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"n":123456789012345678901234567890}',  # past 64 bits: orjson would read a float
+        b'{"n":-9223372036854775809,"m":18446744073709551616}',
+        b'{"s":"\\ud800 lone","t":"\\udc00"}',  # lone surrogate escapes stay escaped
+        b'{"a":[1.5,2,-0.0,0.1,"\xc3\xa9\xe2\x82\xac",{"b":null,"c":true}],"d":"\\u0000","e":"\\"/"}',
+    ],
+)
+def test_request_json_reads_and_writes_as_the_json_module_does(body: bytes) -> None:
+    """The proxy's fast path (orjson) gives the value ``json`` reads and the bytes ``json`` writes,
+    falling back to ``json`` where orjson would change a value or refuse it."""
+    value = json_value(body)
+    assert value == json.loads(body.decode("utf-8"))
+    try:
+        expected = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: escaped, as before
+        expected = json.dumps(value, separators=(",", ":")).encode("ascii")
+    assert json_bytes(value) == expected
+
+
+def test_numbers_with_an_exponent_keep_their_value() -> None:
+    """The one spelling that differs from ``json``: an exponent is written shortest (``1e-7``, not
+    ``1e-07``); the value is the same, and the same body always gives the same bytes."""
+    value = json_value(b'{"t":1e-07,"u":1.5e+300}')
+    assert json_bytes(value) == b'{"t":1e-7,"u":1.5e+300}'
+    assert json.loads(json_bytes(value)) == value
+
+
+@pytest.mark.parametrize(
+    "body", [b'{"x":NaN}', b'{"x":-Infinity}', b"\xff{}", b"{", b"[" * 1100 + b"]" * 1100]
+)
+def test_request_json_refuses_what_no_provider_reads(body: bytes) -> None:
+    with pytest.raises((ValueError, UnicodeDecodeError, RecursionError)):
+        json_value(body)
