@@ -58,6 +58,20 @@ and only the body. Four shapes, two from Codex's ``exec_command``:
   (``frame_audit.py``, normal mode): 2 of the 11 outputs with a status line reached the model with
   the test-run pass's stub above it, so the result no longer opened with how the command ended.
 
+Inside any of them (or opening an output with no frame, as a code-mode script's printed text) may
+come Codex's own notice that it cut the output in the middle before sending it (``codex-rs``
+``formatted_truncate_text``; 0.169 and 0.171 print both lines, earlier versions only the second)::
+
+      Warning: truncated output (original token count: 45057)
+      Total output lines: 3000
+
+      <head>…35057 tokens truncated…<tail>
+
+The notice is the host's too: it stays byte-exact ahead of the body and is not read as part of it.
+Reduced with the body before, a single-file ``grep -n`` (its match lines ``12:...`` name no file, so
+the search pass reads every line as a non-match and keeps the first three and the last three) kept
+the notice's two lines and its blank line in place of the first three matches.
+
 One frame is left as it is: Claude Code's ``<persisted-output>``, what it sends in place of an
 output too large for it (``Output too large (141KB). Full output saved to: PATH``, then ``Preview
 (first 2KB):`` and 2 KB of it). The host cut it already and says where the rest is; a cut of ours
@@ -84,6 +98,20 @@ _XML = re.compile(r"\A((?:<([a-z_]+)>[^<\n]{0,200}</\2>\n\n?){1,8}<output>\n)(.*
 
 
 _KEY = '"output":"'
+_CODEX_CUT = re.compile(
+    r"\A(?:Warning: truncated output \(original token count: \d+\)\n)?Total output lines: \d+\n\n"
+)
+"""Codex's notice that it cut the output in the middle (its two lines and a blank line)."""
+
+
+def _past_notice(body: str, reduce: Callable[[str], str]) -> str:
+    """``reduce`` applied to ``body`` after a Codex cut notice opening it; the notice kept as it is."""
+    notice = _CODEX_CUT.match(body)
+    if notice is None:
+        return reduce(body)
+    rest = body[notice.end() :]
+    new = reduce(rest)
+    return body if new == rest else notice.group(0) + new
 
 
 def _json_frame(text: str) -> tuple[str, str, str] | None:
@@ -108,15 +136,19 @@ def apply(text: str, reduce: Callable[[str], str]) -> str:
     """``text`` with ``reduce`` applied to the body inside a known envelope, or to all of it."""
     if text.startswith(_HOST_CUT[0]) and text.rstrip().endswith(_HOST_CUT[1]):
         return text  # the host's own preview of an output it saved to a file
+
+    def reduce_body(body: str) -> str:
+        return _past_notice(body, reduce)
+
     head = _TEXT.match(text)
     if head is not None:
         body = text[head.end() :]
-        new = reduce(body)
+        new = reduce_body(body)
         return text if new == body else head.group(1) + new
     xml = _XML.match(text)
     if xml is not None:
         opening, _, body, closing = xml.groups()
-        new = reduce(body)
+        new = reduce_body(body)
         if new == body:
             return text
         if body.endswith("\n") and not new.endswith("\n"):  # the closing tag keeps its own line
@@ -124,14 +156,14 @@ def apply(text: str, reduce: Callable[[str], str]) -> str:
         return opening + new + closing
     first, nl, body = text.partition("\n")
     if nl and body and is_status_line(first):
-        new = reduce(body)
+        new = reduce_body(body)
         return text if new == body else first + nl + new
     frame = _json_frame(text)
     if frame is not None:
         before, body, after = frame
-        new = reduce(body)
+        new = reduce_body(body)
         return text if new == body else before + json.dumps(new, ensure_ascii=False) + after
-    return reduce(text)
+    return reduce_body(text)
 
 
 PASS = PassSpec("envelope", "frame", True, "a host's header around the output stays byte-exact", apply)

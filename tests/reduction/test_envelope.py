@@ -10,6 +10,7 @@ from lightmem_plugin.config import Config
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction import envelope
 from lightmem_plugin.reduction.base import stub_keys
+from lightmem_plugin.reduction.kinds import ToolCall
 
 BODY = "".join(f"row {i}: compiled module ok\n" for i in range(1, 401))
 HEADER = "Chunk ID: c23dba\nWall time: 0.0470 seconds\nProcess exited with code 3\nOriginal token count: 1513\nOutput:\n"
@@ -191,3 +192,49 @@ def test_claude_codes_preview_of_a_saved_output_is_left_as_the_host_cut_it() -> 
     assert session.ingest_tool_result("toolu_1", text) == text
     # only the whole frame: the tag inside other text is no preview
     assert envelope.apply("x\n" + text, lambda b: "R") == "R"
+
+
+# Codex 0.171's exec_command result for `grep -n needle big.py` over a 3,000-line file, as captured on
+# the wire (gpt-5.5, no lightmem2): the header, Codex's notice that it cut the output, then the first
+# 20,000 and the last 20,000 bytes of grep's output joined by a mid-line marker. This builds it byte
+# for byte (the whole output checked against the capture).
+GREP_LINES = [f"{2 * i + 2}:    return process(request, option={i})  # needle {i}\n" for i in range(3000)]
+GREP_FULL = "".join(GREP_LINES)
+CODEX_GREP_HEADER = (
+    "Chunk ID: 039879\nWall time: 0.0000 seconds\nProcess exited with code 0\n"
+    "Original token count: 45057\nOutput:\n"
+)
+CODEX_NOTICE = "Warning: truncated output (original token count: 45057)\nTotal output lines: 3000\n\n"
+CODEX_GREP_BODY = GREP_FULL[:20000] + "…35057 tokens truncated…" + GREP_FULL[-20000:]
+GREP_CALL = ToolCall("exec_command", json.dumps({"cmd": "grep -n needle big.py", "yield_time_ms": 10000}))
+
+
+@pytest.mark.parametrize(
+    "notice",
+    [CODEX_NOTICE, "Total output lines: 3000\n\n"],  # 0.169 and 0.171; the second line alone before
+)
+def test_codex_cut_notice_of_a_single_file_grep_is_header_not_matches(notice: str) -> None:
+    """A single-file ``grep -n`` names no file (``12:...``), so the search pass reads each line as a
+    non-match and keeps the first three and the last three. Before, Codex's notice was read as the
+    first three: its two lines and the blank line took the places of the first matches, which the
+    model no longer saw (the stub stood where they were)."""
+    session = LightMem(Config()).session("s")
+    text = CODEX_GREP_HEADER + notice + CODEX_GREP_BODY
+    out = session.ingest_tool_result("call_1", text, GREP_CALL)
+    assert out.startswith(CODEX_GREP_HEADER + notice) and len(out) < len(text) // 10
+    rest = out[len(CODEX_GREP_HEADER + notice) :].splitlines()
+    assert rest[:3] == [line.rstrip("\n") for line in GREP_LINES[:3]], rest[:4]
+    assert out.count("Total output lines:") == 1 and out.count("Warning: truncated") == notice.count(
+        "Warning"
+    )
+    assert session.plugin.registry.recover(stub_keys(out)[0]) == CODEX_GREP_BODY
+
+
+def test_codex_cut_notice_opening_a_frameless_text_stays() -> None:
+    """Codex code mode cuts the text a script printed the same way, the notice opening the part."""
+    text = "Warning: truncated output (original token count: 45834)\nTotal output lines: 1\n\n" + BODY
+    assert envelope.apply(text, lambda b: "R") == text[: -len(BODY)] + "R"
+    assert envelope.apply(text, lambda b: b) == text
+    # within another frame too, and only at the start of the body
+    assert envelope.apply(HEADER + CODEX_NOTICE + BODY, lambda b: "R") == HEADER + CODEX_NOTICE + "R"
+    assert envelope.apply(HEADER + "x\n" + CODEX_NOTICE + BODY, lambda b: "R") == HEADER + "R"
