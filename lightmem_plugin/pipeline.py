@@ -35,6 +35,7 @@ from . import session_snapshot, tenancy, wire
 from .accounting import CallFacts
 from .call_ids import Respeller, respellable, short_id
 from .chat_adapter import ChatAdapter
+from .codecs._common import Reuse
 from .config import Config, ConfigHolder, data_dir
 from .errors import ArtifactCorrupt, LightMemError
 from .eviction.break_cost import break_cost
@@ -291,6 +292,7 @@ class Session:
         self.last_record_renders: dict[str, str] = {}  # the session record last stored, per level
         # -- per process --
         self.chat = ChatAdapter()
+        self.codec_reuse = Reuse()  # a proxy's wire codecs decode and encode only what changed
         self.respeller = Respeller()
         self._respelling = False  # this call's ids go out short (decided per request, see call_ids)
         self.recorder = Recorder(plugin.ledger, plugin.counter, plugin.registry.peek, self.fail)

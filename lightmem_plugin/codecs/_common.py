@@ -191,3 +191,64 @@ def encode_tools(req: Request, out: JSON) -> None:
     """Write ``tools`` back when there are any or when the payload had the key (even empty)."""
     if req.tools or req.hints.get("tools"):
         out["tools"] = [dict(t) for t in req.tools]
+
+
+class Reuse:
+    """One session's previous request, so a codec decodes and encodes only what changed since.
+
+    Why: a proxy parses each request body anew, and a host resends its whole conversation every call
+    (100-200 KB mid-session), so decoding and encoding every message again was a tenth of the proxy's
+    work per call under host-like load. Hosts append: an item equal to the one at its position last
+    call (compared as parsed JSON, in C) decodes to last call's very message, and a message that is
+    last call's very object (the pipeline hands unchanged ones on) encodes to last call's JSON. The
+    results are shared between calls: treat them as read-only, as the codecs' output always was.
+    Only the previous call is held, per codec and list (bounded by the current request).
+    """
+
+    def __init__(self) -> None:
+        self._decoded: dict[str, tuple[list[Any], list[Any]]] = {}
+        self._encoded: dict[str, tuple[list[Any], list[Any]]] = {}
+
+    def decoded(self, key: str, raw: list[Any], decode: Callable[[Any, str], T], path: str) -> list[T]:
+        """``decode(item, path[i])`` for each item of ``raw``, or last call's result for an equal item."""
+        last_raw, last = self._decoded.get(key, ((), ()))
+        out: list[T] = []
+        for i, item in enumerate(raw):
+            if i < len(last_raw) and (last_raw[i] is item or last_raw[i] == item):
+                out.append(last[i])
+            else:
+                out.append(decode(item, at(path, i)))
+        self._decoded[key] = (raw, out)
+        return out
+
+    def encoded(
+        self, key: str, items: list[tuple[int, Any]], encode: Callable[[Any, str], T], path: str
+    ) -> list[T]:
+        """``encode(message, path[i])`` for each ``(i, message)``, or last call's result for the same
+        message object at the same position."""
+        last_in, last = self._encoded.get(key, ((), ()))
+        msgs = [m for _, m in items]
+        out = [
+            last[n] if n < len(last_in) and last_in[n] is m else encode(m, at(path, i))
+            for n, (i, m) in enumerate(items)
+        ]
+        self._encoded[key] = (msgs, out)
+        return out
+
+
+def decoded_items(
+    reuse: Reuse | None, api: str, raw: list[Any], decode: Callable[[Any, str], T], path: str
+) -> list[T]:
+    """Each item of ``raw`` decoded (through ``reuse`` when the caller keeps one)."""
+    if reuse is None:
+        return [decode(item, at(path, i)) for i, item in enumerate(raw)]
+    return reuse.decoded(f"{api}:{path}", raw, decode, path)
+
+
+def encoded_items(
+    reuse: Reuse | None, api: str, items: list[tuple[int, Any]], encode: Callable[[Any, str], T], path: str
+) -> list[T]:
+    """Each ``(i, message)`` encoded (through ``reuse`` when the caller keeps one)."""
+    if reuse is None:
+        return [encode(m, at(path, i)) for i, m in items]
+    return reuse.encoded(f"{api}:{path}", items, encode, path)

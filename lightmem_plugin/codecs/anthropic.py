@@ -38,12 +38,15 @@ from ..model import (
 )
 from ._common import (
     MISSING,
+    Reuse,
     as_list,
     as_obj,
     at,
     canonical_json,
     decode_tools,
+    decoded_items,
     encode_tools,
+    encoded_items,
     fail,
     layout_of,
     nest,
@@ -62,17 +65,18 @@ _CONTENT = "a string or a list of content blocks"
 LeafPart = TextPart | ImagePart | OpaquePart
 
 
-def decode_request(payload: object) -> Request:
-    """Messages API request body -> Request. Raises PayloadError on a payload it cannot read."""
-    return wrap_errors(API, lambda: _decode_request(payload))
+def decode_request(payload: object, reuse: Reuse | None = None) -> Request:
+    """Messages API request body -> Request. Raises PayloadError on a payload it cannot read.
+    ``reuse``: the session's :class:`~._common.Reuse` (a proxy's), to decode only what changed."""
+    return wrap_errors(API, lambda: _decode_request(payload, reuse))
 
 
-def encode_request(req: Request) -> JSON:
+def encode_request(req: Request, reuse: Reuse | None = None) -> JSON:
     """Request -> Messages API request body; the inverse of :func:`decode_request`."""
-    return wrap_errors(API, lambda: _encode_request(req))
+    return wrap_errors(API, lambda: _encode_request(req, reuse))
 
 
-def _decode_request(payload: object) -> Request:
+def _decode_request(payload: object, reuse: Reuse | None = None) -> Request:
     obj = as_obj(payload, "", "a JSON object (the request body)")
     raw = as_list(obj.get("messages", MISSING), "messages", "a list of message objects")
     messages: list[Message] = []
@@ -81,25 +85,22 @@ def _decode_request(payload: object) -> Request:
         layout = layout_of(system, "system", "a string or a list of text blocks", ("string", "list"))
         parts = _decode_blocks(system, "system", {})
         messages.append(Message("system", parts, hints={"system_field": True, "content": layout}))
-    messages += [_decode_message(m, at("messages", i)) for i, m in enumerate(raw)]
+    messages += decoded_items(reuse, API, raw, _decode_message, "messages")
     tools, hints = decode_tools(obj)
     return Request(
         messages=messages, tools=tools, extra=rest(obj, "system", "messages", "tools"), hints=hints
     )
 
 
-def _encode_request(req: Request) -> JSON:
+def _encode_request(req: Request, reuse: Reuse | None = None) -> JSON:
     out = dict(req.extra)
     system = [m for m in req.messages if m.hints.get("system_field")]
     if system:
         parts = [p for m in system for p in m.parts]
         layout = system[0].hints.get("content") if len(system) == 1 else "list"
         out["system"] = pack(layout, parts, lambda: _encode_blocks(parts, {}, "system"))
-    out["messages"] = [
-        _encode_message(m, at("messages", i))
-        for i, m in enumerate(req.messages)
-        if not m.hints.get("system_field")
-    ]
+    turns = [(i, m) for i, m in enumerate(req.messages) if not m.hints.get("system_field")]
+    out["messages"] = encoded_items(reuse, API, turns, _encode_message, "messages")
     encode_tools(req, out)
     return out
 

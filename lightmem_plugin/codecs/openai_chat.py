@@ -33,11 +33,14 @@ from ..model import (
 )
 from ._common import (
     MISSING,
+    Reuse,
     as_list,
     as_obj,
     at,
     decode_tools,
+    decoded_items,
     encode_tools,
+    encoded_items,
     fail,
     image_from_url,
     image_url,
@@ -58,27 +61,28 @@ _CONTENT = "a string, a list of content parts or null"
 ContentPart = TextPart | ImagePart | OpaquePart
 
 
-def decode_request(payload: object) -> Request:
-    """Chat Completions request body -> Request. Raises PayloadError on a payload it cannot read."""
-    return wrap_errors(API, lambda: _decode_request(payload))
+def decode_request(payload: object, reuse: Reuse | None = None) -> Request:
+    """Chat Completions request body -> Request. Raises PayloadError on a payload it cannot read.
+    ``reuse``: the session's :class:`~._common.Reuse` (a proxy's), to decode only what changed."""
+    return wrap_errors(API, lambda: _decode_request(payload, reuse))
 
 
-def encode_request(req: Request) -> JSON:
+def encode_request(req: Request, reuse: Reuse | None = None) -> JSON:
     """Request -> Chat Completions request body; the inverse of :func:`decode_request`."""
-    return wrap_errors(API, lambda: _encode_request(req))
+    return wrap_errors(API, lambda: _encode_request(req, reuse))
 
 
-def _decode_request(payload: object) -> Request:
+def _decode_request(payload: object, reuse: Reuse | None = None) -> Request:
     obj = as_obj(payload, "", "a JSON object (the request body)")
     raw = as_list(obj.get("messages", MISSING), "messages", "a list of message objects")
-    messages = [chat_to_message(m, at("messages", i)) for i, m in enumerate(raw)]
+    messages = decoded_items(reuse, API, raw, chat_to_message, "messages")
     tools, hints = decode_tools(obj)
     return Request(messages=messages, tools=tools, extra=rest(obj, "messages", "tools"), hints=hints)
 
 
-def _encode_request(req: Request) -> JSON:
+def _encode_request(req: Request, reuse: Reuse | None = None) -> JSON:
     out = dict(req.extra)
-    out["messages"] = [message_to_chat(m, at("messages", i)) for i, m in enumerate(req.messages)]
+    out["messages"] = encoded_items(reuse, API, list(enumerate(req.messages)), message_to_chat, "messages")
     encode_tools(req, out)
     return out
 

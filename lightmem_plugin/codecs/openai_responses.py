@@ -42,10 +42,13 @@ from ..model import (
 )
 from ._common import (
     MISSING,
+    Reuse,
     as_obj,
     at,
     decode_tools,
+    decoded_items,
     encode_tools,
+    encoded_items,
     fail,
     image_from_url,
     image_url,
@@ -65,17 +68,18 @@ _OUTPUTS = ("function_call_output", "custom_tool_call_output")
 ContentPart = TextPart | ImagePart | OpaquePart
 
 
-def decode_request(payload: object) -> Request:
-    """Responses API request body -> Request. Raises PayloadError on a payload it cannot read."""
-    return wrap_errors(API, lambda: _decode_request(payload))
+def decode_request(payload: object, reuse: Reuse | None = None) -> Request:
+    """Responses API request body -> Request. Raises PayloadError on a payload it cannot read.
+    ``reuse``: the session's :class:`~._common.Reuse` (a proxy's), to decode only what changed."""
+    return wrap_errors(API, lambda: _decode_request(payload, reuse))
 
 
-def encode_request(req: Request) -> JSON:
+def encode_request(req: Request, reuse: Reuse | None = None) -> JSON:
     """Request -> Responses API request body; the inverse of :func:`decode_request`."""
-    return wrap_errors(API, lambda: _encode_request(req))
+    return wrap_errors(API, lambda: _encode_request(req, reuse))
 
 
-def _decode_request(payload: object) -> Request:
+def _decode_request(payload: object, reuse: Reuse | None = None) -> Request:
     obj = as_obj(payload, "", "a JSON object (the request body)")
     messages: list[Message] = []
     extra = rest(obj, "input", "tools")
@@ -89,7 +93,7 @@ def _decode_request(payload: object) -> Request:
         hints["input"] = "string"
         messages.append(Message("user", [TextPart(raw)], hints={"input_string": True}))
     elif isinstance(raw, list):
-        messages += [_decode_item(item, at("input", i)) for i, item in enumerate(raw)]
+        messages += decoded_items(reuse, API, raw, _decode_item, "input")
     else:
         fail("input", raw, "a string or a list of input items")
     tools, tool_hints = decode_tools(obj)
@@ -120,7 +124,7 @@ def _collect_names(tools: object, into: list[str]) -> None:
             _collect_names(tool.get("tools"), into)
 
 
-def _encode_request(req: Request) -> JSON:
+def _encode_request(req: Request, reuse: Reuse | None = None) -> JSON:
     out = dict(req.extra)
     for i, msg in enumerate(req.messages):
         if msg.hints.get("instructions"):
@@ -129,19 +133,23 @@ def _encode_request(req: Request) -> JSON:
                 fail(at(at("messages", i), "parts"), _kinds(msg.parts), "plain TextParts for instructions")
             out["instructions"] = text
     items = [(i, m) for i, m in enumerate(req.messages) if not m.hints.get("instructions")]
-    out["input"] = _encode_input(req, items)
+    out["input"] = _encode_input(req, items, reuse)
     encode_tools(req, out)
     return out
 
 
-def _encode_input(req: Request, items: list[tuple[int, Message]]) -> str | list[JSON]:
+def _encode_input(
+    req: Request, items: list[tuple[int, Message]], reuse: Reuse | None = None
+) -> str | list[JSON]:
     """``input`` as a string while it is still the one plain user message it was, else a list of items."""
     if req.hints.get("input") == "string" and len(items) == 1:
         msg = items[0][1]
         text = plain_text(msg.parts)
         if text is not None and msg.role == "user" and msg.hints.get("input_string") and not msg.extra:
             return text
-    return [item for i, m in items for item in _encode_message(m, at("messages", i))]
+    return [
+        item for encoded in encoded_items(reuse, API, items, _encode_message, "messages") for item in encoded
+    ]
 
 
 def _kinds(parts: Sequence[Part]) -> list[str]:

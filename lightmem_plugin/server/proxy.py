@@ -122,13 +122,13 @@ def transform(
 def _transform(session: Session, api: str, payload: dict[str, Any], body: bytes) -> Outgoing:
     api_wire = wire.get(api)
     try:
-        req = api_wire.decode(payload)
+        req = api_wire.decode(payload, session.codec_reuse)
     except PayloadError as err:
         _count(session, "codec", err)
         return Outgoing(body, session, {})
     out = session.begin(req, request_key=f"{api}:{xxhash.xxh3_128_hexdigest(body)}", api=api)
     try:
-        encoded = api_wire.encode(out)
+        encoded = api_wire.encode(out, session.codec_reuse)
     except Exception as err:  # fail-open (I5)
         _count(session, "codec", err)
         return Outgoing(body, session, {})

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
+    from ..codecs._common import Reuse
     from ..model import Request
     from ..server.rewrite import StreamRewriter
 
@@ -34,6 +35,18 @@ def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+class Decode(Protocol):
+    """A codec's request decoder; ``reuse`` keeps a session's last call (:class:`~..codecs._common.Reuse`)."""
+
+    def __call__(self, payload: JSON, reuse: Reuse | None = None, /) -> Request: ...
+
+
+class Encode(Protocol):
+    """A codec's request encoder, the inverse of :class:`Decode`."""
+
+    def __call__(self, req: Request, reuse: Reuse | None = None, /) -> JSON: ...
+
+
 @dataclass(frozen=True)
 class WireApi:
     """One provider API as the proxy speaks it.
@@ -51,8 +64,8 @@ class WireApi:
 
     name: str
     summary: str
-    decode: Callable[[JSON], Request]
-    encode: Callable[[Request], JSON]
+    decode: Decode
+    encode: Encode
     stream: Callable[[Mapping[str, str]], StreamRewriter]
     restore: Callable[[JSON, Mapping[str, str]], JSON]
     usage: Callable[[Mapping[str, Any]], RealUsage]
