@@ -75,6 +75,19 @@ from .store import CallLedger, SessionStates, Stores, open_stores
 from .tokens import TokenCounter
 
 T = TypeVar("T")
+CONFIG_IN_FORCE: dict[str, str] = {
+    "mode": "each call; a reduction already made stays as the model saw it (new content only)",
+    "stabilizer": "each call; headMessages only in a new session (the head it keeps stable is decided once)",
+    "reduction": "each call; a reduction already made stays as the model saw it (new content only)",
+    "eviction": "each call",
+    "estimator": "each call (the estimator is rebuilt, the tasks it tracked kept)",
+    "registry": "the next start of the process (the archive is opened once)",
+    "server": "the next start of serve; upstreams, maxRequestBytes, sessionIdleS and maxSessions each request",
+    "store": "the next start of the process (the stores are opened once)",
+    "gateway": "each request (serve reads its users and tokens at each request)",
+    "redaction": "the next start of the process (its patterns are compiled once)",
+}
+"""When an edit of each config section reaches a running session (a test holds every key to it)."""
 
 
 class LightMem:
@@ -447,7 +460,7 @@ class Session:
             hit = self.memo[slot]
             return output if hit is None else hit
         if not self._in_call:  # a host hook ingesting between model calls sees the current config
-            self.cfg = self.plugin.config
+            self._follow(self.plugin.config)
         result = self.fail.run("reduction", lambda: self._reduce(call_id, output, call), output)
         self.memo[slot] = None if result == output else result
         if not self._in_call:
@@ -650,7 +663,7 @@ class Session:
         self.recorder.flush()
         self.plugin.active_session = self.id  # evictions archive too, with no new output ingested
         self.calls += 1
-        self.cfg = self.plugin.config
+        self._follow(self.plugin.config)
         self.evictor.break_cost = break_cost(
             self.cfg.eviction.cacheModel, wire.get(api).cache_model if api in wire.NAMES else None
         )
@@ -706,6 +719,18 @@ class Session:
         encoded = self.fail.run("codec", lambda: self.chat.encode(out), {"messages": messages})
         result: list[dict[str, Any]] = encoded["messages"]
         return result
+
+    def _follow(self, cfg: Config) -> None:
+        """Every step of the session reads the config in force at this call (:data:`CONFIG_IN_FORCE`
+        says when each section applies).
+
+        Why: a user who edits ``eviction.batchTurns`` in config.json mid-session expects the next call
+        to use it; the evictor, stabilizer and dedup index used to keep the config the session was
+        created with (measured: ``session.cfg`` said 9, the evictor acted on 3)."""
+        self.cfg = cfg
+        self.evictor.reconfigure(cfg.eviction, cfg.estimator)
+        self.stabilizer.reconfigure(cfg.stabilizer)
+        self.repeats.outputs.max_repeats = cfg.reduction.dedupMaxRepeats
 
     def _facts(self, errors: Counter[str]) -> CallFacts:
         return CallFacts(

@@ -121,6 +121,14 @@ def strip_tail(req: Request) -> Request:
     return Request(messages, req.tools, req.extra, req.hints)
 
 
+def _check_placeholders(config: StabilizerConfig) -> None:
+    bad = [p for p in config.placeholders if p not in PLACEHOLDERS]
+    if bad:
+        raise ConfigError(
+            f"stabilizer.placeholders: unknown placeholder {bad[0]!r}; use names from {', '.join(PLACEHOLDERS)}"
+        )
+
+
 class Stabilizer:
     """Per-session placeholder state plus the transformation of each request.
 
@@ -129,12 +137,7 @@ class Stabilizer:
     """
 
     def __init__(self, config: StabilizerConfig, *, known: Mapping[str, str] | None = None) -> None:
-        bad = [p for p in config.placeholders if p not in PLACEHOLDERS]
-        if bad:
-            raise ConfigError(
-                f"stabilizer.placeholders: unknown placeholder {bad[0]!r}; "
-                f"use names from {', '.join(PLACEHOLDERS)}"
-            )
+        _check_placeholders(config)
         self.config = config
         self._enabled = frozenset(config.placeholders)
         self._session: dict[str, str] = {}  # placeholder name -> value, in order of creation
@@ -147,6 +150,18 @@ class Stabilizer:
         self._values: dict[str, str] | None = None
         self._made: dict[int, Message] = {}  # head position -> the message made for it last call
         self._learn_known(known)
+
+    def reconfigure(self, config: StabilizerConfig) -> None:
+        """Follow the config in force from the next call on. ``headMessages`` stays as the session
+        decided it at its first call (the head it keeps stable is one of its decisions: another length
+        would move the cached prefix on every call after)."""
+        if config is self.config:
+            return
+        _check_placeholders(config)
+        if frozenset(config.placeholders) != self._enabled:
+            self._enabled = frozenset(config.placeholders)
+            self._memo, self._lines, self._pattern = None, {}, None  # scans made for the old set
+        self.config = config
 
     # -- state -------------------------------------------------------------------------------------
     def _learn_known(self, known: Mapping[str, str] | None) -> None:

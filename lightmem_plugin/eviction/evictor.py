@@ -133,6 +133,21 @@ class _Item:
 class Evictor:
     """Per-session eviction: an estimator, its task registry, and the evictions made so far."""
 
+    def _proposer(self, estimator: EstimatorConfig | None) -> HeuristicEstimator | LLMEstimator:
+        """The LLM estimator (opt-in) proposes task updates; the heuristic still tracks staleness and is
+        its fallback on any failure."""
+        if estimator is not None and estimator.kind == "llm":
+            return LLMEstimator(estimator, fallback=self.estimator)
+        return self.estimator
+
+    def reconfigure(self, config: EvictionConfig, estimator: EstimatorConfig | None) -> None:
+        """Follow the config in force from the next call on (its batches, budgets and horizons are read
+        at each use; the estimator is rebuilt when its settings changed, the tasks it tracked kept)."""
+        self.config = config
+        if estimator != self._estimator_config:
+            self._estimator_config = estimator
+            self.proposer = self._proposer(estimator)
+
     def __init__(
         self,
         config: EvictionConfig,
@@ -144,13 +159,8 @@ class Evictor:
         self.archive = archive
         self.counter = counter
         self.estimator = HeuristicEstimator()
-        # the LLM estimator (opt-in) proposes task updates; the heuristic still tracks staleness and is
-        # its fallback on any failure
-        self.proposer: HeuristicEstimator | LLMEstimator = (
-            LLMEstimator(estimator, fallback=self.estimator)
-            if estimator is not None and estimator.kind == "llm"
-            else self.estimator
-        )
+        self._estimator_config = estimator
+        self.proposer = self._proposer(estimator)
         self.tasks = TaskRegistry()
         self.goals = TaskRegistry()  # one chunk per user goal (ids g1, g2, ...), message indices
         self.state = EvictionState()
