@@ -133,6 +133,8 @@ class _Item:
 class Evictor:
     """Per-session eviction: an estimator, its task registry, and the evictions made so far."""
 
+    _estimator_config: EstimatorConfig | None
+
     def _proposer(self, estimator: EstimatorConfig | None) -> HeuristicEstimator | LLMEstimator:
         """The LLM estimator (opt-in) proposes task updates; the heuristic still tracks staleness and is
         its fallback on any failure."""
