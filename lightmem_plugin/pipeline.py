@@ -6,7 +6,7 @@
 
 A session is four parts, each a module of its own: the chat adapter (:mod:`.chat_adapter`), the
 transformer chain (:attr:`Session.STEPS`: reduce, evict, stabilise, call ids), the decisions it took
-(:mod:`.session_snapshot`, persisted by :mod:`.session_state`) and the recorder (:mod:`.recorder`).
+(:mod:`.session_snapshot`, persisted by :mod:`.store.session_state`) and the recorder (:mod:`.recorder`).
 
 Why fail-open (I5): we sit between an agent and its model. Any exception inside a pass returns the
 original payload, is counted per pass and shown by ``status``/``doctor``; the host never breaks.
@@ -69,9 +69,9 @@ from .reduction.verbatim import passes_verbatim
 from .registry import Registry
 from .sealing import Sealer
 from .search_index import IndexBase, SearchIndex, index_hook
-from .session_state import Journal, StoredSession, retry_start
 from .stabilizer import Stabilizer, tool_name
 from .store import CallLedger, SessionStates, Stores, open_stores
+from .store.session_state import Journal, StoredSession, retry_start
 from .tokens import TokenCounter
 
 T = TypeVar("T")

@@ -18,8 +18,8 @@ from .config import StabilizerConfig
 from .eviction.evictor import EvictionState, Evictor
 from .eviction.lifecycle import TaskRegistry
 from .reduction.dedup import Repeats
-from .session_state import STATE_VERSION, StoredSession
 from .stabilizer import Stabilizer
+from .store.session_state import STATE_VERSION, StoredSession
 
 
 class Decisions(Protocol):
@@ -36,7 +36,7 @@ class Decisions(Protocol):
 
 def restore(session: Decisions, loaded: StoredSession, stabilizer_config: StabilizerConfig) -> None:
     """Set every decision of ``session`` from ``loaded``; raises (changing nothing) when any part is
-    malformed or was saved under another :data:`~.session_state.STATE_VERSION`."""
+    malformed or was saved under another :data:`~.store.session_state.STATE_VERSION`."""
     core, maps = loaded.blobs.get("core") or {}, loaded.maps
     if core.get("version") != STATE_VERSION:
         raise ValueError(f"session state version {core.get('version')!r}, expected {STATE_VERSION}")
@@ -68,7 +68,7 @@ def restore(session: Decisions, loaded: StoredSession, stabilizer_config: Stabil
 
 
 def snapshot(session: Decisions, with_eviction: bool) -> tuple[dict[str, Mapping[Any, Any]], dict[str, Any]]:
-    """The session's maps and documents for :meth:`~.session_state.Journal.save` (which writes only
+    """The session's maps and documents for :meth:`~.store.session_state.Journal.save` (which writes only
     what changed); ``with_eviction``: the eviction documents too (they change only at decisions)."""
     ev = session.evictor
     blobs: dict[str, Any] = {

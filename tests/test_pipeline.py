@@ -181,7 +181,7 @@ def test_begin_leaves_the_bookkeeping_to_settle_and_nothing_is_lost(tmp_path: Pa
     """The proxy sends the transformed request first and settles the call's bookkeeping (its ledger
     row, the saved state) while the provider works. Whatever comes next settles the call first: the
     session's next call, the call's own usage, the session leaving memory, the process stopping."""
-    from lightmem_plugin.session_state import StateStore
+    from lightmem_plugin.store.session_state import StateStore
 
     with Ledger(tmp_path / "ledger.sqlite3") as ledger:
         states = StateStore(tmp_path / "sessions.sqlite3")

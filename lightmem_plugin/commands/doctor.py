@@ -29,8 +29,8 @@ from ..pipeline import LightMem
 from ..registry import Registry
 from ..sealing import KEY_ENV, key_path, load_key
 from ..search_index import INDEX_FILE, SearchIndex
-from ..session_state import STATE_FILE, StateStore
 from ..sqlite_store import move_aside
+from ..store.session_state import STATE_FILE, StateStore
 from ..tokens import RANKS_SHA256, ranks_bytes
 from ._disk import disk_failure
 from ._format import to_json

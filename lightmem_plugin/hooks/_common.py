@@ -16,7 +16,7 @@ from ..faults import open_sink
 if TYPE_CHECKING:
     from ..commands.base import LineRunner
     from ..pipeline import Session
-    from ..session_state import StateStore
+    from ..store.session_state import StateStore
 
 COMMAND_RE = re.compile(r"^\s*/lightmem2(?::lightmem2)?(?=\s|$)")  # plugin commands are namespaced
 
@@ -89,7 +89,7 @@ def hook_states() -> StateStore | None:
     import sqlite3  # lazy: the store pulls in the config the light events skip
 
     from ..errors import LightMemError
-    from ..session_state import StateStore
+    from ..store.session_state import StateStore
 
     try:
         return StateStore.default(HOOK_STATE_PREFIX)

@@ -1,7 +1,7 @@
 """Where sessions' state and the ledger live: the embedded default, or a shared PostgreSQL.
 
 ``store.url`` unset (the default): files and SQLite in the data dir, as always
-(:class:`~lightmem_plugin.session_state.StateStore`, :class:`~lightmem_plugin.ledger.Ledger`).
+(:class:`~lightmem_plugin.store.session_state.StateStore`, :class:`~lightmem_plugin.ledger.Ledger`).
 ``store.url = "postgresql://user@host/db"``: every ``lightmem2 serve`` process on that database serves
 the same sessions as one would (:mod:`.postgres`, artifacts in :mod:`.pg_artifacts`, the search index
 in :mod:`.pg_search`; needs ``pip install 'lightmem2[team]'``). The interface both implement is in
@@ -89,7 +89,7 @@ def open_stores(config: Config) -> Stores:
     url = config.store.url
     if not url:
         from ..ledger import Ledger
-        from ..session_state import StateStore
+        from .session_state import StateStore
 
         try:
             ledger: Ledger | None = Ledger.default()

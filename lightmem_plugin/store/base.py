@@ -1,7 +1,7 @@
 """The storage interface: what the pipeline needs of each store, whatever holds it.
 
 Two backends implement it: the embedded default (files and SQLite in the data dir:
-:class:`~lightmem_plugin.session_state.StateStore`, :class:`~lightmem_plugin.ledger.Ledger`) and
+:class:`~lightmem_plugin.store.session_state.StateStore`, :class:`~lightmem_plugin.ledger.Ledger`) and
 PostgreSQL (:mod:`.postgres`), chosen by ``store.url``. The pipeline and the proxy see only these
 protocols, so a backend never leaks into what the model is sent (DESIGN I1): both must return the same
 values for the same writes, which the tests check on both.
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..ledger import CallRecord, SessionTotals
 
 APPEND_ONLY = ("memo", "images", "dedup_first", "dedup_repeats", "dedup_spellings", "lines")
-"""The insert-only maps of a session's state (see :mod:`lightmem_plugin.session_state`)."""
+"""The insert-only maps of a session's state (see :mod:`lightmem_plugin.store.session_state`)."""
 
 
 @dataclass
@@ -43,7 +43,7 @@ class StoredSession:
 
 
 class SessionStates(Protocol):
-    """The persisted decisions of every session (see :mod:`lightmem_plugin.session_state`)."""
+    """The persisted decisions of every session (see :mod:`lightmem_plugin.store.session_state`)."""
 
     prefix: str
     shared: bool

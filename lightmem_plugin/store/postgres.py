@@ -43,9 +43,9 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailable
 from ..ledger import _COLUMNS, CallRecord, LedgerReads, _record, _redacted, _row
-from ..session_state import blob_rows, entry_rows, load_rows, lock_key, stale
 from .base import StoredSession
 from .sealed_values import StateCipher
+from .session_state import blob_rows, entry_rows, load_rows, lock_key, stale
 
 T = TypeVar("T")
 RV = TypeVar("RV")
@@ -798,7 +798,7 @@ class PgStateStore:
 
     def sessions(self) -> list[str]:
         """Ids of this writer's sessions with saved state (without the prefix), sorted."""
-        from ..session_state import WRITER_PREFIXES
+        from .session_state import WRITER_PREFIXES
 
         rows = self.backend.run(
             None,

@@ -23,7 +23,7 @@ from lightmem_plugin.registry import Registry
 from lightmem_plugin.replay import LightMemPolicy
 from lightmem_plugin.retention import RetentionTracker
 from lightmem_plugin.search_index import SearchIndex
-from lightmem_plugin.session_state import StateStore
+from lightmem_plugin.store.session_state import StateStore
 from lightmem_plugin.traces import load_trace
 from lightmem_plugin.traces.continuous import chain
 

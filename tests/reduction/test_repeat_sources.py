@@ -17,7 +17,7 @@ from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
 from lightmem_plugin.reduction.linedup import MARKER_RE
 from lightmem_plugin.registry import Registry
-from lightmem_plugin.session_state import StateStore
+from lightmem_plugin.store.session_state import StateStore
 
 HOST_IDS = {"stabilizer": {"shortCallIds": False}}
 VIEW = "".join(f"    {i:4}  def handler_{i}(request, response):  # a line of the module\n" for i in range(60))

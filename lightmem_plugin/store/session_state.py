@@ -42,13 +42,13 @@ from typing import Any
 
 import xxhash
 
-from .config import data_dir
-from .errors import StaleState
-from .sqlite_store import open_private_db
-from .store.base import APPEND_ONLY as APPEND_ONLY  # re-exported: the maps of a session
-from .store.base import SessionStates
-from .store.base import StoredSession as StoredSession  # re-exported: callers import it from here
-from .store.sealed_values import StateCipher, dump
+from ..config import data_dir
+from ..errors import StaleState
+from ..sqlite_store import open_private_db
+from .base import APPEND_ONLY as APPEND_ONLY  # re-exported: the maps of a session
+from .base import SessionStates
+from .base import StoredSession as StoredSession  # re-exported: callers import it from here
+from .sealed_values import StateCipher, dump
 
 STATE_FILE = "sessions.sqlite3"
 STATE_VERSION = 1
