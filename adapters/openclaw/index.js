@@ -23,16 +23,40 @@ const SEARCH_TOOL = "lightmem2_search";
 const VERSION = "0.1.0";
 const MEMO_LIMIT = 2000;
 
-// One sidecar per OpenClaw process: register() runs once per load mode (full, discovery, ...).
-const sidecars = new Map();
+// One sidecar per OpenClaw process and settings, shared by every copy of this module. register() runs
+// once per load mode (full, discovery, ...), and the Gateway of OpenClaw 2026.9.6 evaluates the plugin
+// from more than one copy of the package in one process, so a module-level map was one per copy, each
+// with a serve of its own and an exit hook per sidecar. The map lives on globalThis (a registered
+// symbol, so every copy finds it) with one exit hook for all its sidecars, added once per process.
+//
+// That one hook also raises the process's listener limit by one: OpenClaw's own exit listeners reach
+// Node's default limit of 10 by themselves (measured on 2026.9.6: 9 at a first Gateway start, 10 at a
+// start on existing state, one per SQLite database it opens), so any further one, ours, made the
+// Gateway log MaxListenersExceededWarning. Ours is not a leak (never more than one), and OpenClaw's
+// leak check keeps the margin it had without the plugin.
+const SIDECARS = Symbol.for("lightmem2.openclaw.sidecars");
+
+function sharedSidecars() {
+  let sidecars = globalThis[SIDECARS];
+  if (!(sidecars instanceof Map)) {
+    sidecars = new Map();
+    globalThis[SIDECARS] = sidecars;
+    const limit = process.getMaxListeners();
+    if (limit > 0) process.setMaxListeners(limit + 1); // 0: no limit
+    process.once("exit", () => {
+      for (const sidecar of sidecars.values()) sidecar.stop(); // only a serve this process started
+    });
+  }
+  return sidecars;
+}
 
 function sidecarFor(settings, logger) {
-  const key = `${settings.command}\u0000${settings.port}`;
+  const sidecars = sharedSidecars();
+  const key = `${VERSION}\u0000${settings.command}\u0000${settings.port}`; // another version: its own
   let found = sidecars.get(key);
   if (!found) {
     found = new Sidecar(settings, logger);
     sidecars.set(key, found);
-    process.once("exit", () => found.stop());
   }
   return found;
 }

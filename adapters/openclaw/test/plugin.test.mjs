@@ -2,7 +2,8 @@
 // The message mapping must be lossless, and every hook must fail open when the sidecar is down.
 
 import assert from "node:assert/strict";
-import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { chmodSync, cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -465,4 +466,108 @@ test("lightmem2's keys written in openclaw.json go to its config file, and a ref
   } finally {
     server.close();
   }
+});
+
+/**
+ * The adapter copied into `n` fresh folders, as OpenClaw does: the Gateway of 2026.9.6 evaluates the
+ * plugin from more than one copy of the package in one process, so each copy is a module of its own.
+ */
+function adapterCopies(n) {
+  const here = new URL("..", import.meta.url).pathname;
+  const root = mkdtempSync(join(tmpdir(), "lightmem2-copies-"));
+  return Array.from({ length: n }, (_, i) => {
+    const dir = join(root, `copy-${i}`);
+    for (const name of ["index.js", "package.json", "lib"]) cpSync(join(here, name), join(dir, name), { recursive: true });
+    return join(dir, "index.js");
+  });
+}
+
+/** Run `code` (an ES module, `copies` holding the adapter copies' paths) in a fresh node; its stdout. */
+function inFreshNode(code, copies) {
+  const dir = mkdtempSync(join(tmpdir(), "lightmem2-node-"));
+  const script = join(dir, "run.mjs");
+  writeFileSync(script, `const copies = ${JSON.stringify(copies)};\n${code}`);
+  return execFileSync(process.execPath, [script], { encoding: "utf8", timeout: 30000 });
+}
+
+const SILENT_API = `
+function api(pluginConfig) {
+  const noop = () => {};
+  const got = {};
+  return {
+    got, pluginConfig, registrationMode: "full", logger: { warn: noop, debug: noop, info: noop },
+    registerService: (s) => (got.service = s), registerContextEngine: noop, registerAgentToolResultMiddleware: noop,
+    on: noop, registerCommand: noop, registerTool: noop,
+  };
+}`;
+
+test("one exit hook per process, however often and from however many copies the plugin is loaded", () => {
+  // measured on OpenClaw 2026.9.6 before: every copy of the module added its own process.once("exit")
+  // (one per sidecar it made), and on top of OpenClaw's own nine or ten the Gateway logged
+  // MaxListenersExceededWarning at every start
+  const cli = fakeCli();
+  const out = inFreshNode(
+    `${SILENT_API}
+const warnings = [];
+process.on("warning", (w) => warnings.push(w.name));
+// OpenClaw's own exit listeners reach the limit by themselves (10 at a Gateway start on existing state)
+while (process.listenerCount("exit") < process.getMaxListeners()) process.once("exit", () => {});
+const before = process.listenerCount("exit");
+const limit = process.getMaxListeners();
+for (const path of copies) {
+  const plugin = (await import(path)).default;
+  for (let i = 0; i < 12; i++) {
+    // the same settings again (each load mode registers), and other ports (a config changed in-process)
+    plugin.register(api({ openclaw: { command: ${JSON.stringify(cli.exe)}, port: 40000 + (i % 4), autoStart: false } }));
+  }
+}
+await new Promise((r) => setImmediate(r));
+const raised = process.getMaxListeners() - limit;
+console.log(JSON.stringify({ added: process.listenerCount("exit") - before, raised, warnings }));`,
+    adapterCopies(3),
+  );
+  const { added, raised, warnings } = JSON.parse(out);
+  assert.deepEqual(warnings, []);
+  assert.equal(added, 1); // one hook for every sidecar of every copy
+  assert.equal(raised, 1); // and the limit raised by that one only
+});
+
+test("the copies share one sidecar: serve is started once, and stopped when OpenClaw exits", async () => {
+  const cli = fakeCli();
+  const pidFile = join(cli.dir, "serve.pid");
+  // `serve` of this lightmem2 stays up without ever answering, and says who it is
+  writeFileSync(
+    cli.exe,
+    `#!/bin/sh\nprintf '%s\\n' "$*" >> "${join(cli.dir, "args.log")}"\n` +
+      `if [ "$1 $2" = "config sidecar" ]; then echo '{"port": ${await freePort()}, "secretPath": "${join(cli.dir, "sidecar.secret")}"}'; ` +
+      `elif [ "$1" = "serve" ]; then echo $$ >> "${pidFile}"; exec sleep 60; fi\n`,
+  );
+  inFreshNode(
+    `${SILENT_API}
+import { existsSync } from "node:fs";
+for (const path of copies) {
+  const plugin = (await import(path)).default;
+  const a = api({ openclaw: { command: ${JSON.stringify(cli.exe)}, startTimeoutMs: 20000 } });
+  plugin.register(a);
+  a.got.service.start();
+}
+const deadline = Date.now() + 10000;
+while (!existsSync(${JSON.stringify(pidFile)}) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+await new Promise((r) => setTimeout(r, 300)); // time for a second copy to start one of its own
+process.exit(0); // as OpenClaw does: the exit hook stops the sidecar it started`,
+    adapterCopies(2),
+  );
+  const pids = readFileSync(pidFile, "utf8").trim().split("\n").map(Number);
+  assert.equal(pids.length, 1, `serve started ${pids.length} times`);
+  const alive = () => {
+    try {
+      process.kill(pids[0], 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const deadline = Date.now() + 5000;
+  while (alive() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(alive(), false, "serve outlived OpenClaw");
 });

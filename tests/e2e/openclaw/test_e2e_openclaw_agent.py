@@ -52,7 +52,9 @@ def run_session(env: OpenClawEnv) -> list[dict[str, Any]]:
     (env.workspace / "big.log").write_bytes(big_log())
     for message, replies in TURNS:
         env.fake.queue(*replies)
-        env.agent(message)
+        done = env.agent(message)
+        # the plugin adds one exit hook per process, not one per copy of its module OpenClaw loads
+        assert "MaxListenersExceededWarning" not in done.stderr, done.stderr[-2000:]
     assert not env.fake.script, "OpenClaw made fewer model calls than scripted"
     return [r.body for r in env.fake.received]
 

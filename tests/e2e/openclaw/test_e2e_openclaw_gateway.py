@@ -3,7 +3,8 @@
 ``openclaw gateway run`` starts the plugin's service (the sidecar); ``chat.send`` carries the
 command; the reply is read back from ``chat.history``. ``/lightmem2 mode aggressive`` must land in
 lightmem2's config file and in the running sidecar (the next call runs aggressive); ``doctor`` must
-report the OpenClaw side; stopping the Gateway stops the sidecar.
+report the OpenClaw side; stopping the Gateway stops the sidecar; the Gateway logs no
+MaxListenersExceededWarning.
 """
 
 from __future__ import annotations
@@ -170,3 +171,7 @@ def test_lightmem2_commands_on_the_gateway_chat_path(gateway: Gateway) -> None:
 
     gateway.stop()
     wait_for(lambda: not listening(env.sidecar_port), 30, "the sidecar to stop with the Gateway")
+    # one exit hook for the plugin's sidecars, however often OpenClaw loads it (before: one per copy of
+    # the module, and on top of OpenClaw's own the Gateway warned of a leak at every start)
+    log = gateway.log.read_text(errors="replace")
+    assert "MaxListenersExceededWarning" not in log, [x for x in log.splitlines() if "MaxListeners" in x]
