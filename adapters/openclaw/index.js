@@ -149,6 +149,7 @@ export function turnCalls(messages) {
 
 async function runCommand(sidecar, args) {
   const line = `/lightmem2 ${args}`.trim();
+  const doctor = /^\s*doctor\b/.test(args);
   let text;
   try {
     text = (await sidecar.post("/sidecar/command", { text: line })).text;
@@ -158,9 +159,11 @@ async function runCommand(sidecar, args) {
     } else {
       const argv = splitArgs(args); // the sidecar is down: the CLI answers instead
       text = await sidecar.cli(argv.length ? argv : ["status"]);
+      // ...and what it says (the mode, the config in force) is not what OpenClaw runs: it runs without us
+      if (!doctor) text = `${sidecar.inactive()}\n${text}`;
     }
   }
-  if (/^\s*doctor\b/.test(args)) text = `${await sidecar.describe()}\n${text}`;
+  if (doctor) text = `${await sidecar.describe()}\n${text}`;
   return text;
 }
 

@@ -8,7 +8,9 @@ that path and ``server.port``: what the OpenClaw plugin needs to find or start `
 the rest of lightmem2 (``doctor``, the hooks) expects, in one process start. ``sidecar --merge JSON``
 first sets those keys in the config file (the lightmem2 keys a user wrote in ``openclaw.json``, so
 they take effect everywhere); a merge that would make the file invalid is not written, and the JSON
-says why (``mergeError``) instead of failing the plugin's start.
+says why (``mergeError``) instead of failing the plugin's start. When the file is invalid, the port is
+that of the config in force (the last good one, else the defaults: what ``serve`` runs on) and
+``configError`` names the rejected key and that config.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import argparse
 import json
 from typing import Any
 
-from ..config import config_path, load_config, merge_config_keys
+from ..config import config_in_force, config_path, load_config, merge_config_keys
 from ..errors import LightMemError, UsageError
 from .base import Command, Outcome
 
@@ -37,10 +39,12 @@ def sidecar(merge: str | None) -> str:
             answer["mergeError"] = f"--merge {merge[:80]!r} not applied: {err}"
     secret_file = secret_path()
     load_or_create(secret_file)
-    try:
-        answer["port"] = load_config().server.port
-    except LightMemError as err:  # an invalid file: serve runs on the last good config; say why
-        answer["configError"] = str(err)
+    # an invalid file: the plugin starts serve on the port of the config serve runs on, the last good
+    # one (else the defaults), like the hooks do; before, no port was given and it fell back to 8787
+    in_force, rejected = config_in_force()
+    answer["port"] = in_force.server.port
+    if rejected:
+        answer["configError"] = rejected  # the file, key and value, and which config is in force
     answer["secretPath"] = str(secret_file)
     return json.dumps(answer, sort_keys=True)
 

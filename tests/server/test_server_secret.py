@@ -97,6 +97,28 @@ def test_config_sidecar_names_the_secret_and_the_configured_port(
     assert re.fullmatch(r"[0-9a-f]{64}", Path(answer["secretPath"]).read_text().strip())
 
 
+def test_config_sidecar_names_the_last_good_port_and_why_when_the_file_is_invalid(
+    isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo in config.json: the port of the config serve runs on (the last good one), not 8787, and
+    the rejected key with the config in force. Before, ``port`` was left out and the OpenClaw plugin
+    started serve on 8787, away from the port the hooks, doctor and a restarted serve use."""
+    config = isolated_home / "config.json"
+    config.write_text('{"server": {"port": 9123}}', encoding="utf-8")
+    assert main(["config", "sidecar"]) == 0  # a valid read keeps the last good copy
+    capsys.readouterr()
+    config.write_text('{"server": {"port": 9123}, "mode": "turbo"}', encoding="utf-8")
+    assert main(["config", "sidecar"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["port"] == 9123
+    assert 'mode = "turbo"' in answer["configError"]
+    assert "in force: last good (mode normal, valid as of " in answer["configError"]
+    (isolated_home / "config.last-good.json").unlink()  # never valid here: the defaults, said so
+    assert main(["config", "sidecar"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["port"] == 8787 and "in force: defaults" in answer["configError"]
+
+
 @pytest.mark.parametrize(
     ("host", "loopback"),
     [

@@ -72,6 +72,7 @@ export class Sidecar {
     this.stderr = "";
     this.secret = null;
     this.mergeError = null;
+    this.configError = null;
     this.configuredPort = null;
   }
 
@@ -107,6 +108,10 @@ export class Sidecar {
       if (Number.isInteger(found.port)) this.configuredPort = found.port;
       this.mergeError = found.mergeError || null;
       if (this.mergeError) this.logger?.warn?.(`lightmem2: openclaw.json keys not applied: ${this.mergeError}`);
+      // an invalid config.json: the port above is that of the config in force (the last good one)
+      const rejected = found.configError || null;
+      if (rejected && rejected !== this.configError) this.logger?.warn?.(`lightmem2: config file rejected: ${rejected}`);
+      this.configError = rejected;
     } catch {
       throw new Error(`${command} config sidecar printed ${JSON.stringify(answer.slice(0, 80))}, not JSON; is it lightmem2?`);
     }
@@ -273,6 +278,15 @@ export class Sidecar {
     child.kill("SIGTERM");
     const timer = setTimeout(() => child.exitCode === null && child.kill("SIGKILL"), 5000);
     timer.unref();
+  }
+
+  /** The first line of a command's answer while the sidecar is down (the CLI answers the rest). */
+  inactive() {
+    const why = this.lastError || `not started yet at ${this.base}`;
+    return (
+      `lightmem2 is not active in OpenClaw: its sidecar is unavailable (${why}); OpenClaw runs ` +
+      "unmodified (fail-open) until it is back; /lightmem2 doctor says what to fix"
+    );
   }
 
   /** One doctor line about the OpenClaw side, from a fresh health check. */

@@ -571,3 +571,33 @@ process.exit(0); // as OpenClaw does: the exit hook stops the sidecar it started
   while (alive() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   assert.equal(alive(), false, "serve outlived OpenClaw");
 });
+
+test("while the sidecar is down a command's answer comes from the CLI, after saying OpenClaw runs without lightmem2", async () => {
+  // measured before on OpenClaw 2026.9.6 with a typo in config.json and serve's port taken: /lightmem2
+  // status gave the CLI's "config in force: last good (mode normal ...)" alone, as if that config ran
+  const cli = fakeCli(SECRET, await freePort()); // nothing listens there, and autoStart is off
+  const api = fakeApi({ openclaw: { autoStart: false, command: cli.exe } });
+  plugin.register(api);
+  const text = (await api.got.command.handler({ args: "status" })).text;
+  const [first, ...rest] = text.split("\n");
+  assert.match(first, /^lightmem2 is not active in OpenClaw: its sidecar is unavailable \(not running at http:\/\/127\.0\.0\.1:\d+ and openclaw\.autoStart is false\); OpenClaw runs unmodified \(fail-open\)/);
+  assert.deepEqual(rest, ["cli ran status"]);
+  const doctor = (await api.got.command.handler({ args: "doctor" })).text; // doctor has its own line for it
+  assert.doesNotMatch(doctor, /not active in OpenClaw/);
+  assert.match(doctor, /^\[fail\] openclaw plugin: sidecar unavailable/);
+});
+
+test("a config file lightmem2 rejected is logged once, with the config in force", async () => {
+  const extra = '"configError": "config.json: mode = \\"turbo\\" is invalid; in force: last good (mode normal)", ';
+  const { server, port } = await fakeServe((req, res) => res.end("{}"));
+  try {
+    const cli = fakeCli(SECRET, port, extra);
+    const warned = [];
+    const sidecar = new Sidecar(hostSettings({ openclaw: { autoStart: false, command: cli.exe } }), { warn: (m) => warned.push(m) });
+    assert.equal(await sidecar.ensure(), true, sidecar.lastError); // on the port `config sidecar` named
+    await sidecar.loadSecret(true);
+    assert.deepEqual(warned, ['lightmem2: config file rejected: config.json: mode = "turbo" is invalid; in force: last good (mode normal)']);
+  } finally {
+    server.close();
+  }
+});
