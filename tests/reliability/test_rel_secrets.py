@@ -1,24 +1,30 @@
 """Secrets: 50+ kinds of credentials planted in tool outputs never reach disk; the model's view is untouched.
 
-The test runs real sessions (the Python API and the proxy, all three wire formats) whose tool outputs
-carry every sample of ``rel_secrets.SAMPLES``: each one once inside a long build log (so it is reduced
-and archived) and once as a short output (left in context as is). Then it reads EVERY file under
+The test runs real sessions through every entry point (the Python API; the proxy, all three wire
+formats; the Claude Code hook; the OpenClaw sidecar routes; the CLI, its hooks and the commands that
+take user text or outputs) whose tool outputs and user messages carry every sample of
+``rel_secrets.SAMPLES``: each one once inside a long build log (so it is reduced and archived) and once
+as a short output (left in context as is); through the sidecar and the CLI also all of them in one long
+file shown as tools show one (numbered, grepped, a JSON string). Then it reads EVERY file under
 ``LIGHTMEM2_HOME`` (artifacts, ledger, its WAL and shared-memory files, anything else) and looks for
 each secret value byte for byte. Registry dirs must be 0700 and every file 0600.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from rel_convo import head, tool_output, turn
-from rel_secrets import SAMPLES
-from rel_stack import ledger_stack
+from rel_secrets import SAMPLES, all_secrets_text
+from rel_stack import ServerThread, ledger_stack
 
 from lightmem_plugin.config import Config
 from lightmem_plugin.ledger import Ledger
@@ -145,11 +151,14 @@ def test_no_planted_secret_reaches_disk(isolated_home: Path) -> None:
     archived, kept = _run_python_api(lm)
     proxied = _run_proxy(isolated_home)
     _run_claude_code_hook()
+    sidecar_open = _run_sidecar(isolated_home)
+    cli_runs = _run_cli(isolated_home)
     assert lm.ledger is not None
     leaks_open = _leaks(isolated_home)  # while the ledger is open: WAL and shared-memory files exist
     lm.ledger.close()
     leaks_closed = _leaks(isolated_home)
-    assert leaks_open == [] and leaks_closed == []
+    leaks = sorted({*sidecar_open, *leaks_open, *leaks_closed})
+    assert leaks == [], f"{len(leaks)} planted secrets on disk: {leaks}"
     root = isolated_home / "artifacts"
     files = [p for p in root.rglob("*") if p.is_file() and NAMES_DIR not in p.relative_to(root).parts]
     assert files and all(p.read_bytes().startswith(MAGIC) for p in files), "every artifact is sealed"
@@ -161,7 +170,8 @@ def test_no_planted_secret_reaches_disk(isolated_home: Path) -> None:
     assert missing == [], "every kind must have been archived, and recover gives it back byte-exact"
     print(
         f"\nsecrets: {len(SAMPLES)} planted ({len(kinds)} kinds) + {len(API_KEYS)} API keys; "
-        f"{archived} archived, {kept} kept in context unaltered, {proxied} proxied requests; "
+        f"{archived} archived, {kept} kept in context unaltered, {proxied} proxied requests, "
+        f"{cli_runs} CLI runs; "
         f"{len(_files(isolated_home))} files scanned; leaked 0"
     )
 
@@ -284,3 +294,280 @@ def test_what_the_model_was_shown_is_sealed_in_the_session_store_and_records(iso
     assert again.calls == len(SAMPLES)
     record = lm.records.snapshot("heads")
     assert "Goal (turn" in record["full"], "the record reads back with the key"
+
+
+def _numbered(text: str, mark: str = "\t") -> str:
+    """``text`` as ``cat -n`` shows it (``mark="→"``: as Claude Code's Read shows a file to the model)."""
+    return "".join(f"{n:6}{mark}{line}\n" for n, line in enumerate(text.splitlines(), 1))
+
+
+def _grepped(text: str, path: str = "deploy/secrets.txt") -> str:
+    """``text`` as ``grep -rn . deploy/`` shows it."""
+    return "".join(f"{path}:{n}:{line}\n" for n, line in enumerate(text.splitlines(), 1))
+
+
+def _decorated_outputs(tag: str) -> list[tuple[str, str, str]]:
+    """(tool, arguments, output): every sample in a long file, shown as tools show a file: numbered,
+    grepped, or as the string of a JSON result. Before, the rules that read a line's start or a block
+    of lines (a Kubernetes Secret's data block among them) missed there, and the search index kept
+    those secrets in plaintext."""
+    body = all_secrets_text() + tool_output(tag, 0, lines=1500) + "\n"
+    return [
+        ("exec", json.dumps({"command": "cat -n deploy/secrets.txt"}), _numbered(body)),
+        ("read", json.dumps({"path": "deploy/secrets.txt"}), _numbered(body, "\u2192")),
+        ("exec", json.dumps({"command": "grep -rn . deploy/"}), _grepped(body)),
+        (
+            "fetch_file",
+            json.dumps({"url": "https://ci.example.com/a/secrets.txt"}),
+            json.dumps({"content": body}),
+        ),
+    ]
+
+
+SIDECAR_SESSION_SIZE = 20
+"""Samples per sidecar session: each assemble sends the conversation so far, as OpenClaw does."""
+
+
+def _run_sidecar(home: Path) -> list[str]:
+    """OpenClaw's plugin through the sidecar routes of ``serve``'s app (its plugin keeps session state,
+    search index and records, :meth:`LightMem.from_config`), in aggressive mode so finished tasks leave
+    as records: per sample a ``toolResult`` with the sample at the head of a long output (kept in the
+    reduced form), a user message quoting it, an ``assemble`` of the conversation with the sample in the
+    middle of a tool output (archived), and an ``afterTurn`` whose reply and, every other sample, whole
+    turn quote it; every sample in a long file shown as tools show one (:func:`_decorated_outputs`).
+    Then ``search``, ``recover`` and chat commands given a secret. Returns the leaks
+    found while the sidecar's stores are still open (their WAL files exist)."""
+    from lightmem_plugin.commands.registry import run_remote_line
+    from lightmem_plugin.config import config_path
+    from lightmem_plugin.server.app import create_app
+    from lightmem_plugin.server.secret import HEADER, load_or_create
+
+    config_path().write_text('{"mode": "aggressive"}')
+    plugin = LightMem.from_config()
+    assert plugin.ledger is not None and plugin.states is not None and plugin.records is not None
+    conversations: dict[str, list[dict[str, Any]]] = {}
+    keys: list[str] = []
+    with (
+        ServerThread(create_app(plugin, commands=run_remote_line)) as srv,
+        httpx.Client(base_url=srv.url, timeout=60) as client,
+    ):
+        client.headers[HEADER] = load_or_create()
+
+        def post(route: str, body: dict[str, Any]) -> Any:
+            r = client.post(route, json=body)
+            assert r.status_code == 200, (route, r.status_code, r.text[:300])
+            return r.json()
+
+        for i, (_kind, text, _secret) in enumerate(SAMPLES):
+            sid = f"secrets-sidecar-{i // SIDECAR_SESSION_SIZE}"
+            msgs = conversations.setdefault(sid, head(sid))
+            result = {
+                "sessionId": sid,
+                "toolCallId": f"exec_{sid}_{i}",
+                "output": text + "\n" + tool_output(sid, i, lines=200),
+                "toolName": "exec",
+                "arguments": json.dumps({"command": f"make deploy-{i}"}),
+            }
+            out = post("/sidecar/toolResult", result)["output"]
+            assert stub_keys(out), f"sample {i} was not archived by /sidecar/toolResult"
+            keys += stub_keys(out)
+            msgs += [
+                {"role": "user", "content": f"deploy it; my creds: {text}"},
+                *turn(sid, i, _embedded(i, text)),
+            ]
+            whole = i % 2 == 1
+            post("/sidecar/assemble", {"sessionId": sid, "messages": msgs, "wholeTurn": whole})
+            reply = {"role": "assistant", "content": f"Deployed with {text}"}
+            usage = {"prompt_tokens": 2000 + i, "completion_tokens": 12}
+            if whole:
+                turn_msgs = [msgs[-3], reply]
+                post(
+                    "/sidecar/afterTurn",
+                    {"sessionId": sid, "turn": turn_msgs, "calls": [{"at": 1, "usage": usage}]},
+                )
+            else:
+                post(
+                    "/sidecar/afterTurn",
+                    {"sessionId": sid, "response": reply, "usage": usage, "api": "openai"},
+                )
+            msgs.append(reply)
+        for n, (tool, arguments, output) in enumerate(_decorated_outputs("sidecar-decorated")):
+            body = {
+                "sessionId": "secrets-sidecar-decorated",
+                "toolCallId": f"decorated_{n}",
+                "output": output,
+            }
+            out = post("/sidecar/toolResult", {**body, "toolName": tool, "arguments": arguments})["output"]
+            assert stub_keys(out), f"decorated output {n} ({tool}) was not archived"
+        for _kind, _text, secret in SAMPLES[::16]:
+            post("/sidecar/search", {"query": secret, "limit": 5})
+            post("/sidecar/command", {"text": f"/lightmem2 search --all {json.dumps(secret)}"})
+        assert "secrets-sidecar" in post("/sidecar/recover", {"key": keys[0]})["text"]
+        for line in ("status", "report", "resume --level full", "export --format markdown", "doctor"):
+            post("/sidecar/command", {"text": f"/lightmem2 {line}"})
+        leaks = _leaks(home)
+    plugin.ledger.close()
+    plugin.states.close()
+    return leaks
+
+
+def _cli(
+    home: Path, *args: str, stdin: str | None = None, codes: tuple[int, ...] = (0,)
+) -> subprocess.CompletedProcess[str]:
+    """``lightmem2 ARGS`` in a process of its own, on ``home``; it must exit with one of ``codes``."""
+    env = {**os.environ, "LIGHTMEM2_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-m", "lightmem_plugin.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )
+    assert done.returncode in codes, (args, done.returncode, done.stderr[-2000:])
+    return done
+
+
+def _secrets_trace(path: Path) -> Path:
+    """A recorded session (the swe format ``replay``, ``resume --trace`` and ``demo --trace`` read) in
+    which the user's task quotes credentials, commands carry them and tool outputs print them, at the
+    head of one output and in the middle of the next."""
+    per = 8
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a helpful assistant that can interact with a computer shell."},
+        {
+            "role": "user",
+            "content": "Deploy the service with these creds:\n" + "\n".join(t for _k, t, _s in SAMPLES[:per]),
+        },
+    ]
+    calls: list[dict[str, Any]] = []
+    for n, first in enumerate(range(0, len(SAMPLES), per)):
+        texts = [t for _k, t, _s in SAMPLES[first : first + per]]
+        for m, output in enumerate(
+            ("\n".join(texts) + "\n" + tool_output(f"t{n}", n, lines=150), _embedded(n, "\n".join(texts)))
+        ):
+            call_id = f"call_{n}_{m}"
+            command = f"cat secrets_{n}.env && export TOKEN={SAMPLES[first][2]} && ./deploy.sh"
+            calls.append(
+                {
+                    "message_index": len(msgs),
+                    "prompt_tokens": 1000 * (len(msgs) + 1),
+                    "cached_tokens": 0,
+                    "completion_tokens": 40,
+                }
+            )
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "content": f"Running step {n}.{m}.",
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+                        }
+                    ],
+                }
+            )
+            msgs.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "content": f"<returncode>0</returncode>\n<output>\n{output}\n</output>",
+                }
+            )
+    calls.append(
+        {
+            "message_index": len(msgs),
+            "prompt_tokens": 1000 * (len(msgs) + 1),
+            "cached_tokens": 0,
+            "completion_tokens": 5,
+        }
+    )
+    msgs.append({"role": "assistant", "content": "Done."})
+    trace = {
+        "id": "secrets-trace",
+        "source": "test",
+        "provider": "deepseek",
+        "model": None,
+        "exit_status": "Submitted",
+        "messages": msgs,
+        "calls": calls,
+    }
+    path.write_text(json.dumps(trace), encoding="utf-8")
+    return path
+
+
+def _run_cli(home: Path) -> int:
+    """The CLI, each command a process of its own as a user or a host runs it: the hooks (Claude Code's
+    PostToolUse on outputs with every sample at the head, in the middle and grepped, a prompt quoting
+    them, chat commands given a secret), ``search`` and ``recover`` given secrets and keys, and the commands that
+    read a recorded session (``resume --trace``, ``replay``, ``demo --trace``, which records it in the
+    ledger, the records and the search index), then ``export``, ``visual``, ``status``, ``report``.
+    Returns how many commands ran."""
+    runs = 0
+
+    def cli(*args: str, stdin: str | None = None, codes: tuple[int, ...] = (0,)) -> str:
+        nonlocal runs
+        runs += 1
+        return _cli(home, *args, stdin=stdin, codes=codes).stdout
+
+    every = "\n".join(t for _k, t, _s in SAMPLES)
+    keys: list[str] = []
+    for n, stdout in enumerate((every + "\n" + tool_output("cli", 0, lines=3000), _embedded(1, every))):
+        event = {
+            "session_id": "secrets-cli-hook",
+            "tool_name": "Bash",
+            "tool_use_id": f"toolu_cli_{n}",
+            "tool_input": {"command": f"cat .env && export TOKEN={SAMPLES[0][2]} && make"},
+            "tool_response": {"stdout": stdout, "stderr": "", "interrupted": False, "isImage": False},
+        }
+        answer = json.loads(cli("hook", "claude-code", "PostToolUse", stdin=json.dumps(event)))
+        keys += stub_keys(answer["hookSpecificOutput"]["updatedToolOutput"]["stdout"])
+    assert keys, "the hook archived the outputs"
+    grep = {
+        "session_id": "secrets-cli-hook",
+        "tool_name": "Grep",
+        "tool_use_id": "toolu_cli_grep",
+        "tool_input": {"pattern": ".", "path": "deploy/", "output_mode": "content", "-n": True},
+        "tool_response": {
+            "mode": "content",
+            "content": _grepped(every + "\n" + tool_output("cli", 1, lines=3000)),
+        },
+    }
+    answer = json.loads(cli("hook", "claude-code", "PostToolUse", stdin=json.dumps(grep)))
+    assert stub_keys(answer["hookSpecificOutput"]["updatedToolOutput"]["content"])
+    # the hook does not index what it archives: `doctor --fix` does (before, the grepped file's
+    # Kubernetes secret, PuTTY key, pgpass line ... reached search.sqlite3 so)
+    assert "[fixed] search index" in cli("doctor", "--fix", codes=(0, 1))
+    for host in ("claude-code", "codex"):
+        prompt = {"session_id": f"secrets-cli-{host}", "prompt": f"deploy it; my creds:\n{every}"}
+        assert cli("hook", host, "UserPromptSubmit", stdin=json.dumps(prompt)) == ""
+        for line in (
+            f"/lightmem2 search --all {json.dumps(SAMPLES[3][2])}",
+            f"/lightmem2 recover {keys[0]} --lines 1:40",
+        ):
+            asked = {"session_id": f"secrets-cli-{host}", "prompt": line}
+            assert (
+                json.loads(cli("hook", host, "UserPromptSubmit", stdin=json.dumps(asked)))["decision"]
+                == "block"
+            )
+    for _kind, _text, secret in SAMPLES[::20]:
+        cli("search", "--all", secret)
+    cli("search", "--all", "--json", "kind: Secret")
+    cli("search", "--all", "--regex", "AKIA[0-9A-Z]{16}")
+    assert SAMPLES[0][2] in cli("recover", keys[0]), "recover gives the archived original back"
+    trace = _secrets_trace(home.parent / "secrets-trace.json")
+    cli("resume", "--trace", str(trace), "--level", "full")
+    cli("replay", str(trace), "--mode", "aggressive")
+    cli("demo", "--trace", str(trace))
+    for args in (
+        ("export", "--format", "json"),
+        ("export", "--format", "canvas"),
+        ("visual",),
+        ("status", "--all"),
+        ("report", "--all"),
+    ):
+        cli(*args)
+    return runs
