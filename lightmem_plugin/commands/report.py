@@ -14,9 +14,10 @@ an old message). Without options: the session recorded last.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from ..config import load_config
+from ..config import Config, config_in_force
 from ..errors import UsageError
 from ..ledger import CallRecord, Ledger, summarize
 from ..store import CallLedger, open_stores
@@ -142,7 +143,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> Outcome:
     """``lightmem2 report`` on the user's ledger (the shared one when ``store.url`` is set)."""
-    config = load_config()
+    config = _config_in_force()
     if not config.store.url:
         return run(Ledger.default(), args.session, args.all, args.json)
     stores = open_stores(config)  # StoreUnavailable: one line naming the URL and the fix
@@ -154,3 +155,12 @@ def main(args: argparse.Namespace) -> Outcome:
 
 
 COMMAND = Command("report", __doc__, configure, main)
+
+
+def _config_in_force() -> Config:
+    """The config in force (the file, else the last good copy, else the defaults): a typo in the file
+    never stops a read-only command; stderr says what was rejected and what runs."""
+    config, rejected = config_in_force()
+    if rejected:
+        print(f"lightmem2: {rejected}", file=sys.stderr)
+    return config

@@ -17,9 +17,10 @@ sessions' archives, literal text or ``--regex``.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from ..config import load_config
+from ..config import Config, config_in_force
 from ..errors import RegistryError, UsageError
 from ..gateway_client import gateway, post
 from ..registry import Registry
@@ -183,7 +184,7 @@ def main(args: argparse.Namespace) -> Outcome:
     found = gateway()
     if found is not None:  # a user of a team gateway: their archives live there
         return remote(*found, args.query, args.session, args.regex, args.limit, args.json, args.fts)
-    config = load_config()
+    config = _config_in_force()
     # with store.url the database's index (StoreUnavailable: one line naming the URL and the fix)
     stores = open_stores(config) if config.store.url else None
     try:
@@ -195,3 +196,12 @@ def main(args: argparse.Namespace) -> Outcome:
 
 
 COMMAND = Command("search", __doc__, configure, main)
+
+
+def _config_in_force() -> Config:
+    """The config in force (the file, else the last good copy, else the defaults): a typo in the file
+    never stops a read-only command; stderr says what was rejected and what runs."""
+    config, rejected = config_in_force()
+    if rejected:
+        print(f"lightmem2: {rejected}", file=sys.stderr)
+    return config

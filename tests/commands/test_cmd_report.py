@@ -146,3 +146,19 @@ def test_bad_arguments(ledger: Ledger, kwargs: dict[str, object], message: str) 
     with pytest.raises(UsageError, match=message) as err:
         report.run(ledger, **kwargs)  # type: ignore[arg-type]
     assert err.value.exit_code == 2 and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("argv", [["report", "--all"], ["search", "anything"]])
+def test_a_typo_in_the_config_never_stops_a_read_only_command(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``mode: turbo`` in config.json: the command runs on the config in force (the defaults here) and
+    stderr names the rejected value, as status does; before, both exited 2 on the config."""
+    from lightmem_plugin.cli import main as cli_main
+    from lightmem_plugin.config import config_path
+
+    config_path().write_text(json.dumps({"mode": "turbo"}))
+    code = cli_main(argv)
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "turbo" in err and "in force: defaults" in err
