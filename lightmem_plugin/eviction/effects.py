@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..reduction.kinds import runs_tests
+from ..reduction.shell import SimpleCommand, split_commands, strip_prefixes
 from .pysource import file_uses
-from .shell import SimpleCommand, split_commands, strip_prefixes
 
 Kind = Literal["test", "run", "write", "install", "vcs", "read", "explore", "other"]
 KIND_ORDER: tuple[Kind, ...] = ("test", "run", "write", "install", "vcs", "read", "explore", "other")

@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 import re
 
-from ..eviction.shell import split_commands, strip_prefixes
 from .kinds import XARGS_VALUE_OPTIONS, ToolCall, kind_of_command
+from .shell import split_commands, strip_prefixes
 
 _PROGRAMS = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}
 _WITH_VALUE = {"-A", "-B", "-C", "-m", "-d", "-D", "-g", "-t", "-T", "-M", "-j", "--include", "--exclude"}

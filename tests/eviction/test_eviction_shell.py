@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin.eviction.effects import FileTracker
-from lightmem_plugin.eviction.shell import split_commands, strip_prefixes
 from lightmem_plugin.eviction.signals import apply_patch_effects
+from lightmem_plugin.reduction.shell import split_commands, strip_prefixes
 
 
 def argvs(text: str) -> list[list[str]]:
