@@ -727,6 +727,8 @@ class Session:
         Why: a user who edits ``eviction.batchTurns`` in config.json mid-session expects the next call
         to use it; the evictor, stabilizer and dedup index used to keep the config the session was
         created with (measured: ``session.cfg`` said 9, the evictor acted on 3)."""
+        if cfg is self.cfg:  # the holder hands out the same object until the file changes
+            return
         self.cfg = cfg
         self.evictor.reconfigure(cfg.eviction, cfg.estimator)
         self.stabilizer.reconfigure(cfg.stabilizer)
