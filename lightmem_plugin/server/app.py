@@ -49,7 +49,7 @@ from ..store import store_trouble
 from .chat_commands import CommandRunner
 from .gateway import Gate, gateway_routes
 from .guard import LoopbackHost, SidecarGuard
-from .memory import sweep_idle
+from .memory import Busy, InFlight, sweep_idle
 from .proxy import Outgoing, Proxy, TooLarge, error_response, read_body
 from .sidecar import sidecar_routes
 
@@ -72,6 +72,7 @@ def create_app(
     """
     lm = plugin or LightMem.from_config()
     holder: dict[str, Proxy] = {}
+    busy = Busy()  # requests in flight: serve trims memory when none is
     guard = SidecarGuard(secret=secret)
     gate = Gate(lm)
     runner = CommandRunner(commands)
@@ -168,7 +169,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         proxy()
-        sweeper = asyncio.get_running_loop().create_task(sweep_idle(lm))
+        sweeper = asyncio.get_running_loop().create_task(sweep_idle(lm, busy))
         try:
             yield
         finally:
@@ -193,7 +194,9 @@ def create_app(
         Route("/v1/{rest:path}", other, methods=methods),
     ]
     app = Starlette(
-        routes=routes, lifespan=lifespan, middleware=[Middleware(LoopbackHost, allow_remote=allow_remote)]
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(LoopbackHost, allow_remote=allow_remote), Middleware(InFlight, busy=busy)],
     )
     app.state.proxy = proxy
     app.state.guard = guard

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
     from ..pipeline import LightMem
 
 M_MMAP_THRESHOLD = -3
@@ -84,15 +86,59 @@ def release_memory() -> None:
         libc.malloc_trim(0)
 
 
-async def sweep_idle(plugin: LightMem) -> None:
+class Busy:
+    """How many HTTP requests the server is answering now (kept by :class:`InFlight`)."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.started = 0
+
+
+class InFlight:
+    """ASGI middleware counting the HTTP requests being answered now (a streamed answer until its end).
+
+    Why: memory a request used is freed only when its answer is done, so a trim while one is in flight
+    gives back little (measured: eight 11.7 MB requests, the last session dropped while the next request
+    was in flight; about 80 MB stayed until yet another request came)."""
+
+    def __init__(self, app: ASGIApp, busy: Busy) -> None:
+        self.app = app
+        self.busy = busy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.busy.now += 1
+        self.busy.started += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.busy.now -= 1
+
+
+async def sweep_idle(plugin: LightMem, busy: Busy | None = None) -> None:
     """Forever: drop sessions idle past ``server.sessionIdleS`` (their decisions are in the store) and
     give their memory back (also of those a request dropped since: a new session's first call drops
-    the idle ones). Without it a session left memory only when a later request came."""
+    the idle ones). Without it a session left memory only when a later request came.
+
+    A trim runs as soon as sessions were dropped (it bounds what a busy server holds), and once more at
+    the first quiet sweep after it: no request in flight (``busy``) and none started since the last
+    sweep. What requests in flight at the first trim held is then free too (measured before this
+    second trim: about 80 MB of eight 11.7 MB requests stayed until yet another request came)."""
     released = plugin.expired
+    seen = -1
+    again = False
     while True:
         idle = plugin.config.server.sessionIdleS
         await asyncio.sleep(min(SWEEP_EVERY_S, max(0.5, idle / 2)))
         await anyio.to_thread.run_sync(plugin.expire_idle)
+        quiet = busy is None or (busy.now == 0 and busy.started == seen)
+        seen = -1 if busy is None else busy.started
         if plugin.expired != released:
-            released = plugin.expired
-            await anyio.to_thread.run_sync(release_memory)
+            released, again = plugin.expired, not quiet
+        elif not (again and quiet):
+            continue
+        else:
+            again = False
+        await anyio.to_thread.run_sync(release_memory)

@@ -5,8 +5,8 @@ its session expired (18 such requests: 82 -> 1,451 MB with one session still hel
 the objects; glibc kept the pages (:mod:`lightmem_plugin.server.memory`). Here a real ``serve`` process
 (its own data dir and session store, a fake provider on loopback) takes eight such requests, each its
 own session: its RSS must stop growing with them (the last ones add under 10 MB each), and once they
-are idle past ``server.sessionIdleS`` and the next request came, return within 20% of its level before
-them. (Without a next request about 80 MB stays: what the last big request left, freed by the next.)
+are idle past ``server.sessionIdleS``, return within 20% of its level before them, with no further
+request (measured before serve waited for a quiet moment to trim: about 80 MB stayed until one came).
 """
 
 from __future__ import annotations
@@ -67,11 +67,6 @@ def test_rss_is_bounded_and_returns_near_its_level_once_big_sessions_expire(tmp_
                     seen.append(_rss_mb(pid))
             assert len(fake.received) == BIG_REQUESTS + 1
             time.sleep(IDLE_S + 1.5)  # idle past sessionIdleS: serve's sweep drops them and trims
-            after_small = {**small, "messages": head("after") + turn("after", 0)}
-            assert (
-                httpx.post(serve.url + "/v1/chat/completions", json=after_small, timeout=60).status_code
-                == 200
-            )
             deadline = time.monotonic() + 15
             after = _rss_mb(pid)
             while after > before * 1.2 and time.monotonic() < deadline:
