@@ -68,7 +68,7 @@ from .reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_t
 from .reduction.verbatim import passes_verbatim
 from .registry import Registry
 from .sealing import Sealer
-from .search_index import IndexBase, SearchIndex, index_hook
+from .search_index import IndexBase, SearchIndex, index_hook, indexing_later
 from .stabilizer import Stabilizer, tool_name
 from .store import CallLedger, SessionStates, Stores, open_stores
 from .store.session_state import Journal, StoredSession, retry_start
@@ -670,12 +670,14 @@ class Session:
         errors_before = Counter(self.fail.errors)
         self._respelling = self._short_ids() and self.fail.run("call_ids", lambda: respellable(req), False)
         self._in_call = True
+        later: list[Callable[[], None]] = []  # what this call archived, indexed as it settles
         try:
-            out = self.fail.run("pipeline", lambda: self._transform(req), req)
+            with indexing_later(later):
+                out = self.fail.run("pipeline", lambda: self._transform(req), req)
         finally:
             self._in_call = False
         facts = self._facts(self.fail.errors - errors_before)
-        self._unsettled = lambda: self._bookkeep(facts, req, out, whole_turn)
+        self._unsettled = lambda: self._bookkeep(facts, req, out, whole_turn, later)
         return out
 
     def settle(self) -> None:
@@ -690,7 +692,11 @@ class Session:
         """True between :meth:`begin` and :meth:`settle`."""
         return self._unsettled is not None
 
-    def _bookkeep(self, facts: CallFacts, req: Request, out: Request, whole_turn: bool) -> None:
+    def _bookkeep(
+        self, facts: CallFacts, req: Request, out: Request, whole_turn: bool, index: list[Callable[[], None]]
+    ) -> None:
+        for add in index:
+            self.fail.run("search", add, None)
         self.fail.run("record", lambda: self._record_step(req), None)
         self.calls = self.recorder.call(facts, req, out, whole_turn)
         self._save()

@@ -25,6 +25,7 @@ import sqlite3
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 
 import xxhash
@@ -82,7 +83,7 @@ class Registry:
         root: Path,
         max_bytes: int = 1 << 30,
         redactor: Redactor | None = None,
-        on_put: Callable[[str, bytes], None] | None = None,
+        on_put: Callable[[str, bytes | Callable[[], bytes]], None] | None = None,
         sealer: Sealer | None = None,
     ) -> None:
         self.root = Path(root)
@@ -120,9 +121,10 @@ class Registry:
         return self.sealer.seal(data) if self.sealer is not None else data
 
     def _indexed(self, key: str, data: bytes) -> None:
-        """Tell ``on_put`` (the search index) of a new artifact, always redacted."""
+        """Tell ``on_put`` (the search index) of a new artifact, always redacted: the stored bytes
+        without a sealer (redacted already), else how to redact them (the index may do it later)."""
         if self.on_put is not None:
-            self.on_put(key, data if self.sealer is None else self.redactor.redact_bytes(data))
+            self.on_put(key, data if self.sealer is None else partial(self.redactor.redact_bytes, data))
 
     def put(self, data: bytes) -> str:
         """Store ``data`` (sealed, or redacted without a sealer) and return its key; twice is free.

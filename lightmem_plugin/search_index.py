@@ -23,7 +23,8 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Generator
+from collections.abc import Callable, Collection, Generator, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -459,19 +460,51 @@ def _artifact_keys(registry: Registry) -> set[str]:
     return registry.keys()  # a directory's files, or a database's rows (store.url)
 
 
+Artifact = bytes | Callable[[], bytes]
+"""What the registry tells its ``on_put`` of a new artifact: its redacted bytes, or how to redact them
+(run when the artifact is indexed: :func:`indexing_later` may put that off)."""
+
+_later: ContextVar[list[Callable[[], None]] | None] = ContextVar("lightmem2_index_later", default=None)
+
+
+@contextlib.contextmanager
+def indexing_later(into: list[Callable[[], None]]) -> Iterator[None]:
+    """Within this block (this thread or task), :func:`index_hook` queues its work in ``into`` instead
+    of indexing: the caller runs it later (a model call's :meth:`~lightmem_plugin.pipeline.Session.settle`,
+    after the request went upstream).
+
+    Why: indexing an archived output redacts it again (the archive is sealed, the index is not) and
+    writes its lines, about 3 ms per archived output measured behind the proxy; the host waited for it
+    before its request left. The session of each queued artifact is the one archiving when it was put."""
+    token = _later.set(into)
+    try:
+        yield
+    finally:
+        _later.reset(token)
+
+
 def index_hook(
     index: IndexBase, session: str | Callable[[], str | None] | None = None
-) -> Callable[[str, bytes], None]:
-    """A ``Registry(on_put=...)`` callback that indexes each archived artifact as it is stored.
+) -> Callable[[str, Artifact], None]:
+    """A ``Registry(on_put=...)`` callback that indexes each archived artifact as it is stored (or,
+    inside :func:`indexing_later`, queues it).
 
     ``session`` is the session id, or a function returning the one being served (a registry is shared
     by the sessions of one process). Indexing fails open (the errors of ``index``'s backend: SQLite, or
     the database's): an unwritable index never stops archiving; ``lightmem2 doctor --fix`` rebuilds it.
     """
 
-    def on_put(key: str, data: bytes) -> None:
+    def on_put(key: str, data: Artifact) -> None:
         sid = session() if callable(session) else session
-        with contextlib.suppress(*index.errors):  # fail open; doctor --fix rebuilds the index
-            index.add(key, data, sid)
+
+        def add() -> None:
+            with contextlib.suppress(*index.errors):  # fail open; doctor --fix rebuilds the index
+                index.add(key, data() if callable(data) else data, sid)
+
+        queue = _later.get()
+        if queue is None:
+            add()
+        else:
+            queue.append(add)
 
     return on_put

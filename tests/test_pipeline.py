@@ -216,3 +216,41 @@ def test_begin_leaves_the_bookkeeping_to_settle_and_nothing_is_lost(tmp_path: Pa
         lm.settle()  # a stopping server settles every session
         assert [r.call_index for r in ledger.calls("other")] == [1]
         states.close()
+
+
+def test_a_call_indexes_what_it_archived_as_it_settles_redacted(tmp_path: Path) -> None:
+    """The search index is fed after the request went upstream (the host does not wait for the
+    redaction and the index writes), by the call's settle; what it gets is still redacted, though the
+    sealed archive keeps the output byte-exact. Outside a call (a host hook ingesting), at once."""
+    import os
+
+    from lightmem_plugin.model import ToolResultPart
+    from lightmem_plugin.sealing import Sealer
+    from lightmem_plugin.search_index import SearchIndex, index_hook
+
+    secret = "ghp_" + "Ab3" * 12
+    log = LOG + f"\nexport GITHUB_TOKEN={secret}\n"
+    registry = Registry(tmp_path / "reg", sealer=Sealer(os.urandom(32)))
+    lm = LightMem(config=Config(mode="normal"), registry=registry)
+    index = SearchIndex(tmp_path / "search.sqlite3")
+    lm.search_index = index
+    registry.on_put = index_hook(index, lambda: lm.active_session)
+    s = lm.session("s1")
+    out = s.begin(s.chat.decode(chat_session([log]), None), api="chat")
+    results = [p for m in out.messages for p in m.parts if isinstance(p, ToolResultPart)]
+    keys = [k for p in results for k in stub_keys(p.text())]
+    assert keys, "the output must have been archived (else this checks nothing)"
+    key = registry.resolve(keys[0])
+    assert registry.recover(key) == log  # byte-exact, secret and all, in the sealed archive
+    assert index.keys() == set()  # not yet: the call has not settled
+    s.settle()
+    assert index.keys() == {key}
+    rows = "\n".join(h.excerpt for h in index.search("GITHUB_TOKEN"))
+    assert "GITHUB_TOKEN" in rows and secret not in rows and "[REDACTED" in rows
+    assert index.sessions() == ["s1"]
+
+    other = LOG.replace("FAILED", "ERROR") + "\nmore\n"
+    hooked = s.ingest_tool_result("call_9", other)  # a host hook, between calls: indexed at once
+    hooked_key = registry.resolve(stub_keys(hooked)[0])
+    assert index.keys() == {key, hooked_key}
+    index.close()
