@@ -55,7 +55,7 @@ schema: $(STAMP)
 	$(BIN)/python -c "from pathlib import Path; from lightmem_plugin.install.openclaw_manifest import write_manifest; write_manifest(Path('adapters/openclaw'))"
 
 docs: $(STAMP)
-	$(BIN)/python -c "from pathlib import Path; from lightmem_plugin.readme import update; update(Path('README.md'))"
+	$(BIN)/python -c "from pathlib import Path; from lightmem_plugin.commands._readme import update; update(Path('README.md'))"
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -10,7 +10,7 @@ sessions and the same cache model, what each costs and what each loses:
 - ``clear_tool_results``: Anthropic-style clearing: only the 3 most recent tool results keep content.
 - ``codex_limit``: Codex-style tool output limit: at most 256 lines / 10 KiB, head and tail halves.
 - ``oracle``: keep at ingestion only the lines of each tool output that the agent later uses, the rest
-  archived (a stub names it), call ids sent short as lightmem2 sends them (:mod:`~lightmem_plugin.call_ids`:
+  archived (a stub names it), call ids sent short as lightmem2 sends them (:mod:`~lightmem_plugin.prefix.call_ids`:
   no foresight needed, so the bound has them too): the limit of any policy at full retention.
 """
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lightmem_plugin.call_ids import short_id
-from lightmem_plugin.registry import content_key
-from lightmem_plugin.retention import RetentionTracker
-from lightmem_plugin.traces.base import Trace
+from lightmem_plugin.measure.retention import RetentionTracker
+from lightmem_plugin.measure.traces.base import Trace
+from lightmem_plugin.prefix.call_ids import short_id
+from lightmem_plugin.store.registry import content_key
 
 ChatMessage = dict[str, Any]
 

@@ -103,7 +103,7 @@ class Session:
 
 def load_sessions(traces: Path, wanted: int, calls: int, users: int) -> tuple[list[Session], str, int]:
     """``wanted`` sessions of at most ``calls`` calls; where they come from; how many distinct traces."""
-    from lightmem_plugin.traces import load_trace
+    from lightmem_plugin.measure.traces import load_trace
 
     swe = traces / "swe"
     files = sorted(swe.glob("*.json*")) if swe.is_dir() else []
@@ -237,9 +237,9 @@ def unrecoverable(store_url: str, keys: list[str]) -> list[str]:
     """Keys the requests named that the shared registry cannot give back byte-exact."""
     from lightmem_plugin.config import Config
     from lightmem_plugin.errors import LightMemError
-    from lightmem_plugin.registry import Registry, content_key
-    from lightmem_plugin.sealing import Sealer
     from lightmem_plugin.store import open_stores
+    from lightmem_plugin.store.registry import Registry, content_key
+    from lightmem_plugin.store.sealing import Sealer
 
     stores = open_stores(Config.model_validate({"store": {"url": store_url}}))
     lost = []
@@ -263,7 +263,7 @@ def start_serves(
     root: Path, n: int, upstream: str, store_url: str | None, users: list[dict[str, str]]
 ) -> tuple[list[str], list[subprocess.Popen[bytes]]]:
     """``n`` serve processes, each with its own home (as on ``n`` machines), ready."""
-    from lightmem_plugin.sealing import KEY_ENV
+    from lightmem_plugin.store.sealing import KEY_ENV
 
     urls, procs = [], []
     for i in range(n):
@@ -350,7 +350,7 @@ def main() -> int:
     if bin_dir is None:
         print("bench_gateway: skipped: needs PostgreSQL (initdb) and psycopg (pip install -e '.[team]')")
         return 0
-    from lightmem_plugin import tenancy
+    from lightmem_plugin.security import tenancy
 
     sessions, source, distinct = load_sessions(Path(args.traces), args.sessions, args.calls, args.users)
     if args.kill_after < 0:

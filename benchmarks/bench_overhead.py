@@ -15,8 +15,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from lightmem_plugin.replay import replay_paths, summarize
-from lightmem_plugin.traces import load_trace
+from lightmem_plugin.measure.replay import replay_paths, summarize
+from lightmem_plugin.measure.traces import load_trace
 
 HERE = Path(__file__).resolve().parent
 

@@ -20,10 +20,16 @@ HERE = Path(__file__).resolve().parent
 
 import xxhash  # noqa: E402
 
-from lightmem_plugin.replay import LightMemPolicy, PolicyFactory, SessionPolicy, replay_paths, summarize  # noqa: E402
-from lightmem_plugin.traces import load_trace  # noqa: E402
-from lightmem_plugin.traces.base import Trace  # noqa: E402
-from lightmem_plugin.traces.continuous import chain  # noqa: E402
+from lightmem_plugin.measure.replay import (  # noqa: E402
+    LightMemPolicy,
+    PolicyFactory,
+    SessionPolicy,
+    replay_paths,
+    summarize,
+)
+from lightmem_plugin.measure.traces import load_trace  # noqa: E402
+from lightmem_plugin.measure.traces.base import Trace  # noqa: E402
+from lightmem_plugin.measure.traces.continuous import chain  # noqa: E402
 
 sys.path.insert(0, str(HERE))
 import record_recall  # noqa: E402

@@ -3,10 +3,10 @@
 For every tool output in the last prompt of each replayed session, compared with the host's output:
 
 - ``status_hidden``: outputs that open with a status line
-  (:func:`lightmem_plugin.error_lines.is_status_line`: mini-swe-agent's ``<returncode>N</returncode>``,
+  (:func:`lightmem_plugin.reduction.error_lines.is_status_line`: mini-swe-agent's ``<returncode>N</returncode>``,
   ``Exit code N``...) whose form the model reads does not open with it;
 - ``errors_hidden``: outputs whose form the model reads lacks one of the output's error lines
-  (:mod:`lightmem_plugin.error_lines`);
+  (:mod:`lightmem_plugin.reduction.error_lines`);
 - ``matches_hidden``: search outputs (``grep``, ``rg``...) whose form the model reads lacks one of
   the lines the search's pattern matches (:mod:`lightmem_plugin.reduction.search_terms`).
 
@@ -21,7 +21,7 @@ And of the in-place markers that stand for lines shown before
   (an eviction stub: the lines are recoverable from it, not readable).
 
 ``changed_outside_stubs`` is the replay's own count of shown lines that are no line of the original
-(:mod:`lightmem_plugin.fidelity`): a frame's closing tag merged onto the last line shows there.
+(:mod:`lightmem_plugin.measure.fidelity`): a frame's closing tag merged onto the last line shows there.
 
 Outputs replaced whole are counted apart (``whole``): a reference to an identical earlier output
 (inside the host's frame, which stays), or an eviction stub (aggressive mode). Those name where the
@@ -48,14 +48,14 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from lightmem_plugin.error_lines import error_lines, is_status_line
+from lightmem_plugin.measure.replay import replay_paths, trace_files
+from lightmem_plugin.measure.retention import message_text
+from lightmem_plugin.measure.traces import load_trace
 from lightmem_plugin.reduction import envelope
+from lightmem_plugin.reduction.error_lines import error_lines, is_status_line
 from lightmem_plugin.reduction.kinds import ToolCall
 from lightmem_plugin.reduction.linedup import MARKER_RE, marker_calls
 from lightmem_plugin.reduction.search_terms import search_patterns
-from lightmem_plugin.replay import replay_paths, trace_files
-from lightmem_plugin.retention import message_text
-from lightmem_plugin.traces import load_trace
 
 MODES = ("conservative", "normal", "aggressive")
 """The modes that reduce: what an audit replays by default."""

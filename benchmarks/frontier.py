@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 from readme_table import publish, update_readme_frontier  # noqa: E402
 
 from lightmem_plugin.config import Config  # noqa: E402
-from lightmem_plugin.replay import policy_for, replay_paths, summarize  # noqa: E402
+from lightmem_plugin.measure.replay import policy_for, replay_paths, summarize  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from lightmem_plugin import retention
+from lightmem_plugin.measure import retention
+from lightmem_plugin.measure.replay import replay_paths
 from lightmem_plugin.reduction.kinds import ToolCall, classify
-from lightmem_plugin.replay import replay_paths
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from frame_audit import MODES, run_audit

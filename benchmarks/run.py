@@ -27,7 +27,7 @@ from peers.tokenmizer import ROWS as PEER_ROWS  # noqa: E402
 from peers.tokenmizer import PeerError, peer_rows  # noqa: E402
 from readme_table import update_readme  # noqa: E402
 
-from lightmem_plugin.replay import replay_paths, summarize  # noqa: E402
+from lightmem_plugin.measure.replay import replay_paths, summarize  # noqa: E402
 
 MODES = ("vanilla", "conservative", "normal", "aggressive")
 SETS = ("swe", "claude-code")

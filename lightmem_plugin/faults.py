@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .errors import PassError
 from .paths import data_dir
-from .sqlite_store import open_private_db
+from .store.sqlite_store import open_private_db
 
 if TYPE_CHECKING:
-    from .redaction import Redactor
+    from .security.redaction import Redactor
 
 T = TypeVar("T")
 FAULTS_FILE = "faults.sqlite3"
@@ -75,7 +75,7 @@ def describe(err: BaseException) -> str:
 def _redactor() -> Redactor:
     """The built-in rules, compiled once (measured: ~9 ms per failure when built per call, so a stream
     of bodies the codec refuses cost the proxy more in compiling regexes than in everything else)."""
-    from .redaction import Redactor
+    from .security.redaction import Redactor
 
     return Redactor()
 

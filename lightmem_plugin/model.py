@@ -13,6 +13,7 @@ pipeline never needs to know them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,7 +22,7 @@ JSON = dict[str, Any]
 
 CALL_ID_HINTS = ("result_content",)
 """Message hints keyed by tool call id (Anthropic: each tool_result's content layout): a step that
-respells call ids (:mod:`~.call_ids`) renames their keys with them."""
+respells call ids (:mod:`~lightmem_plugin.prefix.call_ids`) renames their keys with them."""
 LISTED_TOOLS = "listed_tools"
 """Request hint: names of tools the host lists inside the input rather than in ``tools`` (Codex's code
 mode sends its JavaScript ``exec`` tool in an ``additional_tools`` item); the stubs' recovery hint
@@ -105,3 +106,12 @@ class Request:
     tools: list[JSON] = field(default_factory=list)
     extra: JSON = field(default_factory=dict)
     hints: JSON = field(default_factory=dict)
+
+
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
+
+
+def alnum_id(call_id: str) -> str:
+    """``call_id`` in letters and digits only: how OpenClaw respells ids for most providers (its
+    "strict" mode: ``toolu_8_0`` -> ``toolu80``), so the form two spellings of one id share."""
+    return _NOT_ALNUM.sub("", call_id)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.record_store import RecordStore
+from lightmem_plugin.measure.traces import load_trace
 from lightmem_plugin.pipeline import LightMem
-from lightmem_plugin.registry import Registry
-from lightmem_plugin.search_index import IndexBase, SearchIndex
-from lightmem_plugin.traces import load_trace
+from lightmem_plugin.store.registry import Registry
+from lightmem_plugin.store.search_index import IndexBase, SearchIndex
 
 TRACE = Path(__file__).parent / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
 

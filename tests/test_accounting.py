@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from lightmem_plugin.accounting import detect_api, real_usage
 from lightmem_plugin.config import Config
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.metering.accounting import detect_api, real_usage
 from lightmem_plugin.pipeline import LightMem
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.ledger import Ledger
+from lightmem_plugin.store.registry import Registry
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_without_lightmem2_leaves_out_the_tools_the_host_sends_only_because_of_u
     """Measured on Codex 0.171.0 (gpt-5.5): with lightmem2's MCP server installed, Codex adds its tools and
     its own three MCP resource tools, ~380 tokens a call, which the ledger counted as "without
     lightmem2" too (the saving overstated by 12% at the last call)."""
-    from lightmem_plugin.accounting import Accountant, CallFacts, own_tools
+    from lightmem_plugin.metering.accounting import Accountant, CallFacts, own_tools
     from lightmem_plugin.model import Message, Request, TextPart
     from lightmem_plugin.tokens import TokenCounter
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lightmem_plugin.cachesim import (
+from lightmem_plugin.errors import UsageError
+from lightmem_plugin.metering.cachesim import (
     PROVIDERS,
     AnthropicCache,
     CallUsage,
@@ -16,7 +17,6 @@ from lightmem_plugin.cachesim import (
     k_cost,
     make_cache,
 )
-from lightmem_plugin.errors import UsageError
 
 
 def toks(n: int, start: int = 0) -> list[int]:

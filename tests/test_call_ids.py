@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from lightmem_plugin import call_ids
-from lightmem_plugin.call_ids import SHORT_ID_CHARS, short_id
 from lightmem_plugin.config import Config
+from lightmem_plugin.measure.traces import load_trace
 from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.prefix import call_ids
+from lightmem_plugin.prefix.call_ids import SHORT_ID_CHARS, short_id
 from lightmem_plugin.server.proxy import transform
 from lightmem_plugin.tokens import count_tokens
-from lightmem_plugin.traces import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "tests" / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
@@ -40,7 +40,7 @@ def test_the_short_id_is_the_same_in_every_process_and_release() -> None:
     same (pinned: a change here changes every id a running session has sent, breaking its cache)."""
     assert short_id("call_00_4OSig1xtPHgQm7hjajeqP6tY") == "e7cvvh77p"
     assert short_id("toolu_01QRx5PWxA2o4PEouZuogiWA") == "hwjpgi85g"
-    code = "from lightmem_plugin.call_ids import short_id; print(short_id('toolu_01QRx5PWxA2o4PEouZuogiWA'))"
+    code = "from lightmem_plugin.prefix.call_ids import short_id; print(short_id('toolu_01QRx5PWxA2o4PEouZuogiWA'))"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert other.stdout.strip() == "hwjpgi85g"
     ids = [short_id(f"call_{i}") for i in range(2000)]
@@ -158,7 +158,7 @@ def test_what_an_eviction_batch_archived_names_each_call_as_the_model_read_it(tm
     sys.path.insert(0, str(ROOT / "tests" / "eviction"))
     from test_eviction_evictor import session_messages
 
-    from lightmem_plugin.registry import Registry
+    from lightmem_plugin.store.registry import Registry
 
     cfg = Config.model_validate(
         {"mode": "aggressive", "eviction": {"expectedRemainingCalls": 500, "keepRecentTurns": 2}}

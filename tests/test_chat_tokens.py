@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from lightmem_plugin.cachesim import make_cache
-from lightmem_plugin.chat_tokens import (
+from lightmem_plugin.measure.traces import load_trace
+from lightmem_plugin.metering.cachesim import make_cache
+from lightmem_plugin.metering.chat_tokens import (
     MESSAGE_OVERHEAD_TOKENS,
     REQUEST_OVERHEAD_TOKENS,
     ChatChunker,
@@ -15,7 +16,6 @@ from lightmem_plugin.chat_tokens import (
     head_chunk,
 )
 from lightmem_plugin.tokens import TokenCounter
-from lightmem_plugin.traces import load_trace
 
 SWE = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "swe"
 DATA = Path(__file__).parent / "data"

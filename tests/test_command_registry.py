@@ -11,9 +11,9 @@ import sys
 import pytest
 
 import lightmem_plugin.commands
+from lightmem_plugin.commands._readme import cli_section
 from lightmem_plugin.commands.base import Command, reply
 from lightmem_plugin.commands.registry import COMMANDS, find, parsers, run_line
-from lightmem_plugin.readme import cli_section
 
 
 def _command_modules() -> list[str]:

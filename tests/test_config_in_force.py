@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from lightmem_plugin.config import Config, _key_paths, config_path
 from lightmem_plugin.pipeline import CONFIG_IN_FORCE, LightMem, Session
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.registry import Registry
 
 EACH_CALL = ("eviction", "stabilizer", "reduction", "estimator")
 

@@ -10,8 +10,8 @@ import pytest
 
 from lightmem_plugin.cli import main
 from lightmem_plugin.errors import TraceError
-from lightmem_plugin.traces import load_trace
-from lightmem_plugin.traces.continuous import chain
+from lightmem_plugin.measure.traces import load_trace
+from lightmem_plugin.measure.traces.continuous import chain
 
 DATA = Path(__file__).parent / "data"
 SWE = [

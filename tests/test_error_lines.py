@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from lightmem_plugin.error_lines import error_indexes, error_lines, is_error_line, is_status_line
+from lightmem_plugin.reduction.error_lines import error_indexes, error_lines, is_error_line, is_status_line
 
 ERROR = [
     "Traceback (most recent call last):",

@@ -16,11 +16,11 @@ from lightmem_plugin import faults, hooks
 from lightmem_plugin.commands import doctor, status
 from lightmem_plugin.config import Config
 from lightmem_plugin.faults import FaultSink, on_surface, safecall
-from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
-from lightmem_plugin.registry import Registry
 from lightmem_plugin.server import secret
 from lightmem_plugin.server.app import create_app
+from lightmem_plugin.store.ledger import Ledger
+from lightmem_plugin.store.registry import Registry
 
 sys.path.insert(0, str(Path(__file__).parent / "server"))
 from fake_upstream import FakeUpstream

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from lightmem_plugin.fidelity import ChangedLinesTracker, changed_lines, shown_lines, strip_blocks
+from lightmem_plugin.measure.fidelity import ChangedLinesTracker, changed_lines, shown_lines, strip_blocks
+from lightmem_plugin.prefix.stabilizer import SESSION_BLOCK_PREFIX, TAIL_PREFIX
 from lightmem_plugin.reduction.base import stub
 from lightmem_plugin.reduction.dedup import reference
 from lightmem_plugin.reduction.linedup import marker
 from lightmem_plugin.reduction.work import Mark
-from lightmem_plugin.stabilizer import SESSION_BLOCK_PREFIX, TAIL_PREFIX
 
 KEY = "0123456789abcdef0123456789abcdef"
 ORIGINAL = "\n".join(["def f(x):  ", "    return x", "", "def g():", "    pass", "# end"])

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin.errors import UsageError
-from lightmem_plugin.ledger import LEDGER_FILE, CallRecord, Ledger, k_cost, summarize
+from lightmem_plugin.store.ledger import LEDGER_FILE, CallRecord, Ledger, k_cost, summarize
 
 
 def rec(session: str = "s1", index: int = 1, **kw: object) -> CallRecord:
@@ -208,7 +208,7 @@ def test_two_processes_on_one_session_keep_every_row(tmp_path: Path) -> None:
     """Two plugins (two proxies) serving one session alternately: each call keeps its own row."""
     from lightmem_plugin.config import Config
     from lightmem_plugin.pipeline import LightMem
-    from lightmem_plugin.registry import Registry
+    from lightmem_plugin.store.registry import Registry
 
     path = tmp_path / "ledger.sqlite3"
     procs = [
@@ -234,7 +234,7 @@ def test_two_processes_on_one_session_keep_every_row(tmp_path: Path) -> None:
 def test_a_version_1_ledger_is_migrated_with_its_rows(tmp_path: Path) -> None:
     import sqlite3
 
-    from lightmem_plugin.ledger import _V1_COLUMNS
+    from lightmem_plugin.store.ledger import _V1_COLUMNS
 
     path = tmp_path / "old.sqlite3"
     db = sqlite3.connect(path)

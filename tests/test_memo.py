@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from lightmem_plugin.accounting import message_tokens, render
-from lightmem_plugin.chat_adapter import ChatAdapter
-from lightmem_plugin.chat_tokens import ChatChunker, Chunker
 from lightmem_plugin.codecs import openai_chat
+from lightmem_plugin.codecs.chat_adapter import ChatAdapter
+from lightmem_plugin.codecs.memo import Interned, PerObject
 from lightmem_plugin.config import EvictionConfig
 from lightmem_plugin.errors import PayloadError
 from lightmem_plugin.eviction.evictor import Evictor
-from lightmem_plugin.memo import Interned, PerObject
+from lightmem_plugin.metering.accounting import message_tokens, render
+from lightmem_plugin.metering.chat_tokens import ChatChunker, Chunker
 from lightmem_plugin.model import Message, Request, TextPart, ToolResultPart
 from lightmem_plugin.tokens import TokenCounter
 
@@ -108,9 +108,9 @@ def test_a_proxied_session_processes_and_counts_only_what_is_new(tmp_path: Path)
     messages to the objects it already processed, so the pipeline and the ledger's token count run
     for the new messages only, as they do for an in-process host that hands in the same objects."""
     from lightmem_plugin.config import Config
-    from lightmem_plugin.ledger import Ledger
     from lightmem_plugin.pipeline import LightMem, Session
-    from lightmem_plugin.registry import Registry
+    from lightmem_plugin.store.ledger import Ledger
+    from lightmem_plugin.store.registry import Registry
 
     lm = LightMem(Config(), Registry(tmp_path / "reg"), ledger=Ledger(tmp_path / "ledger.sqlite3"))
     session = lm.session("s")

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lightmem_plugin.call_ids import short_id
 from lightmem_plugin.config import Config
-from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.prefix.call_ids import short_id
 from lightmem_plugin.reduction.base import PassContext, stub_keys
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.ledger import Ledger
+from lightmem_plugin.store.registry import Registry
 
 LOG = "\n".join(f"tests/test_mod.py::test_case_{i} PASSED [{i}%]" for i in range(200)) + (
     "\nFAILED tests/test_mod.py::test_case_x - AssertionError: expected 3 got 4\n=== 1 failed, 200 passed ==="
@@ -225,8 +225,8 @@ def test_a_call_indexes_what_it_archived_as_it_settles_redacted(tmp_path: Path) 
     import os
 
     from lightmem_plugin.model import ToolResultPart
-    from lightmem_plugin.sealing import Sealer
-    from lightmem_plugin.search_index import SearchIndex, index_hook
+    from lightmem_plugin.store.sealing import Sealer
+    from lightmem_plugin.store.search_index import SearchIndex, index_hook
 
     secret = "ghp_" + "Ab3" * 12
     log = LOG + f"\nexport GITHUB_TOKEN={secret}\n"

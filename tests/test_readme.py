@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lightmem_plugin.readme import CLI_START, KEYS_START, config_section, render_readme
+from lightmem_plugin.commands._readme import CLI_START, KEYS_START, config_section, render_readme
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin.errors import ArtifactCorrupt, ArtifactNotFound, UsageError
-from lightmem_plugin.redaction import Redactor
-from lightmem_plugin.registry import Registry, content_key, parse_line_range
+from lightmem_plugin.security.redaction import Redactor
+from lightmem_plugin.store.registry import Registry, content_key, parse_line_range
 
 
 def test_put_get_is_byte_exact_and_content_addressed(tmp_path: Path) -> None:

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from lightmem_plugin.cli import main
+from lightmem_plugin.measure.replay import Vanilla, replay_paths, replay_trace, summarize
+from lightmem_plugin.measure.retention import RECOVER_CALL_TOKENS
+from lightmem_plugin.measure.traces.base import Trace, TraceCall
 from lightmem_plugin.reduction.base import stub
-from lightmem_plugin.replay import Vanilla, replay_paths, replay_trace, summarize
-from lightmem_plugin.retention import RECOVER_CALL_TOKENS
 from lightmem_plugin.tokens import TokenCounter
-from lightmem_plugin.traces.base import Trace, TraceCall
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"

@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lightmem_plugin.reduction.base import stub
-from lightmem_plugin.retention import (
+from lightmem_plugin.measure.retention import (
     Recover,
     Retention,
     RetentionTracker,
@@ -23,6 +22,7 @@ from lightmem_plugin.retention import (
     recover_charge,
     touched_lines,
 )
+from lightmem_plugin.reduction.base import stub
 
 Msg = dict[str, Any]
 

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from lightmem_plugin import pipeline
-from lightmem_plugin.call_ids import short_id
 from lightmem_plugin.commands.demo import bundled_trace
 from lightmem_plugin.config import Config
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.measure.traces import load_trace
+from lightmem_plugin.metering.savings import saver, split_saving
+from lightmem_plugin.prefix.call_ids import short_id
 from lightmem_plugin.reduction import reduce as reduce_module
 from lightmem_plugin.reduction.base import stub
 from lightmem_plugin.reduction.headtail import PROTECTED_WHAT
@@ -21,9 +22,8 @@ from lightmem_plugin.reduction.kinds import ToolCall
 from lightmem_plugin.reduction.linedup import WHAT as REPEATED
 from lightmem_plugin.reduction.passes import PASSES
 from lightmem_plugin.reduction.work import unchanged
-from lightmem_plugin.registry import Registry
-from lightmem_plugin.savings import saver, split_saving
-from lightmem_plugin.traces import load_trace
+from lightmem_plugin.store.ledger import Ledger
+from lightmem_plugin.store.registry import Registry
 
 KEY = "0123456789ab"
 UNIQUE = [p for p in PASSES if sum(q.what == p.what for q in PASSES) == 1]

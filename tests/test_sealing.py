@@ -12,8 +12,8 @@ import pytest
 from lightmem_plugin.config import Config
 from lightmem_plugin.errors import ArtifactCorrupt, SecretError
 from lightmem_plugin.pipeline import LightMem
-from lightmem_plugin.registry import Registry, content_key
-from lightmem_plugin.sealing import KEY_ENV, MAGIC, Sealer, key_path, load_key
+from lightmem_plugin.store.registry import Registry, content_key
+from lightmem_plugin.store.sealing import KEY_ENV, MAGIC, Sealer, key_path, load_key
 
 SECRET = "POSTGRES_PASSWORD=hunter2-but-longer-9f8e7d\nSECRET_KEY = 'django-insecure-abc123'\n"
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from search_replay import replay
 
 from lightmem_plugin.errors import UsageError
-from lightmem_plugin.registry import Registry
-from lightmem_plugin.search_index import EXCERPT_CHARS, IndexBase, SearchIndex, excerpt, index_hook
+from lightmem_plugin.store.registry import Registry
+from lightmem_plugin.store.search_index import EXCERPT_CHARS, IndexBase, SearchIndex, excerpt, index_hook
 
 PYTEST_LOG = (
     "============================= test session starts ==============================\n"

@@ -16,9 +16,9 @@ from lightmem_plugin.cli import main as cli_main
 from lightmem_plugin.commands.doctor import check_database
 from lightmem_plugin.config import load_config
 from lightmem_plugin.pipeline import LightMem
-from lightmem_plugin.registry import Registry
-from lightmem_plugin.sealing import KEY_ENV
 from lightmem_plugin.store import Stores, open_stores
+from lightmem_plugin.store.registry import Registry
+from lightmem_plugin.store.sealing import KEY_ENV
 
 pytestmark = pytest.mark.postgres
 

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from lightmem_plugin.config import Config
+from lightmem_plugin.measure.traces import load_trace
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.server.proxy import transform
 from lightmem_plugin.store import open_stores, session_lock
-from lightmem_plugin.traces import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "tests" / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"

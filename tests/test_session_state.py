@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from lightmem_plugin.config import Config
+from lightmem_plugin.measure.traces import load_trace
 from lightmem_plugin.pipeline import LightMem
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.registry import Registry
 from lightmem_plugin.store.session_state import StateStore
-from lightmem_plugin.traces import load_trace
 
 TRACE = Path(__file__).parent / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
 EVICTING = {"mode": "aggressive", "eviction": {"expectedRemainingCalls": 500, "keepRecentTurns": 2}}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lightmem_plugin.sqlite_store import open_private_db, sql_statements
+from lightmem_plugin.store.sqlite_store import open_private_db, sql_statements
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS runs (n INTEGER);\nINSERT INTO runs VALUES (1);\n"
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from lightmem_plugin.config import StabilizerConfig
 from lightmem_plugin.errors import ConfigError, UsageError
 from lightmem_plugin.model import Message, Request, TextPart, ToolCallPart, ToolResultPart
-from lightmem_plugin.placeholders import host_blocks, restore_json
-from lightmem_plugin.stabilizer import (
+from lightmem_plugin.prefix.placeholders import host_blocks, restore_json
+from lightmem_plugin.prefix.stabilizer import (
     SESSION_BLOCK_PREFIX,
     TAIL_PREFIX,
     Stabilizer,

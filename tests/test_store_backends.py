@@ -18,10 +18,10 @@ import pytest
 
 from lightmem_plugin.config import Config
 from lightmem_plugin.errors import ArtifactCorrupt, ArtifactNotFound, StaleState, StoreError, StoreUnavailable
-from lightmem_plugin.ledger import CallRecord, Ledger
-from lightmem_plugin.registry import SHORT_KEY_CHARS, Registry, content_key
-from lightmem_plugin.sealing import OVERHEAD, TEXT_MARK, Sealer
 from lightmem_plugin.store import CallLedger, SessionStates, Stores, open_stores
+from lightmem_plugin.store.ledger import CallRecord, Ledger
+from lightmem_plugin.store.registry import SHORT_KEY_CHARS, Registry, content_key
+from lightmem_plugin.store.sealing import OVERHEAD, TEXT_MARK, Sealer
 from lightmem_plugin.store.session_state import StateStore
 
 BACKENDS = ["embedded", pytest.param("postgresql", marks=pytest.mark.postgres)]

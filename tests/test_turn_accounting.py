@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lightmem_plugin.baseline import Baseline
 from lightmem_plugin.config import Config
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.metering.baseline import Baseline
 from lightmem_plugin.model import Message, Request, TextPart, ToolResultPart
 from lightmem_plugin.pipeline import LightMem
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.ledger import Ledger
+from lightmem_plugin.store.registry import Registry
 
 LOG = "".join(
     f"2026-03-01 10:00:{i % 60:02d} INFO worker {i}: processed batch {i * 7} ok\n" for i in range(400)

@@ -8,7 +8,7 @@ import pkgutil
 import pytest
 
 from lightmem_plugin import wire
-from lightmem_plugin.accounting import detect_api, real_usage
+from lightmem_plugin.metering.accounting import detect_api, real_usage
 from lightmem_plugin.server.proxy import error_body
 from lightmem_plugin.wire.base import WireApi
 

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from lightmem_plugin.errors import UsageError
-from lightmem_plugin.replay import PolicyFactory, SessionPolicy, policy_for
-from lightmem_plugin.retention import MIN_LINE_CHARS, message_text
-from lightmem_plugin.traces.base import Trace
+from lightmem_plugin.measure.replay import PolicyFactory, SessionPolicy, policy_for
+from lightmem_plugin.measure.retention import MIN_LINE_CHARS, message_text
+from lightmem_plugin.measure.traces.base import Trace
 
 ChatMessage = dict[str, Any]
 

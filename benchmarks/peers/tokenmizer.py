@@ -38,8 +38,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from lightmem_plugin.errors import LightMemError  # noqa: E402
-from lightmem_plugin.replay import replay_paths, summarize, trace_files  # noqa: E402
-from lightmem_plugin.traces.base import Trace  # noqa: E402
+from lightmem_plugin.measure.replay import replay_paths, summarize, trace_files  # noqa: E402
+from lightmem_plugin.measure.traces.base import Trace  # noqa: E402
 from peers.task_probe import TaskProbe  # noqa: E402
 
 ChatMessage = dict[str, Any]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..ledger import CallRecord, SessionTotals
+from ..store.ledger import CallRecord, SessionTotals
 
 
 def to_json(data: Any) -> str:

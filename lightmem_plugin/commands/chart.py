@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 from PIL import Image, ImageDraw, ImageFont
 
-from ..ledger import CallRecord
+from ..store.ledger import CallRecord
 
 WIDTH, HEIGHT = 1100, 440
 LEFT, RIGHT, TOP, BOTTOM = 72, 20, 44, 96

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 from ..errors import UsageError
-from ..traces import load_trace
-from ..traces.continuous import chain
+from ..measure.traces import load_trace
+from ..measure.traces.continuous import chain
 from .base import Command, Outcome
 
 

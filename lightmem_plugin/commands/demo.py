@@ -14,11 +14,11 @@ from pathlib import Path
 
 from ..config import Config, data_dir
 from ..eviction.record_store import RecordStore
-from ..ledger import Ledger
+from ..measure.replay import called_tools, replay_paths, summarize
+from ..measure.traces import load_trace
 from ..pipeline import LightMem
 from ..reduction.base import prefers_shell
-from ..replay import called_tools, replay_paths, summarize
-from ..traces import load_trace
+from ..store.ledger import Ledger
 from . import report, visual
 from .base import Command, Outcome
 

@@ -24,13 +24,13 @@ from pathlib import Path
 from ..config import Config, config_in_force, config_path, data_dir, load_config
 from ..errors import ConfigError, LightMemError, StoreError, TokenizerError
 from ..faults import FAULTS_FILE, Fault, FaultSink
-from ..ledger import LEDGER_FILE, Ledger
 from ..pipeline import LightMem
-from ..registry import Registry
-from ..sealing import KEY_ENV, key_path, load_key
-from ..search_index import INDEX_FILE, SearchIndex
-from ..sqlite_store import move_aside
+from ..store.ledger import LEDGER_FILE, Ledger
+from ..store.registry import Registry
+from ..store.sealing import KEY_ENV, key_path, load_key
+from ..store.search_index import INDEX_FILE, SearchIndex
 from ..store.session_state import STATE_FILE, StateStore
+from ..store.sqlite_store import move_aside
 from ..tokens import RANKS_SHA256, ranks_bytes
 from ._disk import disk_failure
 from ._format import to_json

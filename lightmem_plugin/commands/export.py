@@ -16,7 +16,7 @@ from typing import Any
 from ..config import data_dir
 from ..errors import UsageError
 from ..eviction.record_store import LEVELS, RecordStore
-from ..ledger import Ledger
+from ..store.ledger import Ledger
 from ._format import to_json, totals_dict
 from .base import Command, Outcome
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 
-from .. import tenancy
 from ..config import GatewayUser, check_user_name, config_path, load_config, merge_config_keys
 from ..errors import UsageError
+from ..security import tenancy
 from .base import Command, Outcome
 
 ACTIONS = ("add-user", "remove-user", "users")

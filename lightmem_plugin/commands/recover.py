@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 
 from ..errors import RegistryError
-from ..gateway_client import gateway, post
 from ..pipeline import LightMem
-from ..registry import Registry
+from ..server.gateway_client import gateway, post
+from ..store.registry import Registry
 from .base import Command, Outcome
 
 

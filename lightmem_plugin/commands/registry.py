@@ -1,6 +1,6 @@
 """The command registry: every ``lightmem2`` subcommand, in the order ``--help`` and the README list them.
 
-(Not to be confused with :mod:`lightmem_plugin.registry`, the artifact store.)
+(Not to be confused with :mod:`lightmem_plugin.store.registry`, the artifact store.)
 
 To add a command, touch two files:
 

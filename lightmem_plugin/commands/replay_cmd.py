@@ -16,9 +16,9 @@ import json
 import sys
 from pathlib import Path
 
-from ..cachesim import PROVIDERS
 from ..errors import UsageError
-from ..replay import Head, replay_paths, summarize, trace_files
+from ..measure.replay import Head, replay_paths, summarize, trace_files
+from ..metering.cachesim import PROVIDERS
 from .base import Command, Outcome
 
 POLICIES = ("vanilla", "conservative", "normal", "aggressive")

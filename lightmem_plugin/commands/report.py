@@ -5,7 +5,7 @@ rate (the provider's figure when reported, else simulated, marked ``*``), K and 
 tokens evicted and where the prefix broke. Below it: what saved most (each reduction pass by name,
 read off the stubs its outputs show; ``call ids``, the host's long tool call ids read in a few tokens;
 ``eviction``; ``stabilizer``, whose session block can cost more than it saves, shown negative: the
-rows add up to the tokens not sent, see :mod:`lightmem_plugin.savings`), the eviction batches, and
+rows add up to the tokens not sent, see :mod:`lightmem_plugin.metering.savings`), the eviction batches, and
 the "cache killers": every call whose request did not extend the previous one, with the first
 differing message and character and why (a placeholder value, an eviction batch, a pass that changed
 an old message). Without options: the session recorded last.
@@ -19,8 +19,8 @@ from typing import Any
 
 from ..config import Config, config_in_force
 from ..errors import UsageError
-from ..ledger import CallRecord, Ledger, summarize
 from ..store import CallLedger, open_stores
+from ..store.ledger import CallRecord, Ledger, summarize
 from ._format import call_dict, pct, to_json, tokens, totals_dict, where
 from .base import Command, Outcome
 

@@ -20,7 +20,7 @@ from ..eviction.lifecycle import TaskRegistry
 from ..eviction.record_render import render
 from ..eviction.record_store import LEVELS, RecordStore
 from ..eviction.session_record import extract
-from ..traces import load_trace
+from ..measure.traces import load_trace
 from .base import Command, Outcome
 
 

@@ -22,10 +22,10 @@ from typing import Any
 
 from ..config import Config, config_in_force
 from ..errors import RegistryError, UsageError
-from ..gateway_client import gateway, post
-from ..registry import Registry
-from ..search_index import Hit, IndexBase, SearchIndex
+from ..server.gateway_client import gateway, post
 from ..store import open_stores
+from ..store.registry import Registry
+from ..store.search_index import Hit, IndexBase, SearchIndex
 from ._format import to_json
 from .base import Command, Outcome
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import tenancy
 from ..config import Config, ConfigHolder, data_dir
 from ..errors import UsageError
 from ..faults import FAULTS_FILE, FaultSink
-from ..ledger import Ledger, SessionTotals
 from ..pipeline import LightMem
-from ..registry import Registry
+from ..security import tenancy
 from ..store import CallLedger, open_stores
+from ..store.ledger import Ledger, SessionTotals
+from ..store.registry import Registry
 from ._format import pct, size, to_json, tokens, totals_dict
 from .base import Command, Outcome
 

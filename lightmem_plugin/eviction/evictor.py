@@ -36,11 +36,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..codecs.memo import PerObject
 from ..config import EstimatorConfig, EvictionConfig
-from ..error_lines import error_lines
-from ..memo import PerObject
 from ..model import Message, Request, TextPart, ToolCallPart, ToolResultPart
 from ..reduction.dedup import call_base, calls_named, names_no_call
+from ..reduction.error_lines import error_lines
 from ..reduction.linedup import MIN_LINE_CHARS
 from ..tokens import TokenCounter
 from .break_cost import PREFIX, BreakCost
@@ -174,7 +174,7 @@ class Evictor:
         self._sizes: PerObject[Message, int] = PerObject(self._size_of)
         self.last_evicted_tokens = 0
         self.spell: Callable[[str], str] = str  # as the host sent it
-        """How the model reads a host call id in this request (short call ids: :mod:`~..call_ids`); the
+        """How the model reads a host call id in this request (short call ids: :mod:`~lightmem_plugin.prefix.call_ids`); the
         archived text of a batch or a task names each call so, as the context around its stub did."""
         self.remaining_hint: Callable[[int], tuple[float, float]] | None = None
         self.break_cost: BreakCost = PREFIX

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LightMemError, UsageError
-from ..redaction import Redactor
-from ..sealing import Sealer, home_sealer, open_text, seal_text
+from ..security.redaction import Redactor
+from ..store.sealing import Sealer, home_sealer, open_text, seal_text
 from .record_render import RecordLevel
 
 LEVELS: tuple[RecordLevel, ...] = ("critical", "standard", "full")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import xxhash
 
-from ..call_ids import alnum_id
+from ..model import alnum_id
 from .base import shell_hint
 from .linedup import MARKER_RE, LineIndex, marker_calls
 from .search_terms import search_patterns

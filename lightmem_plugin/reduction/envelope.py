@@ -54,7 +54,7 @@ and only the body. Four shapes, two from Codex's ``exec_command``:
 
 - a status line on its own as the first line, then the body (Claude Code's failed ``Bash``:
   ``Exit code 2``, and any host that prints ``Process exited with code N`` first;
-  :func:`~..error_lines.is_status_line`). Measured on the dev Claude Code sessions before this
+  :func:`~lightmem_plugin.reduction.error_lines.is_status_line`). Measured on the dev Claude Code sessions before this
   (``frame_audit.py``, normal mode): 2 of the 11 outputs with a status line reached the model with
   the test-run pass's stub above it, so the result no longer opened with how the command ended.
 
@@ -88,7 +88,7 @@ import re
 from collections.abc import Callable
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public, untyped in typeshed
 
-from ..error_lines import is_status_line
+from .error_lines import is_status_line
 from .spec import PassSpec
 
 _TEXT = re.compile(r"\A((?:[A-Z][^\n]{0,119}\n){1,8}Output:\n)")  # up to 8 short header lines

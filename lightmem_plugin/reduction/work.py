@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .. import error_lines
-from . import truncate
+from . import error_lines, truncate
 from .ansi import strip_ansi
 from .base import STUB_PREFIX, stub
 

@@ -123,7 +123,7 @@ def serve(
 
     from ..config import config_in_force
     from ..pipeline import LightMem
-    from ..redaction import Redactor, install_log_redaction
+    from ..security.redaction import Redactor, install_log_redaction
     from ..store import open_stores
     from .app import create_app
 

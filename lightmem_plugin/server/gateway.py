@@ -1,7 +1,7 @@
 """A team gateway's users: who a request is (its token), and the routes that show a user their own work.
 
 With ``gateway.users`` set, every ``/v1`` and ``/u`` request must carry its user's token in
-``x-lightmem2-token`` (see :mod:`lightmem_plugin.tenancy`): without it, or with a token no user has, the
+``x-lightmem2-token`` (see :mod:`lightmem_plugin.security.tenancy`): without it, or with a token no user has, the
 answer is a 401 in the provider's error shape and nothing reaches the provider. The token header is
 never forwarded; the provider's own key is, untouched, and is never stored. With no users (the loopback
 default) nothing changes: requests need no token and the routes below answer 404.
@@ -32,9 +32,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .. import tenancy
 from ..errors import AccessDenied, ArtifactNotFound, LightMemError, StoreUnavailable
 from ..pipeline import LightMem
+from ..security import tenancy
 from .proxy import Proxy, TooLarge, read_body
 
 PREFIX = "/lightmem2/v1"

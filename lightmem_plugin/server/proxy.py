@@ -36,8 +36,8 @@ from .. import wire
 from ..errors import PayloadError
 from ..faults import on_surface, report
 from ..pipeline import LightMem, Session
+from ..security.tenancy import TOKEN_HEADER, scoped
 from ..store import session_lock
-from ..tenancy import TOKEN_HEADER, scoped
 from .identity import HEADER, session_identity
 from .rewrite import StreamRewriter, body_usage
 from .sse import json_bytes, json_value

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..placeholders import restore_json, restore_text
+from ..prefix.placeholders import restore_json, restore_text
 from .rewrite import JSON, StreamRewriter, restore_response_item
 from .sse import Event, StreamRestorer, encode_json_event
 

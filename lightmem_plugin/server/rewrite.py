@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from ..placeholders import restore_json, restore_text
+from ..prefix.placeholders import restore_json, restore_text
 from .sse import Event, SSEParser, StreamRestorer, encode_json_event
 
 JSON = dict[str, Any]

@@ -278,7 +278,7 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
     @guarded
     async def search(request: Request) -> Response:
         from ..commands import search as search_cmd
-        from ..mcp_search import bounded
+        from ..mcp_server.search import bounded
 
         def find(query: str, limit: int) -> str:
             with get_proxy().plugin.searching() as index:  # the stores' index

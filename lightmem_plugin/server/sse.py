@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from ..placeholders import PLACEHOLDER_RE, restore_text
+from ..prefix.placeholders import PLACEHOLDER_RE, restore_text
 
 _DIGIT_MARKS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
 """Every digit to ``0``, every other byte to a space (a run of digits is then a run of ``0``)."""

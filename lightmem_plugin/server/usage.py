@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..accounting import RealUsage, real_usage
+from ..metering.accounting import RealUsage, real_usage
 from ..pipeline import Session
 
 __all__ = ["RealUsage", "UsageBook", "real_usage", "record_usage"]

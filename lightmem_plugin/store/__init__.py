@@ -1,12 +1,12 @@
 """Where sessions' state and the ledger live: the embedded default, or a shared PostgreSQL.
 
 ``store.url`` unset (the default): files and SQLite in the data dir, as always
-(:class:`~lightmem_plugin.store.session_state.StateStore`, :class:`~lightmem_plugin.ledger.Ledger`).
+(:class:`~lightmem_plugin.store.session_state.StateStore`, :class:`~lightmem_plugin.store.ledger.Ledger`).
 ``store.url = "postgresql://user@host/db"``: every ``lightmem2 serve`` process on that database serves
 the same sessions as one would (:mod:`.postgres`, artifacts in :mod:`.pg_artifacts`, the search index
 in :mod:`.pg_search`; needs ``pip install 'lightmem2[team]'``). The interface both implement is in
-:mod:`.base`; the artifact registry's is :class:`~lightmem_plugin.registry.Registry` itself (the
-database one subclasses it), the search index's :class:`~lightmem_plugin.search_index.IndexBase`.
+:mod:`.base`; the artifact registry's is :class:`~lightmem_plugin.store.registry.Registry` itself (the
+database one subclasses it), the search index's :class:`~lightmem_plugin.store.search_index.IndexBase`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from .sealed_values import StateCipher
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..registry import Registry
-    from ..search_index import IndexBase
+    from .registry import Registry
+    from .search_index import IndexBase
 
 __all__ = ["CallLedger", "SessionStates", "Stores", "open_stores", "session_lock", "store_trouble"]
 
@@ -47,7 +47,7 @@ class Stores:
         if self._index is None:
             backend = getattr(self.states, "backend", None)
             if backend is None:
-                from ..search_index import SearchIndex
+                from .search_index import SearchIndex
 
                 self._index = SearchIndex.default()
             else:
@@ -88,7 +88,7 @@ def open_stores(config: Config) -> Stores:
     """
     url = config.store.url
     if not url:
-        from ..ledger import Ledger
+        from .ledger import Ledger
         from .session_state import StateStore
 
         try:

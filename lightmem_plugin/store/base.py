@@ -1,7 +1,7 @@
 """The storage interface: what the pipeline needs of each store, whatever holds it.
 
 Two backends implement it: the embedded default (files and SQLite in the data dir:
-:class:`~lightmem_plugin.store.session_state.StateStore`, :class:`~lightmem_plugin.ledger.Ledger`) and
+:class:`~lightmem_plugin.store.session_state.StateStore`, :class:`~lightmem_plugin.store.ledger.Ledger`) and
 PostgreSQL (:mod:`.postgres`), chosen by ``store.url``. The pipeline and the proxy see only these
 protocols, so a backend never leaks into what the model is sent (DESIGN I1): both must return the same
 values for the same writes, which the tests check on both.
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..ledger import CallRecord, SessionTotals
+    from .ledger import CallRecord, SessionTotals
 
 APPEND_ONLY = ("memo", "images", "dedup_first", "dedup_repeats", "dedup_spellings", "lines")
 """The insert-only maps of a session's state (see :mod:`lightmem_plugin.store.session_state`)."""
@@ -91,7 +91,7 @@ class SessionStates(Protocol):
 
 
 class CallLedger(Protocol):
-    """Per-call accounting rows (see :mod:`lightmem_plugin.ledger`)."""
+    """Per-call accounting rows (see :mod:`lightmem_plugin.store.ledger`)."""
 
     where: str
 

@@ -1,6 +1,6 @@
 """The artifact registry in PostgreSQL: every process of a gateway recovers what any of them archived.
 
-Same contract as the file registry (:class:`~lightmem_plugin.registry.Registry`, whose policy it
+Same contract as the file registry (:class:`~lightmem_plugin.store.registry.Registry`, whose policy it
 reuses): the key is the xxh3-128 of the archived plaintext, the bytes are stored sealed (or redacted
 without an archive key) and verified against the key on every read, so ``recover`` is byte-exact.
 Storing a key twice is free. Least recently used goes first when the store is over ``maxBytes``; what
@@ -17,8 +17,8 @@ from typing import Any
 import psycopg
 
 from ..errors import ArtifactNotFound
-from ..registry import Registry
 from .postgres import PgBackend
+from .registry import Registry
 
 GC_LOCK = 0x6C6D3267  # one collector at a time across the fleet
 

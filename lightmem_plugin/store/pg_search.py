@@ -1,7 +1,7 @@
 """The search index in PostgreSQL: every process of a team gateway searches what any of them archived.
 
-Same contract as the SQLite index (:class:`~lightmem_plugin.search_index.SearchIndex`, whose query
-semantics it inherits from :class:`~lightmem_plugin.search_index.IndexBase`): one row per non-blank
+Same contract as the SQLite index (:class:`~lightmem_plugin.store.search_index.SearchIndex`, whose query
+semantics it inherits from :class:`~lightmem_plugin.store.search_index.IndexBase`): one row per non-blank
 line (``lm_search_lines``), numbered as ``str.splitlines`` numbers them and clipped to
 ``MAX_LINE_CHARS``, redacted; an artifact belongs to the sessions that archived it
 (``lm_search_docs``) and its lines are stored once per key (``lm_search_keys``, whose insert decides
@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from ..errors import StoreError
-from ..search_index import (
+from .postgres import PgBackend
+from .search_index import (
     REGEX_SCAN_LINES,
     IndexBase,
     Row,
@@ -41,10 +42,9 @@ from ..search_index import (
     readable,
     storable,
 )
-from .postgres import PgBackend
 
 if TYPE_CHECKING:
-    from ..registry import Registry
+    from .registry import Registry
 
 _LEXEME = re.compile(r"[^\W_]+")  # FTS5 unicode61's tokens: runs of letters and digits
 MAX_LEXEME_CHARS = 500
@@ -77,7 +77,7 @@ def phrase(text: str, prefix: bool) -> str | None:
 
 def literal_tsquery(terms: list[str]) -> str | None:
     """Lines holding every term, each as a phrase whose last word is a prefix (as the SQLite index's
-    :func:`~lightmem_plugin.search_index.literal_match`); None when no term has a letter or digit."""
+    :func:`~lightmem_plugin.store.search_index.literal_match`); None when no term has a letter or digit."""
     parts = [p for p in (phrase(t, prefix=True) for t in terms) if p is not None]
     return " & ".join(f"({p})" for p in parts) or None
 
@@ -181,7 +181,7 @@ def _line_text(line: str) -> str:
 
 
 class PgSearchIndex(IndexBase):
-    """:class:`~lightmem_plugin.search_index.IndexBase` in PostgreSQL, on the stores' pool."""
+    """:class:`~lightmem_plugin.store.search_index.IndexBase` in PostgreSQL, on the stores' pool."""
 
     errors = (psycopg.Error, StoreError, OSError)
 

@@ -42,8 +42,8 @@ from psycopg.rows import TupleRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailable
-from ..ledger import _COLUMNS, CallRecord, LedgerReads, _record, _redacted, _row
 from .base import StoredSession
+from .ledger import _COLUMNS, CallRecord, LedgerReads, _record, _redacted, _row
 from .sealed_values import StateCipher
 from .session_state import blob_rows, entry_rows, load_rows, lock_key, stale
 

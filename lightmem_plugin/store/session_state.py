@@ -44,11 +44,11 @@ import xxhash
 
 from ..config import data_dir
 from ..errors import StaleState
-from ..sqlite_store import open_private_db
 from .base import APPEND_ONLY as APPEND_ONLY  # re-exported: the maps of a session
 from .base import SessionStates
 from .base import StoredSession as StoredSession  # re-exported: callers import it from here
 from .sealed_values import StateCipher, dump
+from .sqlite_store import open_private_db
 
 STATE_FILE = "sessions.sqlite3"
 STATE_VERSION = 1

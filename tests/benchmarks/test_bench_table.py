@@ -39,7 +39,7 @@ from readme_table import (  # noqa: E402
     render_continuous,
 )
 
-from lightmem_plugin.traces import load_trace  # noqa: E402
+from lightmem_plugin.measure.traces import load_trace  # noqa: E402
 
 SWE = ("deepseek_reasoner_dev__pvlib__pvlib-python-1707.json.gz",)
 CLAUDE = ("tool_heavy.jsonl.gz", "short.jsonl.gz")

@@ -17,9 +17,9 @@ from baselines import keep_last  # noqa: E402
 from peers.task_probe import TaskProbe, task_lines, task_statement  # noqa: E402
 
 from lightmem_plugin.errors import UsageError  # noqa: E402
-from lightmem_plugin.replay import Vanilla, replay_paths, replay_trace, summarize  # noqa: E402
-from lightmem_plugin.traces import load_trace  # noqa: E402
-from lightmem_plugin.traces.base import Trace, TraceCall  # noqa: E402
+from lightmem_plugin.measure.replay import Vanilla, replay_paths, replay_trace, summarize  # noqa: E402
+from lightmem_plugin.measure.traces import load_trace  # noqa: E402
+from lightmem_plugin.measure.traces.base import Trace, TraceCall  # noqa: E402
 
 TRACE = ROOT / "tests" / "data" / "deepseek_reasoner_dev__pvlib__pvlib-python-1707.json.gz"
 Msg = dict[str, Any]

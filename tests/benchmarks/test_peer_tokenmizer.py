@@ -31,8 +31,8 @@ from peers.tokenmizer import (  # noqa: E402
     replay_tokenmizer,
 )
 
-from lightmem_plugin.replay import replay_paths, summarize  # noqa: E402
-from lightmem_plugin.traces import load_trace  # noqa: E402
+from lightmem_plugin.measure.replay import replay_paths, summarize  # noqa: E402
+from lightmem_plugin.measure.traces import load_trace  # noqa: E402
 
 TRACE = ROOT / "tests" / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from ledger_rows import fill, realistic_sessions
 
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.store.ledger import Ledger
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ except where a prefix break happened.
 
 from __future__ import annotations
 
-from lightmem_plugin.ledger import CallRecord, Ledger, k_cost
+from lightmem_plugin.store.ledger import CallRecord, Ledger, k_cost
 
 HEAD_TOKENS = 2400
 TRIGGER = {"conservative": 1000, "normal": 550, "aggressive": 350}

@@ -13,7 +13,7 @@ import pytest
 from lightmem_plugin.commands import doctor
 from lightmem_plugin.commands._hosts import HOSTS, Probe, check_host, http_get, parse_version, run_command
 from lightmem_plugin.errors import ConfigError, TokenizerError
-from lightmem_plugin.ledger import CallRecord, Ledger
+from lightmem_plugin.store.ledger import CallRecord, Ledger
 
 
 class FakeMachine:

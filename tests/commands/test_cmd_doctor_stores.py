@@ -12,8 +12,8 @@ import pytest
 from lightmem_plugin.cli import main
 from lightmem_plugin.commands import status as status_cmd
 from lightmem_plugin.config import Config
-from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.store.ledger import Ledger
 
 STORES = ["ledger.sqlite3", "sessions.sqlite3", "search.sqlite3", "faults.sqlite3"]
 

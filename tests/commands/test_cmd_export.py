@@ -14,7 +14,7 @@ from search_replay import Replayed, replay
 from lightmem_plugin.commands import export
 from lightmem_plugin.errors import UsageError
 from lightmem_plugin.eviction.record_store import RecordStore
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.store.ledger import Ledger
 
 # a full-level rendering with every section, as record_render writes it
 FULL = """Session record (turn 42):
@@ -127,7 +127,7 @@ from pathlib import Path
 from ledger_rows import make_session
 from search_replay import replay
 from lightmem_plugin.commands import export
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.store.ledger import Ledger
 with tempfile.TemporaryDirectory() as d:
     run = replay(Path(d) / "replay")
     with Ledger(Path(d) / "ledger.sqlite3") as led:

@@ -8,7 +8,7 @@ from crossproc import SEEDS, outputs
 
 from lightmem_plugin.commands import report
 from lightmem_plugin.errors import UsageError
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.store.ledger import Ledger
 
 
 def test_table_has_one_row_per_call(ledger: Ledger) -> None:
@@ -102,7 +102,7 @@ import sys, tempfile
 from pathlib import Path
 from ledger_rows import fill, realistic_sessions
 from lightmem_plugin.commands import report
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.store.ledger import Ledger
 with tempfile.TemporaryDirectory() as d, Ledger(Path(d) / "ledger.sqlite3") as led:
     fill(led, realistic_sessions())
     text = report.run(led, all_sessions=True) + "\\n---\\n" + report.run(led, all_sessions=True, as_json=True)

@@ -9,8 +9,8 @@ from lightmem_plugin.commands import resume
 from lightmem_plugin.config import data_dir
 from lightmem_plugin.errors import UsageError
 from lightmem_plugin.eviction.record_store import RecordStore
+from lightmem_plugin.measure.traces import load_trace
 from lightmem_plugin.pipeline import LightMem
-from lightmem_plugin.traces import load_trace
 
 TRACE = (
     Path(__file__).resolve().parents[1] / "data" / "deepseek_reasoner_dev__pvlib__pvlib-python-1707.json.gz"

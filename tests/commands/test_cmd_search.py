@@ -14,9 +14,9 @@ from search_replay import Replayed, replay
 
 from lightmem_plugin.commands import recover, search
 from lightmem_plugin.errors import UsageError
-from lightmem_plugin.mcp_search import MAX_CHARS, TOOL, bounded
 from lightmem_plugin.mcp_server import build_server
-from lightmem_plugin.search_index import SearchIndex
+from lightmem_plugin.mcp_server.search import MAX_CHARS, TOOL, bounded
+from lightmem_plugin.store.search_index import SearchIndex
 
 # a line of pydicom/config.py as the agent's `cat` printed it (archived during the session)
 NEEDLE = "logger = logging.getLogger('pydicom')"
@@ -139,7 +139,7 @@ def test_bounded(size: int) -> None:
 
 def test_doctor_fix_rebuilds_a_stale_index(tmp_path: Path) -> None:
     from lightmem_plugin.commands.search import fix_index
-    from lightmem_plugin.registry import Registry
+    from lightmem_plugin.store.registry import Registry
 
     reg = Registry(tmp_path / "artifacts")
     reg.put(b"alpha line\nthe needle is here\n")

@@ -8,9 +8,9 @@ import pytest
 from lightmem_plugin.commands import status
 from lightmem_plugin.config import Config
 from lightmem_plugin.errors import UsageError
-from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.reduction import passes
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.ledger import Ledger
+from lightmem_plugin.store.registry import Registry
 
 
 @pytest.fixture

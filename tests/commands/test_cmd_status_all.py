@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from ledger_rows import make_session
 
-from lightmem_plugin import tenancy
 from lightmem_plugin.commands import report, status
 from lightmem_plugin.config import Config
 from lightmem_plugin.errors import UsageError
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.security import tenancy
 from lightmem_plugin.store import open_stores
+from lightmem_plugin.store.ledger import Ledger
 
 
 @pytest.fixture(params=["embedded", pytest.param("postgres", marks=pytest.mark.postgres)])

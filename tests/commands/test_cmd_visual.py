@@ -11,7 +11,7 @@ from PIL import Image
 from lightmem_plugin.commands import visual
 from lightmem_plugin.commands.chart import HEIGHT, WIDTH, layout
 from lightmem_plugin.errors import UsageError
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.store.ledger import Ledger
 
 CHROMIUM = Path("/usr/bin/chromium")
 needs_chromium = pytest.mark.skipif(

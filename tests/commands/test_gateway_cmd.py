@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from lightmem_plugin import tenancy
 from lightmem_plugin.commands import gateway
 from lightmem_plugin.config import load_config
 from lightmem_plugin.errors import UsageError
+from lightmem_plugin.security import tenancy
 
 
 def test_add_user_prints_the_token_once_and_keeps_its_digest(isolated_home: Path) -> None:

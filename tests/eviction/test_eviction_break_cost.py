@@ -11,7 +11,7 @@ from eviction_helpers import module
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.break_cost import ANTHROPIC, PREFIX, break_cost
 from lightmem_plugin.pipeline import LightMem
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.registry import Registry
 
 
 def test_a_prefix_break_invalidates_what_follows_it_and_an_anthropic_one_every_message() -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from lightmem_plugin.config import Config
+from lightmem_plugin.measure.traces import load_trace
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
-from lightmem_plugin.registry import Registry
-from lightmem_plugin.traces import load_trace
+from lightmem_plugin.store.registry import Registry
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TRACE = DATA / "deepseek_reasoner_dev__pvlib__pvlib-python-1707.json.gz"

@@ -16,16 +16,16 @@ from lightmem_plugin.eviction.collapse import short_goal
 from lightmem_plugin.eviction.goals import finished_tasks, goal_tasks, is_goal
 from lightmem_plugin.eviction.heuristic import HeuristicEstimator
 from lightmem_plugin.eviction.horizon import remaining_in_session, remaining_in_task
+from lightmem_plugin.measure.replay import LightMemPolicy
+from lightmem_plugin.measure.retention import RetentionTracker
+from lightmem_plugin.measure.traces import load_trace
+from lightmem_plugin.measure.traces.continuous import chain
 from lightmem_plugin.model import Message, TextPart, ToolResultPart
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
-from lightmem_plugin.registry import Registry
-from lightmem_plugin.replay import LightMemPolicy
-from lightmem_plugin.retention import RetentionTracker
-from lightmem_plugin.search_index import SearchIndex
+from lightmem_plugin.store.registry import Registry
+from lightmem_plugin.store.search_index import SearchIndex
 from lightmem_plugin.store.session_state import StateStore
-from lightmem_plugin.traces import load_trace
-from lightmem_plugin.traces.continuous import chain
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SWE = [
@@ -320,7 +320,7 @@ def test_the_collapsed_request_is_valid_on_the_messages_api(tmp_path: Path) -> N
 
 def test_report_names_the_batch_that_collapsed_a_task(tmp_path: Path) -> None:
     from lightmem_plugin.commands.report import session_text
-    from lightmem_plugin.ledger import Ledger
+    from lightmem_plugin.store.ledger import Ledger
 
     ledger = Ledger(tmp_path / "ledger.sqlite3")
     lm = LightMem(config=Config(mode="aggressive"), registry=Registry(tmp_path / "reg"), ledger=ledger)

@@ -47,8 +47,8 @@ def test_the_record_of_a_continuous_session_names_each_finished_task(tmp_path: P
     import json
 
     from lightmem_plugin.commands.resume import from_trace
-    from lightmem_plugin.traces import load_trace
-    from lightmem_plugin.traces.continuous import chain
+    from lightmem_plugin.measure.traces import load_trace
+    from lightmem_plugin.measure.traces.continuous import chain
 
     data = Path(__file__).resolve().parents[1] / "data"
     sources = [

@@ -17,7 +17,7 @@ from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.evictor import Evictor
 from lightmem_plugin.pipeline import LightMem, Session
 from lightmem_plugin.reduction.kinds import ToolCall
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.registry import Registry
 
 
 def started(tmp_path: Path, remaining: int, modules: int) -> tuple[Session, Host]:

@@ -61,7 +61,7 @@ def test_claude_codes_notes_are_no_goals_and_an_interruption_does_not_finish_the
     mode made on the Claude Code traces archived unfinished work as finished. What the user says after
     stopping the agent redirects the same task, in its own message or in the note's."""
     from lightmem_plugin.eviction.goals import goal_words, is_goal
-    from lightmem_plugin.retention import last_goal
+    from lightmem_plugin.measure.retention import last_goal
 
     assert goal_words(NOTICE) == "" and not is_goal(
         text("user", "[Request interrupted by user for tool use]")
@@ -86,7 +86,7 @@ def test_a_nudge_to_go_on_continues_the_task() -> None:
     a goal, it closed the task: aggressive mode archived the unfinished work as "task 1 finished" and
     the spec and test file the agent went on using left with it."""
     from lightmem_plugin.eviction.goals import continues
-    from lightmem_plugin.retention import last_goal
+    from lightmem_plugin.measure.retention import last_goal
 
     work = [call("c1", "bd show spotter-dov.1"), result("c1", "spec: attach_computer ...")]
     for nudge in ("continue", "Continue.", "ok, keep going", "please continue", "go ahead"):

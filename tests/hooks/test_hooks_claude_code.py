@@ -133,9 +133,9 @@ def test_a_repeated_output_refers_to_the_first_call_across_hook_processes(isolat
         "[lightmem2: identical to an earlier tool output in this conversation ("
     )
     # Claude Code sent to our serve (its settings' env, which hooks inherit): the proxy respells the ids
-    from lightmem_plugin.call_ids import short_id
     from lightmem_plugin.config import load_config
     from lightmem_plugin.hooks.serve_ctl import base_url
+    from lightmem_plugin.prefix.call_ids import short_id
 
     with pytest.MonkeyPatch.context() as env:
         env.setenv("ANTHROPIC_BASE_URL", base_url(load_config()))

@@ -107,7 +107,7 @@ def test_xml_frame_keeps_the_return_code_when_the_body_repeats_earlier_lines() -
     """Before, the whole text went to the repeat pass: ``<returncode>1</returncode>`` was a line seen
     many times before, so it was folded into ``[lightmem2 repeat: lines 1:33 ...]`` with the body and
     the model could not tell a failed command from one that worked (484 of 4,598 swe outputs)."""
-    from lightmem_plugin.fidelity import changed_lines
+    from lightmem_plugin.measure.fidelity import changed_lines
 
     session = LightMem(Config()).session("s")
     session.ingest_tool_result("call_1", _framed(0, "header of the first view\n" + VIEW))

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin.config import ReductionConfig
-from lightmem_plugin.fidelity import changed_lines
+from lightmem_plugin.measure.fidelity import changed_lines
 from lightmem_plugin.reduction.base import PassContext, stub_keys
 from lightmem_plugin.reduction.jsonsum import ITEMS, line_places, parse, score_lines
 from lightmem_plugin.reduction.reduce import reduce_text

@@ -8,9 +8,9 @@ import re
 import pytest
 
 from lightmem_plugin.config import FILE_VIEW_CHARS, ReductionConfig
-from lightmem_plugin.error_lines import is_error_line
 from lightmem_plugin.reduction import logsum
 from lightmem_plugin.reduction.base import STUB_RE, PassContext
+from lightmem_plugin.reduction.error_lines import is_error_line
 from lightmem_plugin.reduction.kinds import ToolCall, classify, kind_of_command
 from lightmem_plugin.reduction.reduce import reduce_text
 

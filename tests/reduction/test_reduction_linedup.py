@@ -12,7 +12,7 @@ from lightmem_plugin.config import Config
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
 from lightmem_plugin.reduction.linedup import LineIndex
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.registry import Registry
 
 CODE = "\n".join(f"    def method_{i}(self, value):  # line {i}" for i in range(40))
 
@@ -104,7 +104,7 @@ def test_a_truncation_after_repeat_markers_names_the_original() -> None:
     from lightmem_plugin.reduction.base import PassContext
     from lightmem_plugin.reduction.dedup import Repeats, apply
     from lightmem_plugin.reduction.reduce import reduce_text
-    from lightmem_plugin.registry import content_key
+    from lightmem_plugin.store.registry import content_key
 
     store: dict[str, bytes] = {}
     cfg = ReductionConfig()
@@ -195,7 +195,7 @@ def test_a_rerun_that_fails_the_same_way_keeps_its_traceback_in_place() -> None:
     """A run of repeated lines never stands for an error line or a frame's code line: before, a re-run
     showed "[lightmem2 repeat: lines 2:14 ...]" where its frames and exception were (88 of the 426 swe
     outputs with error lines), which says neither which output nor that the error is still there."""
-    from lightmem_plugin.error_lines import error_lines
+    from lightmem_plugin.reduction.error_lines import error_lines
 
     idx = LineIndex()
     setup = "".join(f"setting up fixture number {i} for the run\n" for i in range(12))

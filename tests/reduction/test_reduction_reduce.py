@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin.config import ALL_PASSES, LOSSLESS_PASSES, ModeTable, PassName, ReductionConfig
-from lightmem_plugin.error_lines import is_error_line
 from lightmem_plugin.reduction.base import STUB_PREFIX, STUB_RE, PassContext, stub_keys
+from lightmem_plugin.reduction.error_lines import is_error_line
 from lightmem_plugin.reduction.reduce import MIN_SAVING, reduce_text
 
 DATA = Path(__file__).resolve().parent.parent / "data"

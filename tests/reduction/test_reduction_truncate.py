@@ -97,7 +97,7 @@ def test_select_never_exceeds_its_budget(
 def test_a_line_too_long_to_keep_whole_shares_its_line_with_the_stub() -> None:
     """The kept start and end of a cut line sit on the stub's line, so the model sees that the line goes
     on; before, the start stood alone and read as a whole line (a JSON array or URL cut short)."""
-    from lightmem_plugin.fidelity import changed_lines
+    from lightmem_plugin.measure.fidelity import changed_lines
     from lightmem_plugin.reduction.work import Work, cut, render
 
     lines = [

@@ -16,7 +16,7 @@ from lightmem_plugin.config import Config
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
 from lightmem_plugin.reduction.linedup import MARKER_RE
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.registry import Registry
 from lightmem_plugin.store.session_state import StateStore
 
 HOST_IDS = {"stabilizer": {"shortCallIds": False}}

@@ -12,7 +12,7 @@ from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
 from lightmem_plugin.reduction.kinds import ToolCall
 from lightmem_plugin.reduction.verbatim import passes_verbatim
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.registry import Registry
 
 LOG = "".join(
     f"2026-03-01 10:00:{i % 60:02d} INFO worker {i}: processed batch {i * 7} ok\n" for i in range(300)

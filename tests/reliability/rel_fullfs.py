@@ -23,9 +23,9 @@ from rel_convo import head, tool_output, turn
 
 from lightmem_plugin.commands.doctor import check_registry
 from lightmem_plugin.config import Config
-from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
+from lightmem_plugin.store.ledger import Ledger
 
 
 def main() -> None:

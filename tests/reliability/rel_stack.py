@@ -15,9 +15,9 @@ from fake_upstream import FakeUpstream
 from server_harness import ServerThread
 
 from lightmem_plugin.config import Config, config_path
-from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.server.app import create_app
+from lightmem_plugin.store.ledger import Ledger
 
 __all__ = ["FakeUpstream", "ServerThread", "Stack", "ledger_stack"]
 

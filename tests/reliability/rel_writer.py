@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from lightmem_plugin.ledger import CallRecord, Ledger
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.ledger import CallRecord, Ledger
+from lightmem_plugin.store.registry import Registry
 
 SIZES = (64, 700, 4_000, 20_000)
 

@@ -18,9 +18,9 @@ from rel_convo import calls, tool_output
 from rel_stack import ledger_stack
 
 from lightmem_plugin.config import Config
-from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
+from lightmem_plugin.store.ledger import Ledger
 
 SESSIONS = 8
 TURNS = 6

@@ -26,8 +26,8 @@ import pytest
 from rel_writer import payload, record
 
 from lightmem_plugin.errors import ArtifactCorrupt, ArtifactNotFound
-from lightmem_plugin.ledger import Ledger
-from lightmem_plugin.registry import KEY_RE, Registry, content_key
+from lightmem_plugin.store.ledger import Ledger
+from lightmem_plugin.store.registry import KEY_RE, Registry, content_key
 
 WRITER = Path(__file__).with_name("rel_writer.py")
 WRITERS = 4

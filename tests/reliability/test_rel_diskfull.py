@@ -25,10 +25,10 @@ from lightmem_plugin.commands import doctor
 from lightmem_plugin.commands._hosts import Probe
 from lightmem_plugin.config import Config
 from lightmem_plugin.errors import RegistryError
-from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.ledger import Ledger
+from lightmem_plugin.store.registry import Registry
 
 SCRIPT = Path(__file__).with_name("rel_fullfs.py")
 

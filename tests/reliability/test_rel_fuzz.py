@@ -34,7 +34,7 @@ from lightmem_plugin.reduction.base import PassContext, stub_keys
 from lightmem_plugin.reduction.dedup import DedupIndex
 from lightmem_plugin.reduction.images import reduce_image
 from lightmem_plugin.reduction.reduce import reduce_text
-from lightmem_plugin.registry import Registry
+from lightmem_plugin.store.registry import Registry
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")

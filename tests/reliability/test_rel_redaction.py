@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from rel_secrets import NEGATIVES, SAMPLES, all_secrets_text
 
 from lightmem_plugin.errors import ConfigError
-from lightmem_plugin.redaction import KINDS, Redactor
-from lightmem_plugin.redaction_rules import RULES
+from lightmem_plugin.security.redaction import KINDS, Redactor
+from lightmem_plugin.security.redaction_rules import RULES
 
 R = Redactor()
 

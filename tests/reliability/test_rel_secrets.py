@@ -27,12 +27,12 @@ from rel_secrets import SAMPLES, all_secrets_text
 from rel_stack import ServerThread, ledger_stack
 
 from lightmem_plugin.config import Config
-from lightmem_plugin.ledger import Ledger
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import PassContext, stub_keys
 from lightmem_plugin.reduction.reduce import reduce_text
-from lightmem_plugin.registry import KEY_RE, NAMES_DIR
-from lightmem_plugin.sealing import MAGIC
+from lightmem_plugin.store.ledger import Ledger
+from lightmem_plugin.store.registry import KEY_RE, NAMES_DIR
+from lightmem_plugin.store.sealing import MAGIC
 
 API_KEYS = {
     "anthropic": "sk-ant-api03-" + "Q" * 40 + "planted-anthropic-header-key-AA",
@@ -227,7 +227,7 @@ def test_a_failing_pass_does_not_write_the_secret_it_quotes_into_the_ledger(isol
 def test_reduction_archives_through_the_redactor_only(tmp_path: Path) -> None:
     """A pass gets only the registry's ``put``, which redacts when it cannot seal: there is no way to
     archive a plaintext secret."""
-    from lightmem_plugin.registry import Registry
+    from lightmem_plugin.store.registry import Registry
 
     reg = Registry(tmp_path / "r")
     cfg = Config()

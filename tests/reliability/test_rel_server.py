@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from lightmem_plugin.config import Config
-from lightmem_plugin.redaction import LogRedactor, install_log_redaction
+from lightmem_plugin.security.redaction import LogRedactor, install_log_redaction
 from lightmem_plugin.server import serve
 
 KEY_OPENAI = "sk-proj-" + "K" * 30 + "loggedkey0123456789"

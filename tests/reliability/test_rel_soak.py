@@ -26,7 +26,7 @@ import httpx
 import pytest
 from rel_convo import calls
 
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.store.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "server" / "fake_upstream.py"

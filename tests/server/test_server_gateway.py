@@ -23,11 +23,11 @@ from fake_upstream import FakeUpstream
 from server_harness import ServeProcess, ServerThread
 
 from lightmem_plugin.config import Config
+from lightmem_plugin.measure.traces import load_trace
 from lightmem_plugin.reduction.base import STUB_RE
-from lightmem_plugin.registry import Registry, content_key
-from lightmem_plugin.sealing import KEY_ENV, Sealer
 from lightmem_plugin.store import open_stores
-from lightmem_plugin.traces import load_trace
+from lightmem_plugin.store.registry import Registry, content_key
+from lightmem_plugin.store.sealing import KEY_ENV, Sealer
 
 pytestmark = pytest.mark.postgres
 

@@ -19,11 +19,11 @@ from fake_upstream import FakeUpstream
 from server_harness import ServeProcess, ServerThread
 from test_server_gateway import ARCHIVE_KEY
 
-from lightmem_plugin import tenancy
+from lightmem_plugin.measure.traces import load_trace
 from lightmem_plugin.reduction.base import STUB_RE
-from lightmem_plugin.registry import content_key
-from lightmem_plugin.sealing import KEY_ENV
-from lightmem_plugin.traces import load_trace
+from lightmem_plugin.security import tenancy
+from lightmem_plugin.store.registry import content_key
+from lightmem_plugin.store.sealing import KEY_ENV
 
 pytestmark = pytest.mark.postgres
 

@@ -21,17 +21,17 @@ import pytest
 from fake_upstream import FakeUpstream
 from server_harness import ServerThread
 
-from lightmem_plugin import gateway_client, tenancy
 from lightmem_plugin.commands import recover, search
 from lightmem_plugin.errors import ArtifactNotFound, UsageError
-from lightmem_plugin.mcp_search import TOOL as SEARCH_TOOL
 from lightmem_plugin.mcp_server import TOOL, build_server
+from lightmem_plugin.mcp_server.search import TOOL as SEARCH_TOOL
+from lightmem_plugin.measure.traces import load_trace
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import STUB_RE
-from lightmem_plugin.registry import content_key
-from lightmem_plugin.server import serve
+from lightmem_plugin.security import tenancy
+from lightmem_plugin.server import gateway_client, serve
 from lightmem_plugin.server.app import create_app
-from lightmem_plugin.traces import load_trace
+from lightmem_plugin.store.registry import content_key
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"

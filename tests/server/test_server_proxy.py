@@ -430,8 +430,8 @@ def test_a_host_that_hangs_up_after_the_usage_event_still_gets_its_call_recorded
     """Seen in the Codex 0.169 wire e2e (gpt-5.5), now and then: one ledger row of eleven had no provider
     usage. The host closes the stream once it has the final event, so the relay never reached its end,
     where the usage was recorded; the provider had billed the call all the same."""
-    from lightmem_plugin.ledger import Ledger
     from lightmem_plugin.server.app import create_app as make_app
+    from lightmem_plugin.store.ledger import Ledger
 
     fake = FakeUpstream()
     with ServerThread(fake.app) as up:

@@ -15,7 +15,7 @@ import httpx
 from fake_upstream import FakeUpstream
 from server_harness import ServeProcess, ServerThread
 
-from lightmem_plugin.traces import load_trace
+from lightmem_plugin.measure.traces import load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"

@@ -188,7 +188,7 @@ def test_search_finds_an_archived_line_for_the_agent_tool(sidecar: Any) -> None:
 
 def test_a_whole_turn_is_recorded_per_model_call(isolated_home: Path) -> None:
     """assemble with wholeTurn, then the turn's calls: one ledger row each, with the usage reported."""
-    from lightmem_plugin.ledger import Ledger
+    from lightmem_plugin.store.ledger import Ledger
 
     ledger = Ledger(isolated_home / "turns.sqlite3")
     plugin = LightMem(Config(), ledger=ledger)
@@ -267,7 +267,7 @@ def test_a_search_query_with_a_lone_surrogate_is_a_400_not_a_500(sidecar: Any) -
 def test_a_session_id_with_a_lone_surrogate_is_a_400_not_a_500(isolated_home: Path) -> None:
     """Found by the wire fuzz suite: with a ledger, a session id that UTF-8 cannot encode raised inside
     the ledger's query (500)."""
-    from lightmem_plugin.ledger import Ledger
+    from lightmem_plugin.store.ledger import Ledger
 
     plugin = LightMem(Config(), ledger=Ledger(isolated_home / "ledger.sqlite3"))
     with ServerThread(create_app(plugin)) as srv, httpx.Client(base_url=srv.url, timeout=10) as c:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lightmem_plugin.placeholders import restore_json, restore_text
+from lightmem_plugin.prefix.placeholders import restore_json, restore_text
 from lightmem_plugin.server.sse import SSEParser, StreamRestorer, encode_event, json_bytes, json_value
 
 VALUES = {"WORKDIR": "/home/alice/proj", "TIMESTAMP": "2026-03-01T10:00:00Z", "UUID": "u-1", "UUID_2": "u-2"}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lightmem_plugin.errors import TraceError
-from lightmem_plugin.traces import load_trace
+from lightmem_plugin.measure.traces import load_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from lightmem_plugin.errors import TraceError
-from lightmem_plugin.traces import load_trace
+from lightmem_plugin.measure.traces import load_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SESSION = DATA / "deepseek_reasoner_dev__pvlib__pvlib-python-1707.json.gz"

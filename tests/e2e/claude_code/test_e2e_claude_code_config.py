@@ -44,7 +44,7 @@ from server_harness import ServerThread, free_port
 from lightmem_plugin.config import Config
 from lightmem_plugin.hooks import serve_ctl
 from lightmem_plugin.install import claude_code as installer
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.store.ledger import Ledger
 
 PACKAGE = "@anthropic-ai/claude-code"
 PINNED = "2.1.332"  # the pin of test_e2e_claude_code.py

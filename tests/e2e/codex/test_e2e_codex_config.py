@@ -49,7 +49,7 @@ from test_e2e_codex import PACKAGE, VERSIONS, _last_message
 from lightmem_plugin.config import Config
 from lightmem_plugin.hooks import serve_ctl
 from lightmem_plugin.install import codex as installer
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.store.ledger import Ledger
 
 HOST_TIMEOUT_S = 120  # a hook-answered command takes seconds; a looping `codex exec` is stopped here
 REPLY = "Still here, on the last good config."

@@ -20,7 +20,7 @@ from typing import Any
 from fake_wire import Reply
 from openclaw_e2e import OpenClawEnv
 
-from lightmem_plugin.registry import SHORT_KEY_CHARS, content_key
+from lightmem_plugin.store.registry import SHORT_KEY_CHARS, content_key
 
 STUB = re.compile(r"\[lightmem2: [^\]]*?([0-9a-f]{12,32})[^\]]*\]")
 TURNS = [

@@ -44,7 +44,7 @@ from openclaw_e2e import OpenClawEnv
 from test_e2e_openclaw_gateway import Gateway, listening, wait_for
 from test_e2e_openclaw_gateway_tools import _last_answer
 
-from lightmem_plugin.ledger import Ledger
+from lightmem_plugin.store.ledger import Ledger
 
 SESSION = "agent:main:main"
 BAD_KEY = 'mode = "turbo"'

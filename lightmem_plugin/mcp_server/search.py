@@ -1,0 +1,91 @@
+"""The ``lightmem2_search`` MCP tool, beside ``lightmem2_recover``: find archived lines by content.
+
+Why a tool: a stub names one key, but an agent that remembers "an ImportError earlier" does not know
+which. The tool returns ranked hits with keys, line numbers and the recover call, bounded to
+:data:`MAX_CHARS` so a broad query cannot flood the context. The MCP server does not know which session
+is calling, so without ``session`` every session is searched.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..commands import search
+from ..errors import LightMemError
+from ..faults import tool_failure
+from ..server.gateway_client import gateway
+from ..store.search_index import IndexBase, SearchIndex
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+
+TOOL = "lightmem2_search"
+MAX_CHARS = 4000
+MAX_HITS = 20
+DESCRIPTION = (
+    "Search the originals lightmem2 archived when it shortened tool outputs. `query` is literal text, "
+    "punctuation included (file.py:17, foo_bar.baz): every space-separated term must appear on one line, "
+    'ignoring case; "a quoted query" is one phrase. With `fts` true it is FTS5 syntax ("a phrase", '
+    "prefix*, AND, OR, NOT); with `regex` true a Python regular expression. Returns hits, best first: "
+    "artifact key, line number, BM25 score, excerpt and the lightmem2_recover call (key, lines) that "
+    "prints the line. `limit` <= 20."
+)
+
+
+def bounded(text: str, limit: int = MAX_CHARS) -> str:
+    """``text`` cut at a line boundary to at most ``limit`` chars, saying that it was cut."""
+    if len(text) <= limit:
+        return text
+    note = "\n[lightmem2: more hits cut; narrow the query or lower limit]"
+    head = text[: limit - len(note)]
+    return head[: head.rfind("\n")] + note if "\n" in head else head + note
+
+
+def register_search_tool(server: MCPServer, index: IndexBase | None = None) -> None:
+    """Declare ``lightmem2_search`` on ``server``; ``index`` defaults to the one in the data dir."""
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+    hints = ToolAnnotations(
+        title="Search archived text",
+        read_only_hint=True,
+        destructive_hint=False,
+        idempotent_hint=True,
+        open_world_hint=False,
+    )
+
+    @server.tool(name=TOOL, description=DESCRIPTION, annotations=hints, structured_output=False)
+    def lightmem2_search(
+        query: str, session: str | None = None, regex: bool = False, limit: int = 10, fts: bool = False
+    ) -> str:
+        try:
+            found = gateway() if index is None else None  # a team gateway user's archives live there
+            if found is not None:
+                return bounded(search.remote(*found, query, session, regex, min(limit, MAX_HITS), fts=fts))
+        except LightMemError as err:
+            raise ToolError(f"lightmem2: {err}") from None
+        except Exception as err:  # fail-open (I5)
+            raise ToolError(tool_failure(TOOL, err)) from None
+        try:
+            store = index if index is not None else SearchIndex.default()
+        except Exception as err:  # fail-open (I5): a tool error for the model, a fault for doctor
+            raise ToolError(tool_failure(TOOL, err)) from None
+        try:
+            text = search.run(
+                store,
+                query,
+                session=session,
+                all_sessions=session is None,
+                regex=regex,
+                limit=min(limit, MAX_HITS),
+                fts=fts,
+            )
+        except LightMemError as err:
+            raise ToolError(f"lightmem2: {err}") from None
+        except Exception as err:  # fail-open (I5)
+            raise ToolError(tool_failure(TOOL, err)) from None
+        finally:
+            if index is None:
+                store.close()
+        return bounded(text)

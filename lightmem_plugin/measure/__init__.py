@@ -1,0 +1,1 @@
+"""Offline measurement: replaying recorded sessions, retention of what the agent used, fidelity."""

@@ -1,0 +1,399 @@
+"""Replay recorded sessions through a policy and measure cost K, hit rate, retention and overhead.
+
+Why replay: the only honest way to know whether a change saves money without losing what the agent
+needs is to run the very calls a real agent made. Each call's prompt is transformed by the policy
+(vanilla, a lightmem2 mode, or a benchmark baseline), cut into per-message token chunks, fed to a
+provider prefix-cache model (``cachesim``) in order, and judged by the retention metric
+(``retention``) against what the agent wrote next.
+
+Beside K, each session reports **K charged** (K plus one recover round trip for every later use that
+is only recoverable, priced as in ``retention``), retention by span and by whole line, the share of
+error lines still shown while their output is the newest of its command, and the lines shown outside
+lightmem2 stubs that are not lines of the original output (``fidelity``).
+
+``--head volatile`` is a constructed scenario, labelled as such in every report: the same sessions with
+a system prompt whose date/time line and runtime stats change on every call, as OpenClaw users report
+from custom heads; it is where the stabilizer must win.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import xxhash
+
+from ..config import Config, Mode
+from ..errors import LightMemError
+from ..metering.cachesim import default_breakpoints, k_cost, make_cache
+from ..metering.chat_tokens import REQUEST_OVERHEAD_TOKENS, ChatChunker, head_chunk
+from ..pipeline import LightMem
+from ..prefix.stabilizer import TAIL_PREFIX
+from ..reduction.base import prefers_shell
+from ..store.registry import Registry
+from ..store.sealing import Sealer
+from ..tokens import TokenCounter
+from .fidelity import ChangedLinesTracker
+from .retention import RetentionTracker, recover_charge
+from .traces import load_trace
+from .traces.base import Trace
+
+Head = Literal["plain", "volatile"]
+ChatMessage = dict[str, Any]
+
+
+class SessionPolicy(Protocol):
+    """One session's transformer: call index and prompt in, the prompt the model would see out."""
+
+    def transform(self, index: int, prompt: list[ChatMessage]) -> list[ChatMessage]: ...
+
+    def lookup(self, key: str) -> str | None: ...
+
+
+PolicyFactory = Callable[[Trace], SessionPolicy]
+
+
+class Vanilla:
+    """The host as it is: the prompt passes unchanged."""
+
+    def transform(self, index: int, prompt: list[ChatMessage]) -> list[ChatMessage]:
+        return prompt
+
+    def lookup(self, key: str) -> str | None:
+        return None
+
+
+def called_tools(trace: Trace) -> list[str]:
+    """The names of the tools the trace's agent called, sorted."""
+    names: set[str] = set()
+    for call in trace.calls:
+        for message in call.prompt:
+            for tool_call in message.get("tool_calls") or ():
+                name = (tool_call.get("function") or {}).get("name") if isinstance(tool_call, dict) else None
+                if isinstance(name, str):
+                    names.add(name)
+    return sorted(names)
+
+
+class LightMemPolicy:
+    """A lightmem2 mode, through the same Python API the adapters use, with a private registry."""
+
+    def __init__(self, trace: Trace, mode: Mode, root: Path, config: Config | None = None) -> None:
+        cfg = (config or Config()).model_copy(update={"mode": mode})
+        if cfg.eviction.cacheModel == "auto":  # the replay calls the Python API: say which cache it is
+            model = "anthropic" if trace.provider == "anthropic" else "prefix"
+            cfg = cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update={"cacheModel": model})})
+        # sealed as in a real install (archives exact, so recovers are judged on the real bytes); the
+        # key lives only for the replay
+        registry = Registry(
+            root / "artifacts", sealer=Sealer(os.urandom(32)) if cfg.registry.encrypt else None
+        )
+        self.plugin = LightMem(config=cfg, registry=registry)
+        self.session = self.plugin.session(trace.id)
+        # stubs name the recovery the recorded host would have (recoverHint "auto"): the prompts list no
+        # tools, so judge by the tools called. mini-swe-agent has bash alone, and Claude Code's hooks
+        # name the shell command too: a replay that named lightmem2_recover sent other bytes than
+        # those hosts get (seen in a review of the swe dumps)
+        self.session.prefer_shell = prefers_shell(called_tools(trace))
+
+    def transform(self, index: int, prompt: list[ChatMessage]) -> list[ChatMessage]:
+        return self.session.before_model_call(prompt)
+
+    def left_at(self, call: int) -> int | None:
+        """The call (0-based, as ``transform`` numbers them) from which what the agent added at
+        ``call`` is no longer sent: the collapse of the finished task it belongs to, if there was
+        one. A recover round trip made in a task leaves with it; K charged counts it until then."""
+        state = self.session.evictor.state
+        task = sum(1 for g in state.goal_calls if g <= call + 1)  # goal n + 1 first seen at goal_calls[n]
+        for c in state.collapses:
+            if c.number == task and c.call_index - 1 > call:
+                return c.call_index - 1
+        return None
+
+    def lookup(self, key: str) -> str | None:
+        try:
+            return self.plugin.registry.recover(key)
+        except LightMemError:  # unknown or corrupt key: the span counts as lost, which is the point
+            return None
+
+
+def policy_for(name: str, root: Path, config: Config | None = None) -> PolicyFactory:
+    """``vanilla`` or a mode name -> a factory of per-session policies."""
+    if name == "vanilla":
+        return lambda trace: Vanilla()
+    mode: Mode = name  # type: ignore[assignment]
+    return lambda trace: LightMemPolicy(
+        trace, mode, root / xxhash.xxh3_64_hexdigest(trace.id.encode()), config
+    )
+
+
+def volatile_head(prompt: list[ChatMessage], index: int, used_tokens: int) -> list[ChatMessage]:
+    """The constructed volatile-head scenario: a per-call clock and runtime stats in the system prompt."""
+    secs = 5 * 3600 + 34 * 60 + 17 * index
+    stamp = f"2026-11-30T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}Z"
+    line = f"Current time: {stamp}\nRuntime: call {index + 1}, tokens used so far: {used_tokens}\n\n"
+    if prompt and prompt[0].get("role") == "system" and isinstance(prompt[0].get("content"), str):
+        return [dict(prompt[0], content=line + prompt[0]["content"]), *prompt[1:]]
+    # transcripts without their system prompt (Claude Code): the host's head is a system message of its own
+    return [{"role": "system", "content": line + "You are a coding agent."}, *prompt]
+
+
+@dataclass
+class SessionResult:
+    """Figures of one replayed session."""
+
+    id: str
+    kind: str
+    provider: str
+    calls: int = 0
+    input_tokens: int = 0
+    hit_tokens: int = 0
+    miss_tokens: int = 0
+    write_tokens: int = 0
+    K: float = 0.0
+    recorded_prompt_tokens: int = 0
+    recorded_cached_tokens: int = 0
+    uses: int = 0
+    kept: int = 0
+    recoverable: int = 0
+    lost: int = 0
+    kept_lines: int = 0
+    recoverable_lines: int = 0
+    lost_lines: int = 0
+    error_pairs: int = 0
+    error_pairs_kept: int = 0
+    task_uses: int = 0
+    task_kept: int = 0
+    task_kept_lines: int = 0
+    said_uses: int = 0
+    said_kept: int = 0
+    said_recoverable: int = 0
+    said_lost: int = 0
+    recovers: int = 0
+    recovered_tokens: int = 0
+    K_charged: float = 0.0
+    K_charged_all: float = 0.0  # also a recover for each reuse of the agent's own words that left
+    lines_shown: int = 0
+    lines_changed_outside_stubs: int = 0
+    overhead_ms: list[float] = field(default_factory=list)
+
+
+def split_tail(prompt: list[ChatMessage]) -> tuple[list[ChatMessage], str | None]:
+    """Split the stabilizer's per-call tail block off the last message.
+
+    On Anthropic the tail is a separate text block after the block that carries ``cache_control``, so
+    the cached prefix ends before it; the cache model must see it the same way.
+    """
+    last = prompt[-1] if prompt else None
+    content = last.get("content") if last else None
+    if not isinstance(content, str) or TAIL_PREFIX not in content:
+        return prompt, None
+    cut = content.rindex(TAIL_PREFIX)
+    return [*prompt[:-1], {**prompt[-1], "content": content[:cut]}], content[cut:]
+
+
+def replay_trace(
+    trace: Trace,
+    policy: SessionPolicy,
+    provider: str | None = None,
+    head: Head = "plain",
+    dump: Path | None = None,
+    counter: TokenCounter | None = None,
+) -> SessionResult:
+    """Replay one trace through ``policy``; optionally write each transformed prompt to ``dump``."""
+    provider = provider or trace.provider
+    counter = counter or TokenCounter()
+    chunker = ChatChunker(counter.encode, head=0)
+    head_tokens = _head_tokens(trace, counter)
+    head_block = head_chunk(head_tokens) if head_tokens > 0 else None
+    cache = make_cache(provider)
+    tracker = RetentionTracker(policy.lookup)
+    fidelity = ChangedLinesTracker()
+    res = SessionResult(trace.id, trace.kind, provider)
+    sink = dump.open("w", encoding="utf-8") if dump else None
+    used = 0
+    try:
+        for i, call in enumerate(trace.calls):
+            prompt = volatile_head(call.prompt, i, used) if head == "volatile" else call.prompt
+            t0 = time.perf_counter()
+            out = policy.transform(i, prompt)
+            res.overhead_ms.append((time.perf_counter() - t0) * 1000)
+            body, tail = split_tail(out) if provider == "anthropic" else (out, None)
+            chunks, body_keys = chunker.pieces(body)
+            keys: list[Any] = []
+            if head_block is not None:
+                chunks, keys = [head_block, *chunks], [("head", len(head_block))]
+            keys += body_keys
+            marks = default_breakpoints(chunks) if provider == "anthropic" else None
+            if tail is not None:  # the per-call tail is its own block after the breakpoint
+                chunks = [*chunks, list(counter.encode(tail))]
+                keys.append(("tail", tail))
+            usage = cache.observe(chunks, marks, keys)
+            used += usage.input_tokens
+            res.calls += 1
+            res.input_tokens += usage.input_tokens
+            res.hit_tokens += usage.hit_tokens
+            res.miss_tokens += usage.miss_tokens
+            res.write_tokens += usage.write_tokens
+            res.recorded_prompt_tokens += call.prompt_tokens
+            res.recorded_cached_tokens += call.cached_tokens
+            tracker.add_call(call.prompt, out, call.output)
+            fidelity.add_call(call.prompt, out)
+            if sink:
+                sink.write(json.dumps({"messages": out}, ensure_ascii=False) + "\n")
+    finally:
+        if sink:
+            sink.close()
+    r = tracker.result()
+    res.uses, res.kept, res.recoverable, res.lost = r.uses, r.kept, r.recoverable, r.lost
+    res.kept_lines, res.recoverable_lines, res.lost_lines = r.kept_lines, r.recoverable_lines, r.lost_lines
+    res.error_pairs, res.error_pairs_kept = r.error_pairs, r.error_pairs_kept
+    res.task_uses, res.task_kept, res.task_kept_lines = r.task_uses, r.task_kept, r.task_kept_lines
+    res.said_uses, res.said_kept = r.said_uses, r.said_kept
+    res.said_recoverable, res.said_lost = r.said_recoverable, r.said_lost
+    gone = getattr(policy, "left_at", None)  # optional: when what a call added left the context
+
+    def charged(rec: Any) -> tuple[int, int, int | None]:
+        return rec.call, counter.count(rec.text), gone(rec.call) if gone is not None else None
+
+    recovers = [charged(rec) for rec in tracker.recovers if not rec.said]
+    said = [charged(rec) for rec in tracker.recovers if rec.said]
+    res.recovers, res.recovered_tokens = len(recovers), sum(t for _, t, _ in recovers)
+    res.lines_shown, res.lines_changed_outside_stubs = fidelity.shown, fidelity.changed
+    writes = res.write_tokens if provider == "anthropic" else 0
+    res.K = k_cost(res.hit_tokens, res.miss_tokens, writes)
+    res.K_charged = res.K + recover_charge(recovers, res.calls)
+    res.K_charged_all = res.K_charged + recover_charge(said, res.calls)
+    return res
+
+
+def _head_tokens(trace: Trace, counter: TokenCounter) -> int:
+    """Tokens outside the messages (tool definitions, system prompt the transcript lacks).
+
+    swe traces: the calibrated constant. Claude Code transcripts omit the system prompt and tools, so
+    the head is what the first call's reported input exceeds our count of its messages by.
+    """
+    if trace.kind != "claude-code" or not trace.calls:
+        return REQUEST_OVERHEAD_TOKENS
+    first = trace.calls[0]
+    chunker = ChatChunker(counter.encode, head=0)
+    counted = sum(len(c) for c in chunker.chunks(first.prompt))
+    return max(0, first.prompt_tokens - counted)
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def summarize(results: Iterable[SessionResult]) -> dict[str, Any]:
+    """The ``--json`` object over all sessions."""
+    rs = list(results)
+    hit = sum(r.hit_tokens for r in rs)
+    miss = sum(r.miss_tokens for r in rs)
+    inp = sum(r.input_tokens for r in rs)
+    uses = sum(r.uses for r in rs)
+    pairs = sum(r.error_pairs for r in rs)
+    overhead = [x for r in rs for x in r.overhead_ms]
+    return {
+        "sessions": len(rs),
+        "calls": sum(r.calls for r in rs),
+        "input_tokens": inp,
+        "hit_tokens": hit,
+        "miss_tokens": miss,
+        "write_tokens": sum(r.write_tokens for r in rs),
+        "hit_rate": round(hit / inp, 4) if inp else 0.0,
+        "K": round(sum(r.K for r in rs), 1),
+        "retention_uses": uses,
+        "retention_kept": round(sum(r.kept for r in rs) / uses, 4) if uses else 1.0,
+        "retention_recoverable": round(sum(r.recoverable for r in rs) / uses, 4) if uses else 0.0,
+        "retention_lost": round(sum(r.lost for r in rs) / uses, 4) if uses else 0.0,
+        "retention_kept_lines": round(sum(r.kept_lines for r in rs) / uses, 4) if uses else 1.0,
+        "retention_recoverable_lines": round(sum(r.recoverable_lines for r in rs) / uses, 4) if uses else 0.0,
+        "retention_lost_lines": round(sum(r.lost_lines for r in rs) / uses, 4) if uses else 0.0,
+        "task_uses": (tu := sum(r.task_uses for r in rs)),
+        "task_kept": round(sum(r.task_kept for r in rs) / tu, 4) if tu else 1.0,
+        "task_kept_lines": round(sum(r.task_kept_lines for r in rs) / tu, 4) if tu else 1.0,
+        "said_uses": (su := sum(r.said_uses for r in rs)),
+        "said_kept": round(sum(r.said_kept for r in rs) / su, 4) if su else 1.0,
+        "said_recoverable": round(sum(r.said_recoverable for r in rs) / su, 4) if su else 0.0,
+        "said_lost": round(sum(r.said_lost for r in rs) / su, 4) if su else 0.0,
+        "error_line_pairs": pairs,
+        "error_lines_kept": round(sum(r.error_pairs_kept for r in rs) / pairs, 4) if pairs else 1.0,
+        "K_charged": round(sum(r.K_charged for r in rs), 1),
+        "K_charged_all": round(sum(r.K_charged_all for r in rs), 1),
+        "recovers": sum(r.recovers for r in rs),
+        "recovered_tokens": sum(r.recovered_tokens for r in rs),
+        "lines_shown": sum(r.lines_shown for r in rs),
+        "lines_changed_outside_stubs": sum(r.lines_changed_outside_stubs for r in rs),
+        "overhead_ms_p50": round(_pct(overhead, 50), 3),
+        "overhead_ms_p99": round(_pct(overhead, 99), 3),
+        "recorded_hit_rate": round(
+            sum(r.recorded_cached_tokens for r in rs) / max(1, sum(r.recorded_prompt_tokens for r in rs)), 4
+        ),
+    }
+
+
+def trace_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Expand directories into their trace files (sorted, so runs are reproducible)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out += sorted(
+                f for f in p.iterdir() if f.name.endswith((".json", ".json.gz", ".jsonl", ".jsonl.gz"))
+            )
+        else:
+            out.append(p)
+    return out
+
+
+def replay_paths(
+    paths: Iterable[str | Path],
+    policy: str | PolicyFactory,
+    provider: str | None = None,
+    head: Head = "plain",
+    dump_dir: Path | None = None,
+    progress: bool = False,
+    config: Config | None = None,
+) -> list[SessionResult]:
+    """Replay every trace under ``paths`` through ``policy`` (a name or a factory)."""
+    files = trace_files(paths)
+    counter = TokenCounter()
+    results: list[SessionResult] = []
+    with tempfile.TemporaryDirectory(prefix="lightmem2-replay-") as tmp:
+        factory = policy_for(policy, Path(tmp), config) if isinstance(policy, str) else policy
+        if dump_dir:
+            dump_dir.mkdir(parents=True, exist_ok=True)
+        for n, path in enumerate(files, 1):
+            trace = load_trace(path)
+            if not trace.calls:
+                continue
+            if progress:
+                bar = "#" * (30 * n // len(files))
+                print(
+                    f"\r[{bar:<30}] {n}/{len(files)} {trace.id[:40]:<40}", end="", file=sys.stderr, flush=True
+                )
+            dump = dump_dir / f"{trace.id}.jsonl" if dump_dir else None
+            if provider:  # the policy prices its decisions on the cache the replay simulates
+                trace = dataclasses.replace(trace, provider=provider)
+            results.append(replay_trace(trace, factory(trace), provider, head, dump, counter))
+        if progress:
+            print(file=sys.stderr)
+    return results
+
+
+def result_dicts(results: Iterable[SessionResult]) -> list[dict[str, Any]]:
+    """Per-session figures without the raw overhead samples."""
+    return [{k: v for k, v in asdict(r).items() if k != "overhead_ms"} for r in results]

@@ -1,0 +1,44 @@
+"""Recorded agent sessions, read into one neutral form for replay, report and retention.
+
+``load_trace(path)`` sniffs the format (gzip or not, whatever the file name): a single JSON object
+with ``messages`` and ``calls`` is a swe session (:mod:`.swe`); JSON lines of events with a ``type``
+are a Claude Code transcript (:mod:`.claude_code`). Anything else raises :class:`TraceError` with the
+path and what was wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ...errors import TraceError
+from .base import ChatMessage, Trace, TraceCall, TraceKind, read_text
+from .claude_code import looks_like_claude_code, parse_claude_code
+from .swe import looks_like_swe, parse_swe
+
+__all__ = ["ChatMessage", "Trace", "TraceCall", "TraceKind", "load_trace"]
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read one recorded session (.json/.jsonl, optionally gzipped) into a :class:`Trace`."""
+    file = Path(path)
+    text = read_text(file)
+    if not text.strip():
+        raise TraceError(f"trace {file} is empty; pass a recorded session file")
+    try:
+        doc: object = json.loads(text)
+    except json.JSONDecodeError:
+        doc = None
+    if looks_like_swe(doc):
+        return parse_swe(doc, file)
+    first_line = text.lstrip().split("\n", 1)[0]
+    try:
+        first: object = json.loads(first_line)
+    except json.JSONDecodeError:
+        first = None
+    if looks_like_claude_code(first):
+        return parse_claude_code(text.split("\n"), file)
+    raise TraceError(
+        f"trace {file} is neither a swe session (JSON with 'messages' and 'calls') nor a Claude Code "
+        "transcript (JSON lines with 'type'); pass a file from traces/swe or ~/.claude/projects"
+    )

@@ -1,0 +1,80 @@
+"""The neutral form every trace reader produces, and the file reading they share.
+
+Why one neutral form: replay, report and the retention metric should not care whether a session was
+recorded by mini-swe-agent or by Claude Code. A trace is the list of model calls with, for each, the
+prompt exactly as the model saw it (OpenAI chat-form messages), the assistant message it produced,
+and the usage the provider really reported.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ...errors import TraceError
+
+ChatMessage = dict[str, Any]
+TraceKind = Literal["swe", "claude-code"]
+
+
+@dataclass(frozen=True, slots=True)
+class TraceCall:
+    """One recorded model call.
+
+    ``prompt`` is a list of chat-form messages (role ``system``/``user``/``assistant``/``tool``;
+    ``content`` a string or a list of parts; ``tool_calls``; ``tool_call_id``). Readers share message
+    dicts between calls, so treat them as read-only. ``prompt_tokens`` is all input tokens the
+    provider counted and ``cached_tokens`` those read from its cache; the ``*_input_tokens`` fields are
+    Anthropic's own split (``None`` for other providers).
+    """
+
+    prompt: list[ChatMessage]
+    output: ChatMessage
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int | None = None
+    input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """A recorded session: its id, where it came from, the provider, and its calls in order."""
+
+    id: str
+    source: str
+    provider: str
+    calls: list[TraceCall]
+    kind: TraceKind = "swe"
+    model: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def read_text(path: Path) -> str:
+    """The file's text, gunzipped when it is gzip (by its magic bytes, whatever its name)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise TraceError(f"cannot read trace {path}: {err.strerror or err}; pass an existing file") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as err:
+            raise TraceError(f"trace {path} is a damaged gzip file ({err}); re-copy the file") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TraceError(
+            f"trace {path} is not UTF-8 text (byte {err.start}); pass a .json/.jsonl file or its .gz"
+        ) from None
+
+
+def as_int(value: object, path: Path, where: str) -> int:
+    """A non-negative int from a usage field, or a TraceError naming the field and the value."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TraceError(f"trace {path}: {where} is {value!r}, expected a non-negative integer")
+    return value

@@ -1,0 +1,281 @@
+"""Reader for Claude Code transcripts (``~/.claude/projects/*/<session>.jsonl``, plain or gzipped).
+
+Claude Code does not store requests, so each call's prompt is rebuilt the way Claude Code builds it:
+
+- A call is one ``message.id``; Claude Code writes one assistant event per content block, chained
+  through ``parentUuid``. The events of one id are merged into one assistant message.
+- The prompt is the ``parentUuid`` chain from the call's first event back to the root. Progress,
+  system and other events sit on the chain and are skipped. A ``compact_boundary`` system event has
+  no parent, so a chain after compaction starts at the compact summary, as the model saw it.
+- Tool results: with parallel tool calls only the last result lies on the chain (each hangs off
+  its own ``tool_use`` event); with tools run one after another the results sit between the blocks
+  of one assistant message. Either way Claude Code sends one assistant message followed by all its
+  results, so every ``tool_use`` takes its result by id, from wherever it was recorded before the
+  call, right after its assistant message, in call order.
+- Anthropic blocks become chat form: ``text`` -> text, ``tool_use`` -> ``tool_calls`` (arguments =
+  ``json.dumps(input, ensure_ascii=False)``, so non-ASCII text is not inflated by escapes),
+  ``tool_result`` -> a ``tool`` message, images -> ``image_url`` parts, ``thinking`` ->
+  ``reasoning_content`` (the DeepSeek/OpenAI-compatible field for it; signatures are dropped).
+- Sidechain (subagent) events are left out when the file has main-chain calls; ``<synthetic>``
+  assistant messages are not API calls. A ``parentUuid`` not in the file ends the chain there.
+
+System prompt and tool definitions are not in transcripts: prompts start at the first message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...errors import TraceError
+from .base import ChatMessage, Trace, TraceCall, as_int
+
+Event = dict[str, Any]
+
+
+def looks_like_claude_code(doc: object) -> bool:
+    """True for a parsed JSON object shaped like a Claude Code event."""
+    return isinstance(doc, dict) and isinstance(doc.get("type"), str)
+
+
+def _parts(blocks: Sequence[Any]) -> str | list[dict[str, Any]]:
+    """Anthropic text/image blocks as chat content: a string when it is one text block."""
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            parts.append({"type": "text", "text": str(block.get("text", ""))})
+        elif kind == "image":
+            source = block.get("source") or {}
+            if source.get("type") == "base64":
+                url = f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
+            else:
+                url = str(source.get("url", ""))
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        return str(parts[0]["text"])
+    return parts
+
+
+def _tool_message(block: dict[str, Any]) -> ChatMessage:
+    content = block.get("content")
+    body: str | list[dict[str, Any]] = "" if content is None else str(content)
+    if isinstance(content, list):
+        body = _parts(content)
+    return {"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")), "content": body}
+
+
+def _assistant(events: Sequence[Event]) -> ChatMessage:
+    """One chat assistant message from the events of one API call, blocks in recorded order."""
+    texts: list[dict[str, Any]] = []
+    thinking: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for event in events:
+        for block in event["message"].get("content") or ():
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                texts.append(block)
+            elif kind == "thinking":
+                thinking.append(str(block.get("thinking", "")))
+            elif kind == "tool_use":
+                arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
+                calls.append(
+                    {
+                        "id": str(block.get("id", "")),
+                        "type": "function",
+                        "function": {"name": str(block.get("name", "")), "arguments": arguments},
+                    }
+                )
+    message: ChatMessage = {"role": "assistant", "content": _parts(texts) if texts else ""}
+    if thinking:
+        message["reasoning_content"] = "\n".join(thinking)
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+class _Session:
+    """Indexes one transcript and rebuilds prompts; converted messages are shared between calls."""
+
+    def __init__(self, events: list[Event], path: Path) -> None:
+        self.events = events
+        self.path = path
+        self.by_uuid: dict[str, int] = {}
+        self.results: dict[str, tuple[int, int]] = {}  # tool_use id -> (event index, block index)
+        self.groups: dict[str, list[int]] = {}  # message.id -> its assistant events, in file order
+        self.caller: dict[str, str] = {}  # tool_use id -> message.id of the call that made it
+        for i, event in enumerate(events):
+            uuid = event.get("uuid")
+            if isinstance(uuid, str):
+                self.by_uuid[uuid] = i
+            if event.get("type") == "assistant":
+                mid = str(self._message(i).get("id"))
+                self.groups.setdefault(mid, []).append(i)
+                for block in self._message(i).get("content") or ():
+                    if isinstance(block, dict) and block.get("type") == "tool_use":
+                        self.caller[str(block.get("id", ""))] = mid
+            if event.get("type") == "user":
+                content = self._message(i).get("content")
+                for j, block in enumerate(content if isinstance(content, list) else ()):
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        self.results.setdefault(str(block.get("tool_use_id", "")), (i, j))
+        self._assistants: dict[tuple[int, ...], ChatMessage] = {}
+        self._users: dict[int, ChatMessage | None] = {}
+        self._tools: dict[tuple[int, int], ChatMessage] = {}
+
+    def _message(self, i: int) -> dict[str, Any]:
+        message = self.events[i].get("message")
+        if not isinstance(message, dict):
+            kind = self.events[i].get("type")
+            raise TraceError(f"trace {self.path}: event {i + 1} ({kind}) has no 'message' object")
+        return message
+
+    def chain(self, start: int) -> list[int]:
+        """Event indices from the root down to the parent of event ``start``."""
+        out: list[int] = []
+        seen: set[int] = set()
+        parent = self.events[start].get("parentUuid")
+        while isinstance(parent, str) and parent in self.by_uuid:
+            i = self.by_uuid[parent]
+            if i in seen:
+                raise TraceError(f"trace {self.path}: parentUuid cycle at {parent!r}; the file is corrupt")
+            seen.add(i)
+            out.append(i)
+            parent = self.events[i].get("parentUuid")
+        out.reverse()
+        return out
+
+    def assistant(self, group: tuple[int, ...]) -> ChatMessage:
+        if group not in self._assistants:
+            self._assistants[group] = _assistant([self.events[i] for i in group])
+        return self._assistants[group]
+
+    def tool(self, at: tuple[int, int]) -> ChatMessage:
+        if at not in self._tools:
+            self._tools[at] = _tool_message(self._message(at[0])["content"][at[1]])
+        return self._tools[at]
+
+    def user(self, i: int) -> ChatMessage | None:
+        """The non-tool-result part of a user event as one user message (None when empty)."""
+        if i not in self._users:
+            content = self._message(i).get("content")
+            message: ChatMessage | None = None
+            if isinstance(content, str):
+                message = {"role": "user", "content": content}
+            elif isinstance(content, list):
+                rest = [b for b in content if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+                if rest:
+                    message = {"role": "user", "content": _parts(rest)}
+            self._users[i] = message
+        return self._users[i]
+
+    def prompt(self, before: int) -> list[ChatMessage]:
+        """The chat-form prompt of the call whose first event is ``before``.
+
+        An assistant message is every event of its ``message.id`` recorded before the call, on the
+        chain or not: parallel ``tool_use`` blocks branch off each other and the chain keeps only
+        one branch, and tool results may sit between the blocks. Each ``tool_use`` is followed by
+        its result, as Claude Code sends them.
+        """
+        chain = self.chain(before)
+        seen: set[str] = set()
+        slots: list[tuple[int, ...] | ChatMessage] = []
+        for i in chain:
+            kind = self.events[i].get("type")
+            if kind == "assistant":
+                mid = str(self._message(i).get("id"))
+                if mid not in seen:
+                    seen.add(mid)
+                    slots.append(tuple(j for j in self.groups[mid] if j < before))
+            elif kind == "user":
+                content = self._message(i).get("content")
+                for j, block in enumerate(content if isinstance(content, list) else ()):
+                    is_result = isinstance(block, dict) and block.get("type") == "tool_result"
+                    if is_result and self.caller.get(str(block.get("tool_use_id", ""))) not in seen:
+                        slots.append(self.tool((i, j)))
+                message = self.user(i)
+                if message is not None:
+                    slots.append(message)
+        out: list[ChatMessage] = []
+        for slot in slots:
+            if isinstance(slot, dict):
+                out.append(slot)
+                continue
+            message = self.assistant(slot)
+            out.append(message)
+            for call in message.get("tool_calls", ()):
+                at = self.results.get(call["id"])
+                if at is not None and at[0] < before:
+                    out.append(self.tool(at))
+        return out
+
+
+def _usage(event: Event, path: Path, line: int) -> dict[str, int]:
+    usage = event["message"].get("usage")
+    if not isinstance(usage, dict):
+        raise TraceError(f"trace {path}: assistant event on line {line} has no message.usage object")
+    keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+    return {k: as_int(usage.get(k, 0) or 0, path, f"line {line} message.usage.{k}") for k in keys}
+
+
+def parse_claude_code(lines: Sequence[str], path: Path) -> Trace:
+    """The neutral trace of a Claude Code transcript given as its JSONL lines."""
+    events: list[Event] = []
+    lines_of: list[int] = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise TraceError(
+                f"trace {path}: line {n} is not JSON ({err.msg}); pass a Claude Code .jsonl transcript"
+            ) from None
+        if not looks_like_claude_code(event):
+            raise TraceError(f"trace {path}: line {n} is not a Claude Code event (no 'type' string)")
+        events.append(event)
+        lines_of.append(n)
+    session = _Session(events, path)
+    groups: dict[str, list[int]] = {}
+    main = any(e.get("type") == "assistant" and not e.get("isSidechain") for e in events)
+    for i, event in enumerate(events):
+        if event.get("type") != "assistant" or (main and event.get("isSidechain")):
+            continue
+        message = session._message(i)
+        mid = message.get("id")
+        if not isinstance(mid, str) or message.get("model") == "<synthetic>":
+            continue
+        groups.setdefault(mid, []).append(i)
+    calls: list[TraceCall] = []
+    for group in groups.values():
+        usage = _usage(events[group[-1]], path, lines_of[group[-1]])
+        read, write = usage["cache_read_input_tokens"], usage["cache_creation_input_tokens"]
+        calls.append(
+            TraceCall(
+                prompt=session.prompt(group[0]),
+                output=session.assistant(tuple(group)),
+                prompt_tokens=usage["input_tokens"] + read + write,
+                cached_tokens=read,
+                completion_tokens=usage["output_tokens"],
+                input_tokens=usage["input_tokens"],
+                cache_read_input_tokens=read,
+                cache_creation_input_tokens=write,
+            )
+        )
+    first = next((e for e in events if isinstance(e.get("sessionId"), str)), {})
+    version = first.get("version")
+    models = [events[g[0]]["message"].get("model") for g in groups.values()]
+    return Trace(
+        id=str(first.get("sessionId") or path.name.split(".")[0]),
+        source=f"claude-code {version}" if version else "claude-code",
+        provider="anthropic",
+        calls=calls,
+        kind="claude-code",
+        model=next((str(m) for m in models if m), None),
+    )

@@ -1,0 +1,306 @@
+"""Per-call accounting for the ledger: what we sent vs. what the host would have sent, and cache breaks.
+
+Why simulate even when the provider reports usage: the provider only tells us about the request we
+sent; "K saved" needs the counterfactual (the host's original request through the same cache model).
+Both sides are chunked per message with memoisation by message object, so the work per call is
+proportional to what is new. Real usage, when the provider reports it, is added afterwards
+(:func:`real_usage`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from array import array
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import xxhash
+
+from .. import wire
+from ..codecs import openai_chat
+from ..codecs.memo import PerObject
+from ..model import (
+    ImagePart,
+    Message,
+    OpaquePart,
+    Part,
+    Request,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    alnum_id,
+)
+from ..prefix.call_ids import short_id
+from ..store.ledger import CallRecord, k_cost
+from ..tokens import TokenCounter
+from ..wire.base import RealUsage as RealUsage  # re-exported: the ledger's real figures
+from .cachesim import make_cache
+from .chat_tokens import MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, Chunker, chat_tokens, head_chunk
+from .savings import CALL_IDS, saver, split_saving
+
+
+@dataclass
+class CallFacts:
+    """What the pipeline knows about one call besides the two requests."""
+
+    session_id: str
+    call_index: int
+    mode: str
+    evicted_tokens: int = 0
+    eviction: bool = False
+    eviction_what: str = ""  # what the batch paged out, for report ("task 1 (archived as KEY); 3 outputs")
+    paged_out: bool = False  # the session has paged something out (report names what it saves)
+    head_messages: int = 1
+    errors: dict[str, int] = field(default_factory=dict)
+    last_error: str | None = None
+    writer: str = ""  # the recording process's id (see ledger.CallRecord.writer)
+
+
+def render(msg: Message) -> str:
+    """A canonical text of a neutral message: what the model reads of it, for counting and diffing."""
+    out = [f"<{msg.role}>"]
+    for p in msg.parts:
+        if isinstance(p, TextPart):
+            out.append(p.text)
+        elif isinstance(p, ToolCallPart):
+            out.append(f"<call {p.id} {p.name}>{p.arguments}")
+        elif isinstance(p, ToolResultPart):
+            out.append(f"<result {p.tool_call_id}>")
+            out.extend(
+                sub.text if isinstance(sub, TextPart) else f"<image {hash_of(sub)}>" for sub in p.content
+            )
+        elif isinstance(p, ImagePart):
+            out.append(f"<image {hash_of(p)}>")
+        elif isinstance(p, OpaquePart):
+            out.append(f"<opaque {hash_of(p)}>")
+    return "\n".join(out)
+
+
+def ids_alike(msg: Message) -> Message:
+    """``msg`` with every tool call id in letters and digits only, as OpenClaw sends ids to most
+    providers (its "strict" mode: ``toolu_8_0`` -> ``toolu80``).
+
+    Why: OpenClaw hands the plugin a turn's messages at ``commitTurn`` with the ids its runtime made
+    (``toolu_8_0``) and the next ``assemble()`` the same messages with the ids it sent the provider
+    (``toolu80``). Compared as written, every turn boundary looked like a changed message: measured on
+    OpenClaw 2026.9.6 with an Anthropic provider, 6 of the 8 cache breaks ``report`` listed were these,
+    and the simulated hit rate fell there, while the provider reported ~99% hits."""
+    if not any(isinstance(p, ToolCallPart | ToolResultPart) for p in msg.parts):
+        return msg
+    parts: list[Part] = []
+    for p in msg.parts:
+        if isinstance(p, ToolCallPart):
+            p = replace(p, id=alnum_id(p.id) or p.id)
+        elif isinstance(p, ToolResultPart):
+            p = replace(p, tool_call_id=alnum_id(p.tool_call_id) or p.tool_call_id)
+        parts.append(p)
+    return replace(msg, parts=parts)
+
+
+def hash_of(part: ImagePart | OpaquePart) -> int:
+    """A stable identity for a non-text part (its content, not its object)."""
+    raw = json.dumps(part.raw if isinstance(part, OpaquePart) else [part.data, part.url], sort_keys=True)
+    return int(xxhash.xxh3_64_intdigest(raw.encode("utf-8", "surrogatepass")))
+
+
+def message_tokens(msg: Message, encode: Callable[[str], Sequence[int]]) -> array[int]:
+    """A neutral message's token chunk, counted as the benchmark's replay counts its chat form.
+
+    Why the chat form: ``make bench`` and ``make demo`` count prompts with :func:`chat_tokens` (texts,
+    tool names and arguments, a calibrated overhead per message), and the ledger behind ``status`` and
+    ``report`` must give the same figures for the same session (the demo showed 6.8% saved in its table
+    and 6.3% in the report under it, from ids and tags counted here only). A message the chat form
+    cannot carry (an Anthropic thinking block) is counted from its canonical text instead.
+    """
+    try:
+        chat = openai_chat.message_to_chat(msg)
+    except Exception:  # not expressible in chat form: count what the model reads of it
+        return array("i", [-1] * MESSAGE_OVERHEAD_TOKENS) + array("i", encode(render(msg)))
+    return array("i", chat_tokens(chat, encode))
+
+
+def _first_break(prev: Sequence[str], cur: Sequence[str]) -> tuple[int, int] | None:
+    """(message index, char offset) of the first difference in what the previous call had cached.
+
+    The previous request's last message carried the per-call tail block, so it is allowed to differ.
+    """
+    for i in range(min(len(prev) - 1, len(cur))):
+        if prev[i] != cur[i]:
+            return i, len(os.path.commonprefix([prev[i], cur[i]]))
+    if len(cur) < len(prev) - 1:
+        return len(cur), 0
+    return None
+
+
+# what a request carries outside its messages (tool definitions, BOS), as the replay counts it: a
+# constant, stable head, so the ledger's totals and the benchmark's agree for the same session
+_HEAD = array("i", head_chunk(REQUEST_OVERHEAD_TOKENS))
+
+OWN_TOOL_SUFFIXES = ("lightmem2_recover", "lightmem2_search")
+OWN_NAMESPACE = "mcp__lightmem2"
+MCP_RESOURCE_TOOLS = frozenset(("list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource"))
+"""Tools Codex adds once any MCP server is configured (measured on Codex 0.171.0 with gpt-5.5)."""
+
+
+def _is_own(name: str) -> bool:
+    return name.endswith(OWN_TOOL_SUFFIXES) or name == OWN_NAMESPACE or name.startswith(OWN_NAMESPACE + "__")
+
+
+def own_tools(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The tool definitions a host sends only because lightmem2 is installed: our recover and search
+    tools (as a plugin's, an MCP server's or inside Codex's ``mcp__lightmem2`` namespace) and, when no
+    other MCP server's tools are in the list, the generic MCP resource tools the host adds for having
+    one (Codex with gpt-5.5 lists no MCP tool at all, only ``tool_search`` and these three; should the
+    user have another server behind ``tool_search``, the saving shown is on the low side)."""
+    from ..prefix.stabilizer import tool_name  # lazy: the stabilizer pulls in the placeholder machinery
+
+    names = [tool_name(dict(t)) for t in tools]
+    ours = [t for t, n in zip(tools, names, strict=True) if _is_own(n)]
+    if not any(n.startswith("mcp__") and not _is_own(n) for n in names):
+        ours += [t for t, n in zip(tools, names, strict=True) if n in MCP_RESOURCE_TOOLS]
+    return ours
+
+
+class Accountant:
+    """Simulated cache accounting of one session (64-token prefix blocks, the common denominator)."""
+
+    def __init__(self, counter: TokenCounter, provider: str = "deepseek") -> None:
+        self.host_respells = False
+        """The host respells call ids to letters and digits before each request (OpenClaw: see
+        :func:`ids_alike`); its messages are then counted and compared with ids in that form."""
+        self._ours = self._chunker(counter)
+        self._base = self._chunker(counter)
+        self._cache_ours = make_cache(provider)
+        self._cache_base = make_cache(provider)
+        self._prev: list[str] = []
+        self._encode = counter.encode
+        self._footprint: tuple[str, int] = ("", 0)
+        self._changes: PerObject[Message, list[tuple[str, int]]] = PerObject(self._message_changes)
+        self._host: dict[str, ToolResultPart] = {}  # this call's tool outputs as the host sent them
+        self._spelled: dict[str, str] = {}  # call id as the model reads it -> as the host spelled it
+        self.repeated = False
+        """True when the last call sent exactly what the call before it sent (a host's retry)."""
+
+    def _chunker(self, counter: TokenCounter) -> Chunker[Message, str]:
+        """Neutral messages counted as the replay counts them; keyed by their canonical text (ids as
+        the provider reads them when the host respells them)."""
+
+        def seen(m: Message) -> Message:
+            return ids_alike(m) if self.host_respells else m
+
+        return Chunker(lambda m: message_tokens(seen(m), counter.encode), lambda m: render(seen(m)), head=0)
+
+    def footprint(self, tools: Sequence[Mapping[str, Any]]) -> int:
+        """Tokens of :func:`own_tools` in ``tools`` (memoised on their text: it rarely changes).
+
+        Why: "without lightmem2" is the request the host would send without lightmem2 installed, and
+        that one lacks our tools. Measured on Codex 0.171.0 with gpt-5.5: ~380 tokens a call, counted
+        as if the host sent them anyway, overstated the saving by 12% at the last call. Only our few
+        tools are rendered on each call, never the host's whole list (Claude Code's is ~80 KB)."""
+        ours = own_tools(tools) if tools else []
+        if not ours:
+            return 0
+        shown = json.dumps(ours, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        if self._footprint[0] != shown:
+            self._footprint = (shown, len(self._encode(shown)))
+        return self._footprint[1]
+
+    def _changed_parts(self, original: Request, sent: Request) -> list[tuple[str, int]]:
+        """(what changed it, tokens saved) for each tool output ``sent`` shows otherwise than the host,
+        and ``call ids`` entries for the ids the model reads in a few tokens (:mod:`~lightmem_plugin.prefix.call_ids`).
+        Parts are matched by call id, as the host spelled it or as the model reads it; each sent
+        message is judged once (:class:`~lightmem_plugin.codecs.memo.PerObject`), not on every call that re-sends it."""
+        self._host, self._spelled = {}, {}
+        for m in original.messages:
+            for p in m.parts:
+                if isinstance(p, ToolCallPart | ToolResultPart):
+                    cid = p.id if isinstance(p, ToolCallPart) else p.tool_call_id
+                    self._spelled[short_id(cid)] = cid
+                    if isinstance(p, ToolResultPart):
+                        self._host[cid] = self._host[short_id(cid)] = p
+        return [entry for entries in self._changes.map(sent.messages) for entry in entries]
+
+    def _message_changes(self, msg: Message) -> list[tuple[str, int]]:
+        """:meth:`_changed_parts` of one sent message."""
+        out: list[tuple[str, int]] = []
+        ids = 0
+        for p in msg.parts:
+            if not isinstance(p, ToolCallPart | ToolResultPart):
+                continue
+            cid = p.id if isinstance(p, ToolCallPart) else p.tool_call_id
+            host_id = self._spelled.get(cid, cid)
+            if host_id != cid:
+                ids += len(self._encode(host_id)) - len(self._encode(cid))
+            if not isinstance(p, ToolResultPart) or (was := self._host.get(cid)) is None or was is p:
+                continue
+            shown, text = p.text(), was.text()
+            if shown != text:
+                out.append((saver(shown), len(self._encode(text)) - len(self._encode(shown))))
+        if ids:
+            out.append((CALL_IDS, ids))
+        return out
+
+    def account(self, facts: CallFacts, original: Request, sent: Request) -> CallRecord:
+        """The ledger row of one call (real usage still unknown). The baseline leaves out our own
+        tools (:meth:`footprint`): the host alone would not send them."""
+        chunks, texts = self._ours.pieces(sent.messages)
+        ours = self._cache_ours.observe([_HEAD, *chunks], keys=["<head>", *texts])
+        base_chunks, base_texts = self._base.pieces(original.messages)
+        base = self._cache_base.observe([_HEAD, *base_chunks], keys=["<head>", *base_texts])
+        baseline = max(0, base.input_tokens - self.footprint(sent.tools))
+        brk = _first_break(self._prev, texts) if self._prev else None
+        self.repeated = bool(self._prev) and texts == self._prev
+        self._prev = texts
+        reason = None
+        if brk is not None:
+            if facts.eviction:
+                reason = "eviction batch" + (f": {facts.eviction_what}" if facts.eviction_what else "")
+            elif brk[0] < facts.head_messages:
+                reason = f"head message {brk[0]} changed (session values or system prompt)"
+            else:
+                reason = f"message {brk[0]} changed"
+        return CallRecord(
+            session_id=facts.session_id,
+            call_index=facts.call_index,
+            mode=facts.mode,
+            input_tokens=ours.input_tokens,
+            baseline_tokens=baseline,
+            hit_tokens=ours.hit_tokens,
+            miss_tokens=ours.miss_tokens,
+            write_tokens=0,
+            k=k_cost(ours.hit_tokens, ours.miss_tokens),
+            k_baseline=k_cost(base.hit_tokens, base.miss_tokens),
+            saved_by_pass=split_saving(
+                self._changed_parts(original, sent), baseline - ours.input_tokens, facts.paged_out
+            ),
+            evicted_tokens=facts.evicted_tokens,
+            prefix_break_at=brk,
+            break_reason=reason,
+            errors=dict(facts.errors),
+            last_error=facts.last_error,
+            writer=facts.writer,
+        )
+
+
+def detect_api(usage: Mapping[str, Any]) -> str:
+    """Which API a ``usage`` object came from, by its keys (the wire registry decides)."""
+    return wire.for_usage(usage).name
+
+
+def real_usage(api: str, usage: Mapping[str, Any]) -> RealUsage:
+    """Normalise a provider ``usage`` object: total input (cached + uncached + written), cached part."""
+    return wire.get(api).usage(usage)
+
+
+def with_real_usage(rec: CallRecord, api: str, figures: RealUsage) -> CallRecord:
+    """``rec`` with the provider's real figures in the ledger's fields."""
+    if wire.get(api).ledger_fields == "anthropic":
+        return replace(
+            rec,
+            real_cache_read=figures.cached_tokens,
+            real_cache_creation=figures.cache_write_tokens,
+            real_input_tokens=figures.input_tokens,
+        )
+    return replace(rec, real_cached_tokens=figures.cached_tokens, real_input_tokens=figures.input_tokens)

@@ -1,0 +1,1 @@
+"""Security: credential redaction and the team gateway's tenancy rules."""
