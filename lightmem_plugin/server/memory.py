@@ -117,7 +117,7 @@ class InFlight:
             self.busy.now -= 1
 
 
-async def sweep_idle(plugin: LightMem, busy: Busy | None = None) -> None:
+async def sweep_idle(plugin: LightMem, busy: Busy) -> None:
     """Forever: drop sessions idle past ``server.sessionIdleS`` (their decisions are in the store) and
     give their memory back (also of those a request dropped since: a new session's first call drops
     the idle ones). Without it a session left memory only when a later request came.
@@ -133,8 +133,8 @@ async def sweep_idle(plugin: LightMem, busy: Busy | None = None) -> None:
         idle = plugin.config.server.sessionIdleS
         await asyncio.sleep(min(SWEEP_EVERY_S, max(0.5, idle / 2)))
         await anyio.to_thread.run_sync(plugin.expire_idle)
-        quiet = busy is None or (busy.now == 0 and busy.started == seen)
-        seen = -1 if busy is None else busy.started
+        quiet = busy.now == 0 and busy.started == seen
+        seen = busy.started
         if plugin.expired != released:
             released, again = plugin.expired, not quiet
         elif not (again and quiet):
