@@ -118,3 +118,13 @@ _default = TokenCounter()
 def count_tokens(text: str) -> int:
     """Token count of ``text`` with the process-wide memo."""
     return _default.count(text)
+
+
+def k_cost(hit: int, miss: int, write: int = 0, alpha: float = 0.1, write_factor: float = 1.25) -> float:
+    """Cost in miss-token units: ``alpha * hit + write_factor * write + (miss - write)``. The one cost
+    formula: the ledger, the cache model and the evictor all price with it.
+
+    ``write`` is part of ``miss``; pass it only for providers that bill writes (Anthropic), where
+    ``K = 0.1 * hit + 1.25 * write + (miss - write)``. With ``write=0`` this is ``0.1 * hit + miss``.
+    """
+    return alpha * hit + write_factor * write + (miss - write)

@@ -12,10 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from lightmem_plugin import faults, hooks
+from lightmem_plugin import faults
 from lightmem_plugin.commands import doctor, status
 from lightmem_plugin.config import Config
 from lightmem_plugin.faults import FaultSink, on_surface, safecall
+from lightmem_plugin.hosts import hook_runtime as hooks
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.server import secret
 from lightmem_plugin.server.app import create_app

@@ -271,7 +271,7 @@ def test_without_lightmem2_is_in_the_providers_units_when_it_counted_the_call() 
     assert rec(index=1).real_baseline_tokens is None  # nothing reported: no provider-unit figure
     t = summarize("s1", [rec(index=1), counted])
     assert (t.last_input_tokens, t.last_baseline_tokens, t.context_counted_by) == (12_500, 16_500, "provider")
-    from lightmem_plugin.commands._format import call_dict
+    from lightmem_plugin.views.format import call_dict
 
     assert call_dict(counted)["realBaselineTokens"] == 16_500
     assert call_dict(rec(index=1))["realBaselineTokens"] is None

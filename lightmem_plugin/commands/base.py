@@ -22,14 +22,6 @@ from dataclasses import dataclass
 Outcome = str | tuple[str, int]
 """What :attr:`Command.main` returns: text to print with exit code 0, or (text, exit code)."""
 
-LineRunner = Callable[[str], tuple[str, int]]
-"""Runs a chat line such as ``/lightmem2 status``: (text to show, exit code).
-
-Why a type and not an import: the hooks and the server answer chat commands, and the command table
-lists the ``hook`` and ``serve`` commands; so the entry points (the CLI, the Python API) hand the
-registry's runner down instead of the hooks and the server importing the table back.
-"""
-
 
 @dataclass(frozen=True)
 class Command:

@@ -32,8 +32,8 @@ from ..store.search_index import INDEX_FILE, SearchIndex
 from ..store.session_state import STATE_FILE, StateStore
 from ..store.sqlite_store import move_aside
 from ..tokens import RANKS_SHA256, ranks_bytes
+from ..views.format import to_json
 from ._disk import disk_failure
-from ._format import to_json
 from ._hosts import HOSTS, Check, Probe, check_host
 from .base import Command, Outcome
 from .search import fix_index

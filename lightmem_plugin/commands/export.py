@@ -17,7 +17,7 @@ from ..config import data_dir
 from ..errors import UsageError
 from ..eviction.record_store import LEVELS, RecordStore
 from ..store.ledger import Ledger
-from ._format import to_json, totals_dict
+from ..views.format import to_json, totals_dict
 from .base import Command, Outcome
 
 FORMATS = ("json", "markdown", "canvas")

@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from ..hooks import exit_with
 from ..hosts import WITH_HOOKS
-from .base import Command, LineRunner, Outcome
+from ..hosts.base import LineRunner
+from ..hosts.hook_runtime import exit_with
+from .base import Command, Outcome
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

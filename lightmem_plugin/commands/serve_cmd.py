@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..hosts.base import LineRunner
 from ..server import serve
-from .base import Command, LineRunner, Outcome
+from .base import Command, Outcome
 
 
 def run(host: str | None, port: int | None, allow_remote: bool, commands: LineRunner | None) -> str:

@@ -23,7 +23,7 @@ from ..security import tenancy
 from ..store import CallLedger, open_stores
 from ..store.ledger import Ledger, SessionTotals
 from ..store.registry import Registry
-from ._format import pct, size, to_json, tokens, totals_dict
+from ..views.format import pct, size, to_json, tokens, totals_dict
 from .base import Command, Outcome
 
 

@@ -24,7 +24,7 @@ from ..atomic import write_private_bytes, write_private_text
 from ..config import data_dir
 from ..errors import UsageError
 from ..store.ledger import CallRecord, Ledger, summarize
-from ._format import where
+from ..views.format import where
 from .base import Command, Outcome
 from .chart import HEIGHT, WIDTH, Chart, Label, Line, Rect, layout, render_png
 

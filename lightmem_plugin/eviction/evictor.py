@@ -174,7 +174,7 @@ class Evictor:
         self._sizes: PerObject[Message, int] = PerObject(self._size_of)
         self.last_evicted_tokens = 0
         self.spell: Callable[[str], str] = str  # as the host sent it
-        """How the model reads a host call id in this request (short call ids: :mod:`~lightmem_plugin.prefix.call_ids`); the
+        """How the model reads a host call id in this request (short call ids: :mod:`~.prefix.call_ids`); the
         archived text of a batch or a task names each call so, as the context around its stub did."""
         self.remaining_hint: Callable[[int], tuple[float, float]] | None = None
         self.break_cost: BreakCost = PREFIX

@@ -336,7 +336,7 @@ def _failure_line(tail: str) -> str:
     """The line that says why a failed call failed, as a task summary and the session record quote it.
 
     In order: the last line of an error's own shape (``ValueError: ...``, ``FAILED ...``,
-    ``fatal: ...``); the last error line the reduction protects (:mod:`~lightmem_plugin.reduction.error_lines`: a dotted
+    ``fatal: ...``); the last error line the reduction protects (:mod:`~.reduction.error_lines`: a dotted
     ``pkg.ImproperlyConfigured: ...``, an Elixir ``error:``), not a frame or a traceback header; the last line that says it
     failed (``== [q.sql] FAIL``, ``Hunk #1 FAILED at 21.``); else the last line. Why not simply the
     last line: measured on the swe traces, 198 of 441 failed calls had no line of the first shape, and

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from . import exit_with
+from ..hosts.hook_runtime import exit_with
 
 
 def run_line(line: str) -> tuple[str, int]:

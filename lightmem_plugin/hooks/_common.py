@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..faults import open_sink
 
 if TYPE_CHECKING:
-    from ..commands.base import LineRunner
+    from ..hosts.base import LineRunner
     from ..pipeline import Session
     from ..store.session_state import StateStore
 

@@ -25,8 +25,8 @@ from ..reduction.kinds import ToolCall
 from . import _common
 
 if TYPE_CHECKING:
-    from ..commands.base import LineRunner
     from ..config import Config
+    from ..hosts.base import LineRunner
 
 MIN_UPDATED_OUTPUT = (2, 1, 121)
 VERIFIED = (2, 1, 332)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .claude_code import revive_guarded, session_start, user_prompt_submit
 
 if TYPE_CHECKING:
-    from ..commands.base import LineRunner
+    from ..hosts.base import LineRunner
 
 
 def handle(event: str, payload: dict[str, Any], run_line: LineRunner | None = None) -> dict[str, Any] | None:

@@ -3,7 +3,8 @@
 A new host is one module in this package that defines ``HOST`` (a :class:`.base.Host`: executable,
 supported versions, installer module, doctor's wired-in probe, hook handler) and one line in
 :data:`HOSTS`. ``lightmem2 install HOST``, ``lightmem2 hook HOST EVENT`` and doctor's host checks are
-built from this tuple.
+built from this tuple. Beside the hosts: :mod:`.base` (what a host is) and :mod:`.hook_runtime` (how
+any host's hook event is answered: stdin, the host's handler within a budget, stdout).
 """
 
 from __future__ import annotations

@@ -21,10 +21,15 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from ..commands.base import LineRunner
+LineRunner = Callable[[str], tuple[str, int]]
+"""Runs a chat line such as ``/lightmem2 status``: (text to show, exit code).
+
+Why a type and not an import: the hooks and the server (below the commands) answer chat commands, and the command table
+lists the ``hook`` and ``serve`` commands; so the entry points (the CLI, the Python API) hand the
+registry's runner down instead of the hooks and the server importing the table back.
+"""
 
 SUBPROCESS_TIMEOUT_S = 5.0
 HTTP_TIMEOUT_S = 2.0

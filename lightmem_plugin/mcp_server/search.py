@@ -1,9 +1,9 @@
 """The ``lightmem2_search`` MCP tool, beside ``lightmem2_recover``: find archived lines by content.
 
 Why a tool: a stub names one key, but an agent that remembers "an ImportError earlier" does not know
-which. The tool returns ranked hits with keys, line numbers and the recover call, bounded to
-:data:`MAX_CHARS` so a broad query cannot flood the context. The MCP server does not know which session
-is calling, so without ``session`` every session is searched.
+which. The tool returns ranked hits with keys, line numbers and the recover call, bounded
+(:func:`~lightmem_plugin.views.search.bounded`) so a broad query cannot flood the context. The MCP
+server does not know which session is calling, so without ``session`` every session is searched.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from ..errors import LightMemError
 from ..faults import tool_failure
 from ..server.gateway_client import gateway
 from ..store.search_index import IndexBase, SearchIndex
+from ..views.search import bounded
+from ..views.search import run as search_text
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 
 TOOL = "lightmem2_search"
-MAX_CHARS = 4000
 MAX_HITS = 20
 DESCRIPTION = (
     "Search the originals lightmem2 archived when it shortened tool outputs. `query` is literal text, "
@@ -31,15 +32,6 @@ DESCRIPTION = (
     "artifact key, line number, BM25 score, excerpt and the lightmem2_recover call (key, lines) that "
     "prints the line. `limit` <= 20."
 )
-
-
-def bounded(text: str, limit: int = MAX_CHARS) -> str:
-    """``text`` cut at a line boundary to at most ``limit`` chars, saying that it was cut."""
-    if len(text) <= limit:
-        return text
-    note = "\n[lightmem2: more hits cut; narrow the query or lower limit]"
-    head = text[: limit - len(note)]
-    return head[: head.rfind("\n")] + note if "\n" in head else head + note
 
 
 def register_search_tool(server: MCPServer, index: IndexBase | None = None) -> None:
@@ -72,7 +64,7 @@ def register_search_tool(server: MCPServer, index: IndexBase | None = None) -> N
         except Exception as err:  # fail-open (I5): a tool error for the model, a fault for doctor
             raise ToolError(tool_failure(TOOL, err)) from None
         try:
-            text = search.run(
+            text = search_text(
                 store,
                 query,
                 session=session,

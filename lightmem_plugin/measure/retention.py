@@ -16,7 +16,7 @@ tell us what the agent used instead (``traces/README.md``, "Retention"):
   output the span touches (the newest output of the prompt that holds it): kept if every one of them
   (blank lines aside) is a whole line of the transformed prompt, verbatim; recoverable if each
   missing one is a whole line of an archive a stub in the prompt names; lost otherwise.
-- **Error lines** (:mod:`~lightmem_plugin.reduction.error_lines`) of the newest output of each command (tool name plus its
+- **Error lines** (:mod:`~.reduction.error_lines`) of the newest output of each command (tool name plus its
   command string or its other inputs) must be whole lines of every later prompt while no newer
   output of that command exists: the agent acts on them, and the reduction promises not to cut them.
   ``error_lines_kept`` = kept (line, call) pairs / all such pairs (1.0 when there are none).
@@ -335,7 +335,7 @@ def _answers_question(prompt: Sequence[ChatMessage], pos: int) -> bool:
 def recover_charge(recovers: Iterable[tuple[int, int] | tuple[int, int, int | None]], calls: int) -> float:
     """The K a session's recover round trips add: ``(call u, tokens t)`` each costs
     ``RECOVER_CALL_TOKENS + t`` as misses at ``u`` and as cached re-reads on every later call (the
-    one cost formula, :func:`~lightmem_plugin.metering.cachesim.k_cost`); ``(u, t, gone)`` re-reads it only up to call
+    one cost formula, :func:`~.metering.cachesim.k_cost`); ``(u, t, gone)`` re-reads it only up to call
     ``gone``, where it left the context (the task it was made in was archived whole)."""
     total = 0.0
     for u, t, *rest in recovers:

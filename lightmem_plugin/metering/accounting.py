@@ -209,9 +209,9 @@ class Accountant:
 
     def _changed_parts(self, original: Request, sent: Request) -> list[tuple[str, int]]:
         """(what changed it, tokens saved) for each tool output ``sent`` shows otherwise than the host,
-        and ``call ids`` entries for the ids the model reads in a few tokens (:mod:`~lightmem_plugin.prefix.call_ids`).
+        and ``call ids`` entries for the ids the model reads in a few tokens (:mod:`~.prefix.call_ids`).
         Parts are matched by call id, as the host spelled it or as the model reads it; each sent
-        message is judged once (:class:`~lightmem_plugin.codecs.memo.PerObject`), not on every call that re-sends it."""
+        message is judged once (:class:`~.codecs.memo.PerObject`), not on every call that re-sends it."""
         self._host, self._spelled = {}, {}
         for m in original.messages:
             for p in m.parts:

@@ -51,6 +51,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..tokens import k_cost as k_cost  # re-exported: callers price with cachesim.k_cost
 
 PROVIDERS = ("anthropic", "deepseek", "openai", "vllm", "token")
 
@@ -73,15 +74,6 @@ class CallUsage:
     def hit_rate(self) -> float:
         """Share of the input read from the cache (0.0 for an empty prompt)."""
         return self.hit_tokens / self.input_tokens if self.input_tokens else 0.0
-
-
-def k_cost(hit: int, miss: int, write: int = 0, alpha: float = 0.1, write_factor: float = 1.25) -> float:
-    """Cost in miss-token units: ``alpha * hit + write_factor * write + (miss - write)``.
-
-    ``write`` is part of ``miss``; pass it only for providers that bill writes (Anthropic), where
-    ``K = 0.1 * hit + 1.25 * write + (miss - write)``. With ``write=0`` this is ``0.1 * hit + miss``.
-    """
-    return alpha * hit + write_factor * write + (miss - write)
 
 
 class _Prefix:

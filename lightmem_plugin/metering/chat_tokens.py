@@ -101,7 +101,7 @@ class Chunker(Generic[M, H]):
     The one chunker of the project: the ledger behind ``status``/``report`` counts neutral messages
     with it and the replay behind ``make bench`` counts chat dicts with it, both through
     :func:`chat_tokens`, so the two give the same figures for the same session. An unchanged message
-    (the same object as last call, :class:`~lightmem_plugin.codecs.memo.PerObject`) yields the very same chunk object, and
+    (the same object as last call, :class:`~.codecs.memo.PerObject`) yields the very same chunk object, and
     the cache models reuse its block hashes without comparing tokens.
     """
 

@@ -10,7 +10,7 @@ a restarted proxy reports the same rows as one that never stopped, and a pass ad
 The rows of one call sum to what it did not send (the host's request minus ours, in tokens; negative
 when ours is longer): each tool output the pipeline changed counts its original's tokens minus its
 shown tokens under the name of what changed it; ``call ids`` counts the host's long tool call ids
-the model reads in a few tokens (:mod:`~lightmem_plugin.prefix.call_ids`; measured on the bundled demo session, DeepSeek's
+the model reads in a few tokens (:mod:`~.prefix.call_ids`; measured on the bundled demo session, DeepSeek's
 ids: the largest row, above every pass); the rest of the difference, outside tool outputs, is
 ``eviction`` once the session has paged anything out (finished tasks, archived arguments) and
 ``stabilizer`` before that (its session-values block and placeholders, and the definition of our own

@@ -310,7 +310,7 @@ class Stabilizer:
         """The head message made at position ``i`` last call when ``msg`` equals it, else ``msg``.
 
         Why: the stabilised head is rebuilt on every call from the host's head, and an equal but new
-        object defeats every later identity memo (:class:`~lightmem_plugin.codecs.memo.PerObject`: respelling, the ledger's
+        object defeats every later identity memo (:class:`~.codecs.memo.PerObject`: respelling, the ledger's
         token count), so the head was counted again on each call (measured at the proxy)."""
         last = self._made.get(i)
         return last if last is not None and last == msg else msg

@@ -54,7 +54,7 @@ and only the body. Four shapes, two from Codex's ``exec_command``:
 
 - a status line on its own as the first line, then the body (Claude Code's failed ``Bash``:
   ``Exit code 2``, and any host that prints ``Process exited with code N`` first;
-  :func:`~lightmem_plugin.reduction.error_lines.is_status_line`). Measured on the dev Claude Code sessions before this
+  :func:`~.reduction.error_lines.is_status_line`). Measured on the dev Claude Code sessions before this
   (``frame_audit.py``, normal mode): 2 of the 11 outputs with a status line reached the model with
   the test-run pass's stub above it, so the result no longer opened with how the command ended.
 

@@ -8,7 +8,7 @@ the earlier output), and the original is archived byte-exact behind one stub.
 
 Never folded into a marker: a line that says how the command ended (``<returncode>1</returncode>``,
 ``Process exited with code 1``: the model must see whether it failed); where the mode keeps error
-lines, the error lines and frame code lines (:mod:`~lightmem_plugin.reduction.error_lines`) of the output; and the match
+lines, the error lines and frame code lines (:mod:`~.reduction.error_lines`) of the output; and the match
 lines of a search (:mod:`.search_terms`: the answer the agent asked for). So a re-run that fails
 the same way keeps its traceback in place. Measured on the swe traces in normal mode with
 ``benchmarks/frame_audit.py`` before this: 88 of the 426 outputs with error lines reached the model

@@ -37,7 +37,7 @@ _BLOCKS = (
 """The failure blocks of other runners: jest's ``● suite › test`` (its Expected/Received and code
 frame, indented), vitest's ``⎯⎯ Failed Tests 1 ⎯⎯`` section, go test's ``--- FAIL: TestX`` with its
 indented ``x_test.go:12:`` lines, cargo's ``---- name stdout ----`` through its ``failures:`` list.
-Why: their error lines (:mod:`~lightmem_plugin.reduction.error_lines`) say where a test failed, the rest of the block says
+Why: their error lines (:mod:`~.reduction.error_lines`) say where a test failed, the rest of the block says
 why (``Expected: 3``, ``Received: 4``, ``- Expected`` / ``+ Received``), and head + tail cut that."""
 _SUMMARY = re.compile(
     r"^(?:=+ .*\b(?:passed|failed|errors?|skipped|xfailed|deselected|no tests ran)\b.*=+"

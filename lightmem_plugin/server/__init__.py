@@ -20,8 +20,8 @@ from ..errors import UsageError
 if TYPE_CHECKING:
     import uvicorn
 
-    from ..commands.base import LineRunner
     from ..config import Config
+    from ..hosts.base import LineRunner
 
 __all__ = ["bind_socket", "check_bind", "serve", "server_config", "url_host"]
 

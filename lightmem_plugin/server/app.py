@@ -41,9 +41,9 @@ from starlette.routing import Route
 from yarl import URL
 
 from .._version import __version__
-from ..commands.base import LineRunner
 from ..errors import AccessDenied
 from ..faults import on_surface
+from ..hosts.base import LineRunner
 from ..pipeline import LightMem
 from ..store import store_trouble
 from .chat_commands import CommandRunner

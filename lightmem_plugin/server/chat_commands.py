@@ -18,8 +18,8 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..commands.base import LineRunner
 from ..errors import CommandRefused
+from ..hosts.base import LineRunner
 
 WORKERS = 2
 NOT_WIRED = (

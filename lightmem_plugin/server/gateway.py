@@ -1,7 +1,7 @@
 """A team gateway's users: who a request is (its token), and the routes that show a user their own work.
 
 With ``gateway.users`` set, every ``/v1`` and ``/u`` request must carry its user's token in
-``x-lightmem2-token`` (see :mod:`lightmem_plugin.security.tenancy`): without it, or with a token no user has, the
+``x-lightmem2-token`` (see :mod:`~.security.tenancy`): without it, or with a token no user has, the
 answer is a 401 in the provider's error shape and nothing reaches the provider. The token header is
 never forwarded; the provider's own key is, untouched, and is never stored. With no users (the loopback
 default) nothing changes: requests need no token and the routes below answer 404.
@@ -35,6 +35,8 @@ from starlette.routing import Route
 from ..errors import AccessDenied, ArtifactNotFound, LightMemError, StoreUnavailable
 from ..pipeline import LightMem
 from ..security import tenancy
+from ..views.report import session_data, session_text
+from ..views.search import hit_dict
 from .proxy import Proxy, TooLarge, read_body
 
 PREFIX = "/lightmem2/v1"
@@ -137,8 +139,6 @@ def gateway_routes(get_proxy: Callable[[], Proxy], gate: Gate) -> list[Route]:
         return {"user": user, "sessions": mine}
 
     def report(plugin: LightMem, user: str, request: Request, body: dict[str, Any]) -> Any:
-        from ..commands.report import session_data, session_text
-
         sid = request.query_params.get("session", "")
         if not sid:
             raise ValueError("missing ?session=ID; list yours with GET /lightmem2/v1/sessions")
@@ -160,8 +160,6 @@ def gateway_routes(get_proxy: Callable[[], Proxy], gate: Gate) -> list[Route]:
             raise NotFound(f"no artifact {key[:60]!r} of yours; check the key in the stub") from None
 
     def search(plugin: LightMem, user: str, request: Request, body: dict[str, Any]) -> Any:
-        from ..commands.search import hit_dict
-
         query = _str(body, "query")
         limit = body.get("limit", 10)
         if not isinstance(limit, int) or not 1 <= limit <= 50:

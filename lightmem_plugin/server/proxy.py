@@ -38,9 +38,9 @@ from ..faults import on_surface, report
 from ..pipeline import LightMem, Session
 from ..security.tenancy import TOKEN_HEADER, scoped
 from ..store import session_lock
+from ..wire.rewrite import StreamRewriter, body_usage
+from ..wire.sse import json_bytes, json_value
 from .identity import HEADER, session_identity
-from .rewrite import StreamRewriter, body_usage
-from .sse import json_bytes, json_value
 from .usage import UsageBook, record_usage
 
 log = logging.getLogger("lightmem2.server")

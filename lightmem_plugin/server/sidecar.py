@@ -84,11 +84,13 @@ from ..faults import on_surface
 from ..pipeline import Session
 from ..reduction.kinds import ToolCall
 from ..store import session_lock
+from ..views.search import bounded
+from ..views.search import run as search_text
+from ..wire.sse import json_bytes
 from .chat_commands import CommandRunner
 from .guard import SidecarGuard
 from .proxy import Proxy, TooLarge, read_body
 from .secret import CHALLENGE_HEADER, proof
-from .sse import json_bytes
 from .usage import record_usage
 
 JSON = dict[str, Any]
@@ -277,12 +279,9 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
 
     @guarded
     async def search(request: Request) -> Response:
-        from ..commands import search as search_cmd
-        from ..mcp_server.search import bounded
-
         def find(query: str, limit: int) -> str:
             with get_proxy().plugin.searching() as index:  # the stores' index
-                return bounded(search_cmd.run(index, query, None, True, False, limit))
+                return bounded(search_text(index, query, None, True, False, limit))
 
         try:
             body = await _body(request, get_proxy())

@@ -27,8 +27,8 @@ from typing import Any
 
 from ..config import data_dir
 from ..errors import UsageError
-from ..metering import cachesim
 from ..security.redaction import Redactor
+from ..tokens import k_cost as _k_cost
 from .sqlite_store import open_private_db
 
 LEDGER_FILE = "ledger.sqlite3"
@@ -88,10 +88,10 @@ def _redactor() -> Redactor:
 def k_cost(hit: int, miss: int, write: int = 0) -> float:
     """K of one request with disjoint counts: cached at 0.1x, uncached at 1x, cache writes at 1.25x.
 
-    The ledger keeps ``write`` apart from ``miss``; the one cost formula (:func:`cachesim.k_cost`)
+    The ledger keeps ``write`` apart from ``miss``; the one cost formula (:func:`~.tokens.k_cost`)
     counts writes inside the misses.
     """
-    return cachesim.k_cost(hit, miss + write, write)
+    return _k_cost(hit, miss + write, write)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ the hash of the plaintext. Without one (no usable archive key) they are redacted
 before sealing existed. What the search index is told (``on_put``) is always redacted.
 
 On a team gateway each artifact also has owners: the users whose sessions archived it (``owner`` says
-who is archiving now, :mod:`~lightmem_plugin.security.tenancy`). Keys stay content-addressed and stored once; ownership rows
+who is archiving now, :mod:`~.security.tenancy`). Keys stay content-addressed and stored once; ownership rows
 (``owners.sqlite3`` beside the files, ``lm_artifact_owners`` in a database) decide who may read one.
 """
 

@@ -6,7 +6,7 @@ and the session record it was given (the user's goals word for word); a credenti
 planted samples readable there, while the archive beside them was encrypted). Redacting those values is
 not an option: a restarted process must send the same bytes as one that never stopped (DESIGN 3), so a
 value must come back exactly. So every value (entries and blobs, both backends) is sealed with the
-archive's key (:mod:`~lightmem_plugin.store.sealing`) and opened on load; keys stay plain (they are hashes and sequence
+archive's key (:mod:`~.store.sealing`) and opened on load; keys stay plain (they are hashes and sequence
 numbers, never content).
 
 Without a key (``registry.encrypt`` off, or no key can be had, which ``doctor`` reports) the values are

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..codecs import anthropic as codec
-from ..server.rewrite import AnthropicStream, restore_anthropic
 from .base import JSON, RealUsage, WireApi, as_int, clean_id, message_list
+from .rewrite import AnthropicStream, restore_anthropic
 
 _CLAUDE_SESSION = re.compile(r"_session_([0-9A-Za-z][0-9A-Za-z._:-]*)$")
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:
     from ..codecs._common import Reuse
     from ..model import Request
-    from ..server.rewrite import StreamRewriter
+    from .rewrite import StreamRewriter
 
 JSON = dict[str, Any]
 

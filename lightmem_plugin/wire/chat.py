@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..codecs import openai_chat as codec
-from ..server.rewrite import ChatStream, restore_chat
 from .base import RealUsage, WireApi, as_int, cache_key_hint, message_list, openai_error
+from .rewrite import ChatStream, restore_chat
 
 
 def usage(raw: Mapping[str, Any]) -> RealUsage:

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..codecs import openai_responses as codec
-from ..server.responses_stream import ResponsesStream
-from ..server.rewrite import restore_responses
 from .base import RealUsage, WireApi, as_int, cache_key_hint, openai_error
+from .responses_stream import ResponsesStream
+from .rewrite import restore_responses
 
 
 def usage(raw: Mapping[str, Any]) -> RealUsage:

@@ -15,8 +15,9 @@ from search_replay import Replayed, replay
 from lightmem_plugin.commands import recover, search
 from lightmem_plugin.errors import UsageError
 from lightmem_plugin.mcp_server import build_server
-from lightmem_plugin.mcp_server.search import MAX_CHARS, TOOL, bounded
+from lightmem_plugin.mcp_server.search import TOOL
 from lightmem_plugin.store.search_index import SearchIndex
+from lightmem_plugin.views.search import MAX_CHARS, bounded
 
 # a line of pydicom/config.py as the agent's `cat` printed it (archived during the session)
 NEEDLE = "logger = logging.getLogger('pydicom')"

@@ -10,7 +10,6 @@ from typing import Any
 from eviction_helpers import call, result, text
 
 from lightmem_plugin.codecs import anthropic
-from lightmem_plugin.commands import search
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.collapse import short_goal
 from lightmem_plugin.eviction.goals import finished_tasks, goal_tasks, is_goal
@@ -26,6 +25,7 @@ from lightmem_plugin.reduction.base import stub_keys
 from lightmem_plugin.store.registry import Registry
 from lightmem_plugin.store.search_index import SearchIndex
 from lightmem_plugin.store.session_state import StateStore
+from lightmem_plugin.views.search import recover_call
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SWE = [
@@ -167,7 +167,7 @@ def test_the_summary_says_how_to_find_a_line_of_the_task_and_the_search_does(tmp
     found = index.search(f'"{needle.strip()}"', session="chain", limit=200)
     hits = [h for h in found if h.key.startswith(c.key)]  # the stub names a claimed prefix of the key
     assert hits, needle
-    a, b = search.recover_call(hits[0]).split("--lines ")[1].split(":")
+    a, b = recover_call(hits[0]).split("--lines ")[1].split(":")
     assert lm.registry.recover(c.key, f"{a}:{b}").rstrip("\n") == needle
 
 
@@ -319,8 +319,8 @@ def test_the_collapsed_request_is_valid_on_the_messages_api(tmp_path: Path) -> N
 
 
 def test_report_names_the_batch_that_collapsed_a_task(tmp_path: Path) -> None:
-    from lightmem_plugin.commands.report import session_text
     from lightmem_plugin.store.ledger import Ledger
+    from lightmem_plugin.views.report import session_text
 
     ledger = Ledger(tmp_path / "ledger.sqlite3")
     lm = LightMem(config=Config(mode="aggressive"), registry=Registry(tmp_path / "reg"), ledger=ledger)

@@ -64,7 +64,7 @@ def test_a_bad_command_shows_one_prefix(prompt: str) -> None:
     parser's own prefix under run_line's). Through the hook entry, with the payload Codex sends."""
     import json
 
-    from lightmem_plugin import hooks
+    from lightmem_plugin.hosts import hook_runtime as hooks
 
     event = {
         "session_id": "thread-1",

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-import lightmem_plugin.hooks as hooks
+import lightmem_plugin.hosts.hook_runtime as hooks
 from lightmem_plugin.hooks import claude_code, codex
 
 ROOT = Path(__file__).resolve().parents[2]

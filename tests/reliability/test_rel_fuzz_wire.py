@@ -261,7 +261,7 @@ def _hook_payload(rng: random.Random, event: str) -> dict[str, Any]:
 
 
 def test_hook_entry_points_never_raise() -> None:
-    from lightmem_plugin.hooks import _answer
+    from lightmem_plugin.hosts.hook_runtime import _answer
 
     n = 3_000
     rng = random.Random(46)

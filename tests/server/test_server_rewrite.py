@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin import wire
-from lightmem_plugin.server.rewrite import restore_strings
+from lightmem_plugin.wire.rewrite import restore_strings
 
 VALUES = {"WORKDIR": "/home/alice/proj", "TIMESTAMP": "2026-03-01T10:00:00Z", "HOME": 'C:\\Users\\"bob"'}
 REPLY = Reply(

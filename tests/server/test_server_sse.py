@@ -1,4 +1,4 @@
-"""SSE parsing and placeholder restoring across deltas (lightmem_plugin.server.sse)."""
+"""SSE parsing and placeholder restoring across deltas (lightmem_plugin.wire.sse)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin.prefix.placeholders import restore_json, restore_text
-from lightmem_plugin.server.sse import SSEParser, StreamRestorer, encode_event, json_bytes, json_value
+from lightmem_plugin.wire.sse import SSEParser, StreamRestorer, encode_event, json_bytes, json_value
 
 VALUES = {"WORKDIR": "/home/alice/proj", "TIMESTAMP": "2026-03-01T10:00:00Z", "UUID": "u-1", "UUID_2": "u-2"}
 WIN = {"WORKDIR": 'C:\\Users\\bob\\my "proj"'}

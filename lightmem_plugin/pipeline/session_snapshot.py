@@ -19,7 +19,7 @@ from ..eviction.evictor import EvictionState, Evictor
 from ..eviction.lifecycle import TaskRegistry
 from ..prefix.stabilizer import Stabilizer
 from ..reduction.dedup import Repeats
-from .session_state import STATE_VERSION, StoredSession
+from ..store.session_state import STATE_VERSION, StoredSession
 
 
 class Decisions(Protocol):

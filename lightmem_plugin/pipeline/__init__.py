@@ -4,9 +4,10 @@
     before_model_call    stabilise the head, apply the memoised reductions, (aggressive) evict in batches
     after_model_call     restore placeholders in what the model wrote, record real cache usage
 
-A session is four parts, each a module of its own: the chat adapter (:mod:`~lightmem_plugin.codecs.chat_adapter`), the
-transformer chain (:attr:`Session.STEPS`: reduce, evict, stabilise, call ids), the decisions it took
-(:mod:`~lightmem_plugin.store.session_snapshot`, persisted by :mod:`.store.session_state`) and the recorder (:mod:`~lightmem_plugin.metering.recorder`).
+A session is four parts, each a module of its own: the chat adapter (:mod:`~.codecs.chat_adapter`),
+the transformer chain (:attr:`Session.STEPS`: reduce, evict, stabilise, call ids), the decisions it
+took (:mod:`.session_snapshot`, persisted by :mod:`~.store.session_state`) and the recorder
+(:mod:`~.metering.recorder`).
 
 Why fail-open (I5): we sit between an agent and its model. Any exception inside a pass returns the
 original payload, is counted per pass and shown by ``status``/``doctor``; the host never breaks.
@@ -31,23 +32,23 @@ from typing import Any, Self, TypeVar
 
 import xxhash
 
-from . import wire
-from .codecs._common import Reuse
-from .codecs.chat_adapter import ChatAdapter
-from .codecs.memo import Interned, PerObject
-from .config import Config, ConfigHolder, data_dir
-from .errors import ArtifactCorrupt, LightMemError
-from .eviction.break_cost import break_cost
-from .eviction.entries import entries
-from .eviction.evictor import Evictor
-from .eviction.goals import is_goal
-from .eviction.record_render import render as render_record
-from .eviction.record_store import LEVELS, RecordStore
-from .eviction.session_record import extract
-from .faults import FailOpen, FaultSink, open_sink, report
-from .metering.accounting import CallFacts
-from .metering.recorder import Recorder
-from .model import (
+from .. import wire
+from ..codecs._common import Reuse
+from ..codecs.chat_adapter import ChatAdapter
+from ..codecs.memo import Interned, PerObject
+from ..config import Config, ConfigHolder, data_dir
+from ..errors import ArtifactCorrupt, LightMemError
+from ..eviction.break_cost import break_cost
+from ..eviction.entries import entries
+from ..eviction.evictor import Evictor
+from ..eviction.goals import is_goal
+from ..eviction.record_render import render as render_record
+from ..eviction.record_store import LEVELS, RecordStore
+from ..eviction.session_record import extract
+from ..faults import FailOpen, FaultSink, open_sink, report
+from ..metering.accounting import CallFacts
+from ..metering.recorder import Recorder
+from ..model import (
     LISTED_TOOLS,
     ImagePart,
     Message,
@@ -57,23 +58,24 @@ from .model import (
     ToolCallPart,
     ToolResultPart,
 )
-from .prefix.call_ids import Respeller, respellable, short_id
-from .prefix.stabilizer import Stabilizer, tool_name
-from .reduction import passes
-from .reduction.base import PassContext, prefers_shell
-from .reduction.dedup import DedupIndex, Repeats, call_base, call_key, scope_of
-from .reduction.kinds import ToolCall
-from .reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_text
-from .reduction.verbatim import passes_verbatim
-from .security import tenancy
-from .security.redaction import Redactor
-from .store import CallLedger, SessionStates, Stores, open_stores, session_snapshot
-from .store.ledger import CallRecord
-from .store.registry import Registry
-from .store.sealing import Sealer
-from .store.search_index import IndexBase, SearchIndex, index_hook, indexing_later
-from .store.session_state import Journal, StoredSession, retry_start
-from .tokens import TokenCounter
+from ..prefix.call_ids import Respeller, respellable, short_id
+from ..prefix.stabilizer import Stabilizer, tool_name
+from ..reduction import passes
+from ..reduction.base import PassContext, prefers_shell
+from ..reduction.dedup import DedupIndex, Repeats, call_base, call_key, scope_of
+from ..reduction.kinds import ToolCall
+from ..reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_text
+from ..reduction.verbatim import passes_verbatim
+from ..security import tenancy
+from ..security.redaction import Redactor
+from ..store import CallLedger, SessionStates, Stores, open_stores
+from ..store.ledger import CallRecord
+from ..store.registry import Registry
+from ..store.sealing import Sealer
+from ..store.search_index import IndexBase, SearchIndex, index_hook, indexing_later
+from ..store.session_state import Journal, StoredSession, retry_start
+from ..tokens import TokenCounter
+from . import session_snapshot
 
 T = TypeVar("T")
 CONFIG_IN_FORCE: dict[str, str] = {
@@ -271,11 +273,11 @@ def _digest(text: str) -> str:
 class Session:
     """One conversation: a chat adapter, the transformer chain and the decisions it took, a recorder.
 
-    - :class:`~lightmem_plugin.codecs.chat_adapter.ChatAdapter` decodes chat-form messages into the neutral model and
+    - :class:`~.codecs.chat_adapter.ChatAdapter` decodes chat-form messages into the neutral model and
       encodes them back, incrementally (hosts only append);
     - the transformer chain (:data:`STEPS`: reduce, evict, stabilise, call ids) maps the request the
       host sent to the one the model sees; each step is fail-open on its own;
-    - the decisions the chain took over time (:mod:`~lightmem_plugin.store.session_snapshot`) persist in the session store
+    - the decisions the chain took over time (:mod:`~.pipeline.session_snapshot`) persist in the session store
       after every call, so a restarted process sends the same bytes;
     - :class:`~lightmem_plugin.metering.recorder.Recorder` writes one ledger row per model call.
     """
@@ -337,7 +339,7 @@ class Session:
     def respelled_ids(self) -> bool:
         """The host may respell call ids after we see them (OpenClaw, for some providers: letters and
         digits only, just before each request): a repeat then names no call id (dedup.reference), and
-        the ledger compares messages with ids in that form (:func:`~lightmem_plugin.metering.accounting.ids_alike`)."""
+        the ledger compares messages with ids in that form (:func:`~.metering.accounting.ids_alike`)."""
         return self._respelled_ids
 
     @respelled_ids.setter
@@ -599,13 +601,13 @@ class Session:
         return short_id if self._respelling else str
 
     def _short_ids(self) -> bool:
-        """Whether this session's requests get short call ids (:mod:`~lightmem_plugin.prefix.call_ids`). Not for a host that
+        """Whether this session's requests get short call ids (:mod:`~.prefix.call_ids`). Not for a host that
         assembles the context once per turn (OpenClaw): the calls inside a turn reach the provider
         with the host's ids, so respelling them at the next turn would break the cached prefix."""
         return self.cfg.stabilizer.shortCallIds and not self.respelled_ids
 
     def _call_ids_step(self, original: Request, req: Request) -> Request:
-        """Every tool call id in a few tokens (:mod:`~lightmem_plugin.prefix.call_ids`), when this request allows it."""
+        """Every tool call id in a few tokens (:mod:`~.prefix.call_ids`), when this request allows it."""
         return self.respeller.apply(req) if self._respelling else req
 
     STEPS: tuple[tuple[str, Callable[[Session, Request, Request], Request]], ...] = (
@@ -694,9 +696,14 @@ class Session:
         return self._unsettled is not None
 
     def _bookkeep(
-        self, facts: CallFacts, req: Request, out: Request, whole_turn: bool, index: list[Callable[[], None]]
+        self,
+        facts: CallFacts,
+        req: Request,
+        out: Request,
+        whole_turn: bool,
+        indexing: list[Callable[[], None]],
     ) -> None:
-        for add in index:
+        for add in indexing:  # what the call archived, for search: after the send, not before it
             self.fail.run("search", add, None)
         self.fail.run("record", lambda: self._record_step(req), None)
         self.calls = self.recorder.call(facts, req, out, whole_turn)
