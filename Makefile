@@ -52,7 +52,7 @@ bench: $(STAMP)
 
 schema: $(STAMP)
 	$(BIN)/python -c "from lightmem_plugin.config import schema_text; open('config.schema.json','w').write(schema_text())"
-	$(BIN)/python -c "from pathlib import Path; from lightmem_plugin.install.openclaw_manifest import write_manifest; write_manifest(Path('adapters/openclaw'))"
+	$(BIN)/python -c "from pathlib import Path; from lightmem_plugin.hosts.openclaw.manifest import write_manifest; write_manifest(Path('adapters/openclaw'))"
 
 docs: $(STAMP)
 	$(BIN)/python -c "from pathlib import Path; from lightmem_plugin.commands._readme import update; update(Path('README.md'))"

@@ -21,10 +21,12 @@ NEVER = {
     "store/": {"pipeline/", "eviction/", "metering/", "reduction/", "server/", "commands/", "views/"},
     "security/": {"pipeline/", "store/", "server/", "commands/"},
     "wire/": {"server/", "pipeline/", "commands/"},
-    "codecs/": {"pipeline/", "server/", "wire/", "commands/"},
+    "codecs/": {"pipeline/", "server/", "wire/", "commands/", "hosts/"},
     "views/": {"pipeline/", "server/", "commands/", "mcp_server/"},
-    "server/": {"commands/", "hooks/", "mcp_server/"},
-    "hosts/": {"commands/", "hooks/", "server/", "pipeline/"},
+    "server/": {"commands/", "hooks/", "mcp_server/", "hosts/"},
+    "hosts/": {"commands/", "hooks/", "mcp_server/"},
+    "eviction/": {"pipeline/", "server/", "commands/", "hosts/"},
+    "metering/": {"pipeline/", "server/", "commands/", "hosts/"},
 }
 """Room -> rooms it never imports."""
 

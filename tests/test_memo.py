@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 
-from lightmem_plugin.codecs import openai_chat
-from lightmem_plugin.codecs.chat_adapter import ChatAdapter
 from lightmem_plugin.codecs.memo import Interned, PerObject
 from lightmem_plugin.config import EvictionConfig
 from lightmem_plugin.errors import PayloadError
@@ -17,6 +15,8 @@ from lightmem_plugin.metering.accounting import message_tokens, render
 from lightmem_plugin.metering.chat_tokens import ChatChunker, Chunker
 from lightmem_plugin.model import Message, Request, TextPart, ToolResultPart
 from lightmem_plugin.tokens import TokenCounter
+from lightmem_plugin.wire.chat import codec as openai_chat
+from lightmem_plugin.wire.chat.adapter import ChatAdapter
 
 
 def test_the_same_object_reuses_and_an_equal_one_recomputes() -> None:

@@ -1,13 +1,11 @@
-"""Wire-format codecs: provider request payloads <-> the neutral model in :mod:`lightmem_plugin.model`.
+"""What every wire codec shares: the decode/encode toolkit and the per-object memo.
 
-Each codec module offers ``decode_request(payload) -> Request`` and ``encode_request(req) -> dict`` with
-``encode_request(decode_request(p)) == p`` (JSON-equal) for every payload it accepts; a payload it cannot
-read raises :class:`~lightmem_plugin.errors.PayloadError` and nothing else. ``openai_chat`` also converts
-single chat-form messages (``chat_to_message`` / ``message_to_chat``) for the pipeline's Python API.
+Each provider API's codec lives with the rest of that API in :mod:`lightmem_plugin.wire` (for example
+``wire/anthropic/codec.py``) and offers ``decode_request(payload) -> Request`` and
+``encode_request(req) -> dict`` with ``encode_request(decode_request(p)) == p`` (JSON-equal) for every
+payload it accepts; a payload it cannot read raises :class:`~lightmem_plugin.errors.PayloadError` and
+nothing else. Here: :mod:`._common` (what the three codecs share, such as :class:`._common.Reuse`, a
+session's last decoded call) and :mod:`.memo` (identity-keyed caches the pipeline, metering and the
+prefix use). Why apart from ``wire/``: the prefix and metering layers use the memo and sit below the
+wire APIs, which restore the prefix's placeholders.
 """
-
-from __future__ import annotations
-
-from . import anthropic, openai_chat, openai_responses
-
-__all__ = ["anthropic", "openai_chat", "openai_responses"]

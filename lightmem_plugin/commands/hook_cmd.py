@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
+from ..hookspec import HOOK_COMMAND, LineRunner
 from ..hosts import WITH_HOOKS
-from ..hosts.base import LineRunner
 from ..hosts.hook_runtime import exit_with
 from .base import Command, Outcome
 
@@ -34,4 +34,4 @@ def run_raw(argv: list[str], run_line: LineRunner | None) -> NoReturn:
     exit_with(host, event, run_line)
 
 
-COMMAND = Command("hook", __doc__, configure, main, chat=False)
+COMMAND = Command(HOOK_COMMAND, __doc__, configure, main, chat=False)

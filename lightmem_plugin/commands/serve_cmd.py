@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..hosts.base import LineRunner
+from ..hookspec import LineRunner
 from ..server import serve
 from .base import Command, Outcome
 

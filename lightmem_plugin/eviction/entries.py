@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..codecs import openai_chat
 from ..model import Message, Part, Request, TextPart, ToolCallPart, ToolResultPart
+from ..wire.chat import codec as openai_chat
 
 
 @dataclass(frozen=True)

@@ -21,15 +21,10 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-LineRunner = Callable[[str], tuple[str, int]]
-"""Runs a chat line such as ``/lightmem2 status``: (text to show, exit code).
-
-Why a type and not an import: the hooks and the server (below the commands) answer chat commands, and the command table
-lists the ``hook`` and ``serve`` commands; so the entry points (the CLI, the Python API) hand the
-registry's runner down instead of the hooks and the server importing the table back.
-"""
+if TYPE_CHECKING:
+    from ..hookspec import Handler
 
 SUBPROCESS_TIMEOUT_S = 5.0
 HTTP_TIMEOUT_S = 2.0
@@ -37,7 +32,6 @@ HTTP_TIMEOUT_S = 2.0
 Version = tuple[int, int, int]
 Support = Literal["supported", "newer", "older"]
 Status = Literal["pass", "warn", "fail"]
-Handler = Callable[[str, dict[str, Any], "LineRunner | None"], "dict[str, Any] | None"]
 
 
 def run_command(cmd: list[str]) -> tuple[int, str]:
@@ -109,9 +103,11 @@ class Host:
     to tell it is wired in, and the hook events it sends us.
 
     ``installer`` names the module whose ``run(uninstall, project)`` edits the host's files, and
-    ``hooks`` the module whose ``handle(event, payload, run_line)`` answers its hook events (None: the
-    host runs no lightmem2 hook, as OpenClaw, a plugin); each is imported when it is used, so a hook
-    does not load the installers, nor doctor the hooks."""
+    ``hooks`` the module whose ``handle(event, payload, run_line)`` answers its hook events (a
+    :class:`~lightmem_plugin.hookspec.HostHooks`' method per event; None: the host runs no lightmem2
+    hook, as OpenClaw, a plugin); each is imported when it is used, so a hook does not load the
+    installers, nor doctor the hooks. Both live in the host's folder (``hosts/<name>/install.py``,
+    ``hooks.py``), its doctor probe is ``wired``, and its host-side files are in ``adapters/<name>``."""
 
     name: str
     exe: str

@@ -28,14 +28,14 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, NoReturn
 
 from ..faults import on_surface, open_sink, report
+from ..hookspec import EVENTS
 from . import get
 
 if TYPE_CHECKING:
-    from .base import Handler, LineRunner
+    from ..hookspec import Handler, LineRunner
 
 __all__ = ["EVENTS", "budget_s", "exit_with", "main", "run", "run_stream"]
 
-EVENTS = ("PostToolUse", "UserPromptSubmit", "SessionStart")
 DEFAULT_BUDGET_S = {"SessionStart": 8.0, "PostToolUse": 5.0, "UserPromptSubmit": 5.0}
 BUDGET_ENV = "LIGHTMEM2_HOOK_BUDGET_S"
 LOG_MAX_BYTES = 256 * 1024

@@ -19,7 +19,6 @@ from typing import Any
 import xxhash
 
 from .. import wire
-from ..codecs import openai_chat
 from ..codecs.memo import PerObject
 from ..model import (
     ImagePart,
@@ -36,6 +35,7 @@ from ..prefix.call_ids import short_id
 from ..store.ledger import CallRecord, k_cost
 from ..tokens import TokenCounter
 from ..wire.base import RealUsage as RealUsage  # re-exported: the ledger's real figures
+from ..wire.chat import codec as openai_chat
 from .cachesim import make_cache
 from .chat_tokens import MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, Chunker, chat_tokens, head_chunk
 from .savings import CALL_IDS, saver, split_saving

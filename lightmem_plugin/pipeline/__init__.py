@@ -34,7 +34,6 @@ import xxhash
 
 from .. import wire
 from ..codecs._common import Reuse
-from ..codecs.chat_adapter import ChatAdapter
 from ..codecs.memo import Interned, PerObject
 from ..config import Config, ConfigHolder, data_dir
 from ..errors import ArtifactCorrupt, LightMemError
@@ -75,6 +74,7 @@ from ..store.sealing import Sealer
 from ..store.search_index import IndexBase, SearchIndex, index_hook, indexing_later
 from ..store.session_state import Journal, StoredSession, retry_start
 from ..tokens import TokenCounter
+from ..wire.chat.adapter import ChatAdapter
 from . import session_snapshot
 
 T = TypeVar("T")

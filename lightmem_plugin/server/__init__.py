@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import uvicorn
 
     from ..config import Config
-    from ..hosts.base import LineRunner
+    from ..hookspec import LineRunner
 
 __all__ = ["bind_socket", "check_bind", "serve", "server_config", "url_host"]
 

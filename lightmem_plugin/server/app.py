@@ -1,14 +1,14 @@
 """The ASGI app of ``lightmem2 serve``: provider routes, a health route and the OpenClaw sidecar.
 
-Routes (hosts point their SDK base URL here; upstreams come from ``server.upstreams``):
+Routes (hosts point their SDK base URL here; upstreams come from ``server.upstreams``): each wire API
+declares the paths it serves (``routes`` of its :class:`~lightmem_plugin.wire.base.WireApi`: today
+``POST /v1/messages`` and ``/v1/messages/count_tokens`` to the Anthropic upstream, ``POST
+/v1/responses`` and ``/v1/chat/completions`` to the OpenAI one, the OpenAI two also under ``POST
+/u/<name>/v1/...`` to ``server.upstreams.named[<name>]``), and this app adds what no API owns:
 
 ====================================  =====================================================
-``POST /v1/messages``                  Anthropic Messages (``?beta=true`` kept) -> ``{anthropic}/v1/messages``
-``POST /v1/messages/count_tokens``     passed through unchanged -> ``{anthropic}/v1/messages/count_tokens``
-``POST /v1/responses``                 OpenAI Responses -> ``{openai}/responses``
-``POST /v1/chat/completions``          OpenAI Chat Completions -> ``{openai}/chat/completions``
-``POST /u/<name>/v1/...``              the same two OpenAI routes, to ``server.upstreams.named[<name>]``
 ``* /v1/<anything else>``              passed through (Anthropic when ``anthropic-version`` is sent)
+``* /u/<name>/v1/<anything else>``     passed through to the named upstream
 ``GET /healthz``                       ``{"status": "ok", ...}``; ``"degraded"`` and a ``"reason"`` while
                                        ``store.url``'s database does not answer (calls pass through)
 ``/sidecar/...``                       the OpenClaw plugin's routes (see :mod:`.sidecar`)
@@ -40,20 +40,20 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from yarl import URL
 
+from .. import wire
 from .._version import __version__
 from ..errors import AccessDenied
 from ..faults import on_surface
-from ..hosts.base import LineRunner
+from ..hookspec import LineRunner
 from ..pipeline import LightMem
 from ..store import store_trouble
+from ..wire import WireRoute
 from .chat_commands import CommandRunner
 from .gateway import Gate, gateway_routes
 from .guard import LoopbackHost, SidecarGuard
 from .memory import Busy, InFlight, sweep_idle
 from .proxy import Outgoing, Proxy, TooLarge, error_response, read_body
 from .sidecar import sidecar_routes
-
-_OPENAI_PATHS = {"responses": "/responses", "chat": "/chat/completions"}
 
 
 def create_app(
@@ -110,22 +110,19 @@ def create_app(
         base = ups.openai if name is None else ups.named.get(str(name))
         return base.rstrip("/") if base else None
 
-    async def messages(request: Request) -> Response:
-        base = lm.config.server.upstreams.anthropic.rstrip("/")
-        return await handle(request, "anthropic", base + "/v1/messages", True)
+    def wire_route(api: str, route: WireRoute) -> Callable[[Request], Awaitable[Response]]:
+        """The handler of one route an API declares: its upstream's base, then the API's path."""
 
-    async def count_tokens(request: Request) -> Response:
-        base = lm.config.server.upstreams.anthropic.rstrip("/")
-        return await handle(request, "anthropic", base + "/v1/messages/count_tokens", False)
+        async def serve(request: Request) -> Response:
+            if route.upstream == "anthropic":
+                base: str | None = lm.config.server.upstreams.anthropic.rstrip("/")
+            else:
+                base = openai_base(request)
+                if base is None:
+                    return unknown_upstream(request, api)
+            return await handle(request, api, f"{base}{route.upstream_path}", route.transform)
 
-    def openai_route(api: str) -> Callable[[Request], Awaitable[Response]]:
-        async def route(request: Request) -> Response:
-            base = openai_base(request)
-            if base is None:
-                return unknown_upstream(request, api)
-            return await handle(request, api, base + _OPENAI_PATHS[api], True)
-
-        return route
+        return serve
 
     async def other(request: Request) -> Response:
         rest = request.path_params["rest"]
@@ -182,12 +179,13 @@ def create_app(
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
-        Route("/v1/messages", messages, methods=["POST"]),
-        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
-        Route("/v1/responses", openai_route("responses"), methods=["POST"]),
-        Route("/v1/chat/completions", openai_route("chat"), methods=["POST"]),
-        Route("/u/{name}/v1/responses", openai_route("responses"), methods=["POST"]),
-        Route("/u/{name}/v1/chat/completions", openai_route("chat"), methods=["POST"]),
+        *(Route(r.path, wire_route(w.name, r), methods=["POST"]) for w in wire.WIRES for r in w.routes),
+        *(
+            Route("/u/{name}" + r.path, wire_route(w.name, r), methods=["POST"])
+            for w in wire.WIRES
+            for r in w.routes
+            if r.named
+        ),
         Route("/u/{name}/v1/{rest:path}", other, methods=methods),
         *sidecar_routes(lambda: proxy(), guard, runner),
         *gateway_routes(lambda: proxy(), gate),

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import CommandRefused
-from ..hosts.base import LineRunner
+from ..hookspec import LineRunner
 
 WORKERS = 2
 NOT_WIRED = (

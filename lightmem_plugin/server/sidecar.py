@@ -132,7 +132,7 @@ def _assemble(session: Session, body: JSON) -> JSON:
         raise BadRequest(
             f'format: got {json.dumps(body.get("format"))[:60]}, expected "openai" or "anthropic"'
         )
-    from ..codecs import anthropic
+    from ..wire.anthropic import codec as anthropic
 
     payload: JSON = {"messages": messages}
     for key in ("system", "tools"):

@@ -1,8 +1,10 @@
 """The provider wire APIs the proxy speaks, one line each.
 
-A new API is one module in this package that defines ``WIRE`` (a :class:`.base.WireApi`) and one line
-in :data:`WIRES`; the proxy's codec, stream and restore, the ledger's real usage, the error shape and
-the session identity all read it from here (:func:`get`).
+A new API is one folder in this package (its ``codec``, its answer rewriter ``stream``, and an
+``__init__`` that defines ``WIRE``, a :class:`.base.WireApi` with the routes it serves) and one line in
+:data:`WIRES`; the proxy's routes, codec, stream and restore, the ledger's real usage, the error shape
+and the session identity all read it from here (:func:`get`). Beside the APIs: :mod:`.base` (what an
+API declares), :mod:`.rewrite` and :mod:`.sse` (what the answer rewriters share).
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import anthropic, chat, responses
-from .base import RealUsage, WireApi
+from .base import RealUsage, WireApi, WireRoute
 
 WIRES: tuple[WireApi, ...] = (anthropic.WIRE, chat.WIRE, responses.WIRE)
 NAMES: tuple[str, ...] = tuple(w.name for w in WIRES)
 
-__all__ = ["NAMES", "WIRES", "RealUsage", "WireApi", "for_usage", "get"]
+__all__ = ["NAMES", "WIRES", "RealUsage", "WireApi", "WireRoute", "for_usage", "get"]
 
 
 def get(name: str) -> WireApi:

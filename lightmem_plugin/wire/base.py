@@ -48,6 +48,23 @@ class Encode(Protocol):
 
 
 @dataclass(frozen=True)
+class WireRoute:
+    """One path the proxy serves for an API, and where it forwards it.
+
+    ``upstream`` names the configured base URL (``server.upstreams.anthropic`` or ``.openai``) and
+    ``upstream_path`` is appended to it; ``transform``: False passes the body through unchanged (a
+    token count, not a model call); ``named``: the route is also served under ``/u/<name>``, forwarded
+    to ``server.upstreams.named[<name>]`` (OpenAI-compatible providers a host names).
+    """
+
+    path: str
+    upstream: Literal["anthropic", "openai"]
+    upstream_path: str
+    transform: bool = True
+    named: bool = False
+
+
+@dataclass(frozen=True)
 class WireApi:
     """One provider API as the proxy speaks it.
 
@@ -59,7 +76,8 @@ class WireApi:
     ``session_hint``: the host's own session id in the request, if it carries one; ``ledger_fields``:
     which real-usage columns of the ledger it fills (Anthropic's split or OpenAI's cached tokens);
     ``cache_model``: how its provider caches prompts, which prices an eviction's break
-    (:mod:`..eviction.break_cost`).
+    (:mod:`..eviction.break_cost`); ``routes``: the paths the proxy serves for it (:class:`WireRoute`),
+    so the server's route table is built from the registry.
     """
 
     name: str
@@ -75,6 +93,7 @@ class WireApi:
     session_hint: Callable[[Mapping[str, Any]], str | None]
     ledger_fields: Literal["anthropic", "openai"]
     cache_model: Literal["prefix", "anthropic"] = "prefix"
+    routes: tuple[WireRoute, ...] = ()
 
 
 MAX_ID = 200

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from lightmem_plugin.codecs import anthropic
 from lightmem_plugin.errors import PayloadError
 from lightmem_plugin.model import ImagePart, Message, OpaquePart, TextPart, ToolCallPart, ToolResultPart
+from lightmem_plugin.wire.anthropic import codec as anthropic
 
 CLAUDE_CODE: dict[str, Any] = json.loads(
     (Path(__file__).parent / "payloads" / "anthropic_claude_code.json").read_text(encoding="utf-8")

@@ -16,8 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lightmem_plugin.codecs import anthropic, openai_chat, openai_responses
 from lightmem_plugin.errors import PayloadError
+from lightmem_plugin.wire.anthropic import codec as anthropic
+from lightmem_plugin.wire.chat import codec as openai_chat
+from lightmem_plugin.wire.responses import codec as openai_responses
 
 PAYLOADS = Path(__file__).parent / "payloads"
 CODECS = [

@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 
-from lightmem_plugin.codecs import openai_chat
-from lightmem_plugin.codecs.openai_chat import chat_to_message, message_to_chat
 from lightmem_plugin.errors import PayloadError
 from lightmem_plugin.model import (
     ImagePart,
@@ -21,6 +19,8 @@ from lightmem_plugin.model import (
     ToolCallPart,
     ToolResultPart,
 )
+from lightmem_plugin.wire.chat import codec as openai_chat
+from lightmem_plugin.wire.chat.codec import chat_to_message, message_to_chat
 
 AGENT: dict[str, Any] = json.loads(
     (Path(__file__).parent / "payloads" / "openai_chat_agent.json").read_text(encoding="utf-8")

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from lightmem_plugin.codecs import openai_responses
 from lightmem_plugin.errors import PayloadError
 from lightmem_plugin.model import (
     SERVER_CALL_IDS,
@@ -21,6 +20,7 @@ from lightmem_plugin.model import (
     ToolCallPart,
     ToolResultPart,
 )
+from lightmem_plugin.wire.responses import codec as openai_responses
 
 CODEX: dict[str, Any] = json.loads(
     (Path(__file__).parent / "payloads" / "openai_responses_codex.json").read_text(encoding="utf-8")

@@ -9,7 +9,6 @@ from typing import Any
 
 from eviction_helpers import call, result, text
 
-from lightmem_plugin.codecs import anthropic
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.collapse import short_goal
 from lightmem_plugin.eviction.goals import finished_tasks, goal_tasks, is_goal
@@ -26,6 +25,7 @@ from lightmem_plugin.store.registry import Registry
 from lightmem_plugin.store.search_index import SearchIndex
 from lightmem_plugin.store.session_state import StateStore
 from lightmem_plugin.views.search import recover_call
+from lightmem_plugin.wire.anthropic import codec as anthropic
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SWE = [

@@ -50,7 +50,7 @@ NOTICE = (
 
 
 def _chat(msgs: list[Message]) -> list[dict[str, Any]]:
-    from lightmem_plugin.codecs import openai_chat
+    from lightmem_plugin.wire.chat import codec as openai_chat
 
     return [openai_chat.message_to_chat(m) for m in msgs]
 

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin.commands.registry import run_line
-from lightmem_plugin.hooks import _common, claude_code
+from lightmem_plugin.hosts.claude_code import hooks as claude_code
+from lightmem_plugin.hosts.shared import hook_session as _common
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
 
@@ -134,7 +135,7 @@ def test_a_repeated_output_refers_to_the_first_call_across_hook_processes(isolat
     )
     # Claude Code sent to our serve (its settings' env, which hooks inherit): the proxy respells the ids
     from lightmem_plugin.config import load_config
-    from lightmem_plugin.hooks.serve_ctl import base_url
+    from lightmem_plugin.hosts.shared.serve_ctl import base_url
     from lightmem_plugin.prefix.call_ids import short_id
 
     with pytest.MonkeyPatch.context() as env:
@@ -161,7 +162,7 @@ def test_after_a_compact_no_output_refers_to_one_from_before_it(
 ) -> None:
     """Claude Code's compact drops the earlier outputs from what the model reads: a reference to
     toolu_1_0 after it would point at nothing. A resume keeps the history (and the references)."""
-    from lightmem_plugin.hooks import serve_ctl
+    from lightmem_plugin.hosts.shared import serve_ctl
 
     host_ids(isolated_home)
 
@@ -234,7 +235,7 @@ def test_mode_switch_from_chat_is_persisted(isolated_home: Path) -> None:
 def test_session_start_records_the_transcript_and_ensures_the_proxy(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from lightmem_plugin.hooks import serve_ctl, transcripts
+    from lightmem_plugin.hosts.shared import serve_ctl, transcripts
 
     calls: list[int] = []
     monkeypatch.setattr(

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from lightmem_plugin.commands.registry import run_line
-from lightmem_plugin.hooks import codex
+from lightmem_plugin.hosts.codex import hooks as codex
 
 OUTPUT = "".join(f"row {i}: compiled module ok\n" for i in range(1, 400))
 
@@ -36,7 +36,7 @@ def test_commands_and_plain_prompts() -> None:
 
 
 def test_session_start_is_recorded_for_codex(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    from lightmem_plugin.hooks import serve_ctl, transcripts
+    from lightmem_plugin.hosts.shared import serve_ctl, transcripts
 
     monkeypatch.setattr(serve_ctl, "ensure_running", lambda config, wait_s=0: "running")
     path = tmp_path / "rollout.jsonl"

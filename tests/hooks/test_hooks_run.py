@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 import lightmem_plugin.hosts.hook_runtime as hooks
-from lightmem_plugin.hooks import claude_code, codex
+from lightmem_plugin.hosts.claude_code import hooks as claude_code
+from lightmem_plugin.hosts.codex import hooks as codex
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lightmem_plugin.config import Config
-from lightmem_plugin.hooks import serve_ctl
+from lightmem_plugin.hosts.shared import serve_ctl
 
 
 def _free_port() -> int:
@@ -122,7 +122,8 @@ def test_a_proxy_that_cannot_start_fails_fast(isolated_home: Path) -> None:
 def test_a_proxy_that_died_is_back_before_the_next_model_call(isolated_home: Path) -> None:
     """Killed mid-session (SIGKILL, by pid): the next PostToolUse and UserPromptSubmit hooks start it
     again, so the host's next request finds it; a home whose proxy no hook started is left alone."""
-    from lightmem_plugin.hooks import claude_code, codex
+    from lightmem_plugin.hosts.claude_code import hooks as claude_code
+    from lightmem_plugin.hosts.codex import hooks as codex
 
     assert claude_code.revive_proxy() == "not managed"
     port = _free_port()
@@ -179,7 +180,7 @@ def test_a_hook_waits_for_the_supervisor_restarting_the_proxy(isolated_home: Pat
     not start a second supervisor: the two proxies raced for the port (seen on Claude Code 2.1.332),
     the loser's supervisor exited and deleted the winner's serve.child.pid, and serve.pid could name
     a dead supervisor while the live one ran on, out of reach of `stop serve.pid`."""
-    from lightmem_plugin.hooks import claude_code
+    from lightmem_plugin.hosts.claude_code import hooks as claude_code
 
     port = _free_port()
     (isolated_home / "config.json").write_text(json.dumps({"server": {"port": port}}))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lightmem_plugin.hooks import transcripts
+from lightmem_plugin.hosts.shared import transcripts
 
 
 def test_record_and_find(tmp_path: Path, isolated_home: Path) -> None:

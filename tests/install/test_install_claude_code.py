@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin.errors import UsageError
-from lightmem_plugin.install import _hooks_json
-from lightmem_plugin.install import claude_code as cc
+from lightmem_plugin.hosts.claude_code import install as cc
+from lightmem_plugin.hosts.shared import hooks_json as _hooks_json
 
 ADAPTER = Path(__file__).resolve().parents[2] / "adapters" / "claude_code"
 USER_SETTINGS = """{
@@ -257,7 +257,8 @@ def test_the_upstream_edit_keeps_the_format_of_lightmem2s_config(
 
 def test_uninstall_also_undoes_an_older_project_install_in_settings_json(home: Path, tmp_path: Path) -> None:
     """--project used to write the shared settings.json; --uninstall still takes that back out."""
-    from lightmem_plugin.install import _edits, _hooks_json
+    from lightmem_plugin.hosts.shared import edits as _edits
+    from lightmem_plugin.hosts.shared import hooks_json as _hooks_json
 
     project = tmp_path / "repo"
     (project / ".claude").mkdir(parents=True)

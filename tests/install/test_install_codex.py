@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin.errors import UsageError
-from lightmem_plugin.install import _hooks_json, _toml_text
-from lightmem_plugin.install import codex as cx
+from lightmem_plugin.hosts.codex import install as cx
+from lightmem_plugin.hosts.shared import hooks_json as _hooks_json
+from lightmem_plugin.hosts.shared import toml_text as _toml_text
 
 ADAPTER = Path(__file__).resolve().parents[2] / "adapters" / "codex"
 AZURE = """# my codex config

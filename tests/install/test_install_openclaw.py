@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from lightmem_plugin.errors import UsageError
-from lightmem_plugin.install import _edits
-from lightmem_plugin.install import openclaw as oc
+from lightmem_plugin.hosts.openclaw import install as oc
+from lightmem_plugin.hosts.shared import edits as _edits
 
 PLUGIN = oc.plugin_dir()
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lightmem_plugin.install.openclaw_manifest import (
+from lightmem_plugin.hosts.openclaw.manifest import (
     HOST_SETTINGS,
     RECOVER_TOOL,
     config_schema,
@@ -31,7 +31,7 @@ def load(name: str) -> dict[str, Any]:
 def test_manifest_is_generated_from_the_config_schema() -> None:
     assert (ADAPTER / "openclaw.plugin.json").read_text(encoding="utf-8") == manifest_text(), (
         "adapters/openclaw/openclaw.plugin.json is stale; regenerate it with "
-        "python -c 'from pathlib import Path; from lightmem_plugin.install.openclaw_manifest import "
+        "python -c 'from pathlib import Path; from lightmem_plugin.hosts.openclaw.manifest import "
         'write_manifest; write_manifest(Path("adapters/openclaw"))\''
     )
 

@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 from PIL import Image
 from rel_convo import head, tool_output, turn
 
-from lightmem_plugin.codecs import anthropic, openai_chat, openai_responses
 from lightmem_plugin.config import Config
 from lightmem_plugin.errors import PayloadError
 from lightmem_plugin.pipeline import LightMem
@@ -35,6 +34,9 @@ from lightmem_plugin.reduction.dedup import DedupIndex
 from lightmem_plugin.reduction.images import reduce_image
 from lightmem_plugin.reduction.reduce import reduce_text
 from lightmem_plugin.store.registry import Registry
+from lightmem_plugin.wire.anthropic import codec as anthropic
+from lightmem_plugin.wire.chat import codec as openai_chat
+from lightmem_plugin.wire.responses import codec as openai_responses
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")

@@ -243,7 +243,7 @@ def test_reduction_archives_through_the_redactor_only(tmp_path: Path) -> None:
 def _run_claude_code_hook() -> None:
     """The Claude Code PostToolUse hook (its own process in real use; it keeps its decisions under
     ``hook:<session>`` in the same store): ``export TOKEN=AKIA...`` atop a 3,000-line output."""
-    from lightmem_plugin.hooks import claude_code
+    from lightmem_plugin.hosts.claude_code import hooks as claude_code
 
     _kind, text, _secret = next(row for row in SAMPLES if row[0] == "aws_access_key_id")
     stdout = text + "\n" + tool_output("hook", 0, lines=3000)

@@ -48,8 +48,8 @@ from e2e_support import (
 )
 from server_harness import ServerThread, free_port
 
-from lightmem_plugin.hooks import serve_ctl, transcripts
-from lightmem_plugin.install import claude_code as installer
+from lightmem_plugin.hosts.claude_code import install as installer
+from lightmem_plugin.hosts.shared import serve_ctl, transcripts
 
 PACKAGE, VERSION = "@anthropic-ai/claude-code", "2.1.332"
 # ~16 KB: over lightmem2's trigger, under Claude Code's own 30,000-char Bash limit (above it, Claude

@@ -42,8 +42,8 @@ from fake_wire import Reply
 from server_harness import ServerThread, free_port
 
 from lightmem_plugin.config import Config
-from lightmem_plugin.hooks import serve_ctl
-from lightmem_plugin.install import claude_code as installer
+from lightmem_plugin.hosts.claude_code import install as installer
+from lightmem_plugin.hosts.shared import serve_ctl
 from lightmem_plugin.store.ledger import Ledger
 
 PACKAGE = "@anthropic-ai/claude-code"

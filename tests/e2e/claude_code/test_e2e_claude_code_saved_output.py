@@ -55,8 +55,8 @@ from fake_wire import Reply
 from server_harness import ServerThread, free_port
 from wire_audit import audit_ledger, o200k_counter
 
-from lightmem_plugin.hooks import serve_ctl
-from lightmem_plugin.install import claude_code as installer
+from lightmem_plugin.hosts.claude_code import install as installer
+from lightmem_plugin.hosts.shared import serve_ctl
 
 PACKAGE = "@anthropic-ai/claude-code"
 PINNED = "2.1.332"  # the pin of test_e2e_claude_code.py

@@ -62,8 +62,8 @@ from wire_audit import (
     write_workspace,
 )
 
-from lightmem_plugin.hooks import serve_ctl
-from lightmem_plugin.install import claude_code as installer
+from lightmem_plugin.hosts.claude_code import install as installer
+from lightmem_plugin.hosts.shared import serve_ctl
 
 PACKAGE = "@anthropic-ai/claude-code"
 PINNED = "2.1.332"  # also the newest (`npm view @anthropic-ai/claude-code version`)

@@ -41,8 +41,8 @@ from e2e_support import (
 )
 from server_harness import ServerThread, free_port
 
-from lightmem_plugin.hooks import serve_ctl, transcripts
-from lightmem_plugin.install import codex as installer
+from lightmem_plugin.hosts.codex import install as installer
+from lightmem_plugin.hosts.shared import serve_ctl, transcripts
 
 PACKAGE = "@openai/codex"
 PINNED, NEWEST = "0.169.0", "0.171.0"  # NEWEST: `npm view @openai/codex version`

@@ -47,8 +47,8 @@ from server_harness import ServerThread, free_port
 from test_e2e_codex import PACKAGE, VERSIONS, _last_message
 
 from lightmem_plugin.config import Config
-from lightmem_plugin.hooks import serve_ctl
-from lightmem_plugin.install import codex as installer
+from lightmem_plugin.hosts.codex import install as installer
+from lightmem_plugin.hosts.shared import serve_ctl
 from lightmem_plugin.store.ledger import Ledger
 
 HOST_TIMEOUT_S = 120  # a hook-answered command takes seconds; a looping `codex exec` is stopped here

@@ -66,8 +66,8 @@ from test_e2e_codex import (
 )
 from wire_audit import FAILING, FINAL, LISTING, PROMPT, REPEAT_OF, STEPS, Step
 
-from lightmem_plugin.hooks import serve_ctl
-from lightmem_plugin.install import codex as installer
+from lightmem_plugin.hosts.codex import install as installer
+from lightmem_plugin.hosts.shared import serve_ctl
 
 CASES = [(NEWEST, "default"), (NEWEST, "gpt-5.5"), (PINNED, "default"), (PINNED, "gpt-5.5")]
 FAILING_STEP = next(i for i, s in enumerate(STEPS) if s.command == FAILING)

@@ -83,7 +83,7 @@ def make_env(
         env = OpenClawEnv(host, root, fake, server.url, lightmem2_exe)
         env.write_config(base_config(server.url, env.workspace, api))
         if plugin:
-            from lightmem_plugin.install import openclaw as installer
+            from lightmem_plugin.hosts.openclaw import install as installer
 
             for key, value in env.env().items():
                 if key.startswith(("OPENCLAW_", "LIGHTMEM2_")) or key in ("PATH", "HOME"):

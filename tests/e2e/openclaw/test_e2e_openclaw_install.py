@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lightmem_plugin.install import openclaw as installer
+from lightmem_plugin.hosts.openclaw import install as installer
 
 
 def plugin_ids(env: Any) -> set[str]:

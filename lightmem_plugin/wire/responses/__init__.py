@@ -1,14 +1,14 @@
-"""OpenAI Responses (``POST /v1/responses``), the only API Codex CLI speaks."""
+"""OpenAI Responses (``POST /v1/responses``), the only API Codex CLI speaks: the codec (:mod:`.codec`),
+the answer rewriter (:mod:`.stream`) and :data:`WIRE`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from ..codecs import openai_responses as codec
-from .base import RealUsage, WireApi, as_int, cache_key_hint, openai_error
-from .responses_stream import ResponsesStream
-from .rewrite import restore_responses
+from ..base import RealUsage, WireApi, WireRoute, as_int, cache_key_hint, openai_error
+from . import codec
+from .stream import ResponsesStream, restore_responses
 
 
 def usage(raw: Mapping[str, Any]) -> RealUsage:
@@ -44,4 +44,5 @@ WIRE = WireApi(
     messages,
     cache_key_hint,
     "openai",
+    routes=(WireRoute("/v1/responses", "openai", "/responses", named=True),),
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .base import Host, Probe, first_wired
+from ..base import Host, Probe, first_wired
 
 
 def _has_hooks(path: Path) -> bool:
@@ -30,7 +30,7 @@ HOST = Host(
     "claude",
     (2, 1, 0),
     ((2, 1),),
-    "lightmem_plugin.install.claude_code",
+    "lightmem_plugin.hosts.claude_code.install",
     wired,
-    "lightmem_plugin.hooks.claude_code",
+    "lightmem_plugin.hosts.claude_code.hooks",
 )

@@ -28,11 +28,13 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ..config import load_config
-from ..errors import UsageError
-from ..hooks.serve_ctl import base_url
-from . import _edits, _hooks_json, _upstream
-from . import _toml_text as tt
+from ...config import load_config
+from ...errors import UsageError
+from ..shared import edits as _edits
+from ..shared import hooks_json as _hooks_json
+from ..shared import toml_text as tt
+from ..shared import upstream as _upstream
+from ..shared.serve_ctl import base_url
 
 HOST = "codex"
 PROVIDER = "lightmem2"

@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..config import config_path, dump_like, parse_config
-from ..errors import ConfigError
-from . import _edits
+from ...config import config_path, dump_like, parse_config
+from ...errors import ConfigError
+from . import edits as _edits
 
 MISSING = {"missing": True}
 

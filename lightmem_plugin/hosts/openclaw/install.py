@@ -26,9 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from . import _edits
-from .openclaw_manifest import MANIFEST_NAME, PLUGIN_ID
+from ...errors import UsageError
+from ..shared import edits as _edits
+from .manifest import MANIFEST_NAME, PLUGIN_ID
 
 HOST = "openclaw"
 CLI_TIMEOUT_S = 120.0
@@ -49,7 +49,7 @@ def config_path() -> Path:
 
 def plugin_dir() -> Path:
     """The plugin folder shipped beside the package (``adapters/openclaw`` of the checkout)."""
-    found = Path(__file__).resolve().parents[2] / "adapters" / "openclaw"
+    found = Path(__file__).resolve().parents[3] / "adapters" / "openclaw"
     if not (found / MANIFEST_NAME).is_file():
         raise UsageError(
             f"the OpenClaw plugin files are not in this installation (looked in {found}); "

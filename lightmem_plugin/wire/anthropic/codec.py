@@ -25,18 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ..model import (
-    JSON,
-    ImagePart,
-    Message,
-    OpaquePart,
-    Part,
-    Request,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-)
-from ._common import (
+from ...codecs._common import (
     MISSING,
     Reuse,
     as_list,
@@ -56,6 +45,17 @@ from ._common import (
     req_str,
     rest,
     wrap_errors,
+)
+from ...model import (
+    JSON,
+    ImagePart,
+    Message,
+    OpaquePart,
+    Part,
+    Request,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
 )
 
 API = "Anthropic Messages request"

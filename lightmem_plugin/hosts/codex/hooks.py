@@ -20,17 +20,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .claude_code import revive_guarded, session_start, user_prompt_submit
+from ...hookspec import Answer, HostHooks
+from ..claude_code.hooks import revive_guarded, session_start, user_prompt_submit
 
 if TYPE_CHECKING:
-    from ..hosts.base import LineRunner
+    from ...hookspec import LineRunner
 
 
-def handle(event: str, payload: dict[str, Any], run_line: LineRunner | None = None) -> dict[str, Any] | None:
-    """The answer to one Codex hook event (None: print nothing); ``run_line`` answers ``/lightmem2 ...``."""
-    if event == "UserPromptSubmit":
+class CodexHooks(HostHooks):
+    """Codex's events: no ``post_tool_use`` (see above: its outputs are reduced on the wire)."""
+
+    host = "codex"
+
+    def user_prompt_submit(self, payload: dict[str, Any], run_line: LineRunner | None) -> Answer:
         revive_guarded()  # the turn's model requests go to the proxy: bring it back if it died
         return user_prompt_submit(payload, run_line)
-    if event == "SessionStart":
-        return session_start(payload, host="codex")
-    return None
+
+    def session_start(self, payload: dict[str, Any], run_line: LineRunner | None) -> Answer:
+        return session_start(payload, host=self.host)
+
+
+HOOKS = CodexHooks()
+handle = HOOKS.handle
+"""The answer to one Codex hook event (None: print nothing); ``run_line`` answers ``/lightmem2 ...``."""

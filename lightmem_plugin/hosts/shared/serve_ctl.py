@@ -24,19 +24,19 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..config import Config, data_dir
+from ...config import Config, data_dir
 
 PROBE_TIMEOUT_S = 0.5
 START_WAIT_S = 6.0
 # the CLI's serve, not server.serve(): it wires the command table into the sidecar's chat commands
 SERVE_CODE = "from lightmem_plugin.cli import main; raise SystemExit(main(['serve']))"
-SUPERVISE_CODE = "from lightmem_plugin.hooks.serve_ctl import supervise; supervise()"
+SUPERVISE_CODE = "from lightmem_plugin.hosts.shared.serve_ctl import supervise; supervise()"
 SERVED_AT_LEAST_S = 5.0  # a proxy that ran this long and died is restarted; one that never got up is not
 
 
 def base_url(config: Config) -> str:
     """``http://HOST:PORT`` of the configured proxy (a wildcard bind is reached on loopback)."""
-    from ..server import url_host  # lazy: hooks that never reach the proxy skip the import
+    from ...server import url_host  # lazy: hooks that never reach the proxy skip the import
 
     return f"http://{url_host(config.server.host)}:{config.server.port}"
 

@@ -14,9 +14,38 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..prefix.placeholders import restore_json, restore_text
-from .rewrite import JSON, StreamRewriter, restore_response_item
-from .sse import Event, StreamRestorer, encode_json_event
+from ...prefix.placeholders import restore_json, restore_text
+from ..rewrite import JSON, StreamRewriter
+from ..sse import Event, StreamRestorer, encode_json_event
+
+
+def restore_response_item(item: JSON, values: Mapping[str, str]) -> JSON:
+    """A Responses output item with its text, function arguments or custom tool input restored."""
+    kind = item.get("type")
+    if kind == "message" and isinstance(item.get("content"), list):
+        parts = [
+            {**p, "text": restore_text(p["text"], values)}
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+            else p
+            for p in item["content"]
+        ]
+        return {**item, "content": parts}
+    if kind == "function_call" and isinstance(item.get("arguments"), str):
+        return {**item, "arguments": restore_json(item["arguments"], values)}
+    if kind == "custom_tool_call" and isinstance(item.get("input"), str):
+        return {**item, "input": restore_text(item["input"], values)}
+    return item
+
+
+def restore_responses(body: JSON, values: Mapping[str, str]) -> JSON:
+    """A Responses answer with placeholders restored in its output items."""
+    if not values or not isinstance(body.get("output"), list):
+        return body
+    return {
+        **body,
+        "output": [restore_response_item(i, values) if isinstance(i, dict) else i for i in body["output"]],
+    }
+
 
 _DELTA = {
     "response.output_text.delta": False,

@@ -1,13 +1,15 @@
-"""OpenAI Chat Completions (``POST /v1/chat/completions``), as OpenClaw's custom providers send it."""
+"""OpenAI Chat Completions (``POST /v1/chat/completions``), as OpenClaw's custom providers send it: the
+codec (:mod:`.codec`, also the chat form of the Python API and the sidecar, with its incremental
+:mod:`.adapter`), the answer rewriter (:mod:`.stream`) and :data:`WIRE`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from ..codecs import openai_chat as codec
-from .base import RealUsage, WireApi, as_int, cache_key_hint, message_list, openai_error
-from .rewrite import ChatStream, restore_chat
+from ..base import RealUsage, WireApi, WireRoute, as_int, cache_key_hint, message_list, openai_error
+from . import codec
+from .stream import ChatStream, restore_chat
 
 
 def usage(raw: Mapping[str, Any]) -> RealUsage:
@@ -33,4 +35,5 @@ WIRE = WireApi(
     message_list,
     cache_key_hint,
     "openai",
+    routes=(WireRoute("/v1/chat/completions", "openai", "/chat/completions", named=True),),
 )

@@ -1,4 +1,5 @@
-"""Anthropic Messages (``POST /v1/messages``), as Claude Code sends it."""
+"""Anthropic Messages (``POST /v1/messages``), as Claude Code sends it: the codec (:mod:`.codec`), the
+answer rewriter (:mod:`.stream`), and what the proxy needs to know of it (:data:`WIRE`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..codecs import anthropic as codec
-from .base import JSON, RealUsage, WireApi, as_int, clean_id, message_list
-from .rewrite import AnthropicStream, restore_anthropic
+from ..base import JSON, RealUsage, WireApi, WireRoute, as_int, clean_id, message_list
+from . import codec
+from .stream import AnthropicStream, restore_anthropic
 
 _CLAUDE_SESSION = re.compile(r"_session_([0-9A-Za-z][0-9A-Za-z._:-]*)$")
 
@@ -65,4 +66,8 @@ WIRE = WireApi(
     session_hint,
     "anthropic",
     cache_model="anthropic",
+    routes=(
+        WireRoute("/v1/messages", "anthropic", "/v1/messages"),
+        WireRoute("/v1/messages/count_tokens", "anthropic", "/v1/messages/count_tokens", transform=False),
+    ),
 )

@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .._version import __version__
-from ..config import json_schema
+from ..._version import __version__
+from ...config import json_schema
 
 PLUGIN_ID = "lightmem2"
 RECOVER_TOOL = "lightmem2_recover"

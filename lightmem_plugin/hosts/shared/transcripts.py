@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..config import data_dir
+from ...config import data_dir
 
 MAX_ENTRIES = 500
 INDEX = "transcripts.json"

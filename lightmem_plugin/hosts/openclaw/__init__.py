@@ -3,7 +3,7 @@ No hook events: the plugin calls the sidecar itself."""
 
 from __future__ import annotations
 
-from .base import Host, Probe
+from ..base import Host, Probe
 
 
 def wired(exe: str, probe: Probe) -> tuple[bool | None, str]:
@@ -14,4 +14,6 @@ def wired(exe: str, probe: Probe) -> tuple[bool | None, str]:
     return "lightmem2" in out, "openclaw plugins list"
 
 
-HOST = Host("openclaw", "openclaw", (2026, 9, 0), ((2026, 9),), "lightmem_plugin.install.openclaw", wired)
+HOST = Host(
+    "openclaw", "openclaw", (2026, 9, 0), ((2026, 9),), "lightmem_plugin.hosts.openclaw.install", wired
+)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..faults import open_sink
+from ...faults import open_sink
 
 if TYPE_CHECKING:
-    from ..hosts.base import LineRunner
-    from ..pipeline import Session
-    from ..store.session_state import StateStore
+    from ...hookspec import LineRunner
+    from ...pipeline import Session
+    from ...store.session_state import StateStore
 
 COMMAND_RE = re.compile(r"^\s*/lightmem2(?::lightmem2)?(?=\s|$)")  # plugin commands are namespaced
 
@@ -67,7 +67,7 @@ def reducing_session(payload: dict[str, Any]) -> Session:
     """A pipeline session for this payload: the user's config, no ledger (the proxy keeps that), the
     fault sink, so a pass that fails inside a hook shows in ``doctor`` and ``status``, and the hooks'
     own persisted session state (:func:`hook_states`)."""
-    from ..pipeline import LightMem  # lazy: ~0.4 s that UserPromptSubmit and SessionStart do not need
+    from ...pipeline import LightMem  # lazy: ~0.4 s that UserPromptSubmit and SessionStart do not need
 
     return LightMem(faults=open_sink(), states=hook_states()).session(session_id(payload))
 
@@ -88,8 +88,8 @@ def hook_states() -> StateStore | None:
     """
     import sqlite3  # lazy: the store pulls in the config the light events skip
 
-    from ..errors import LightMemError
-    from ..store.session_state import StateStore
+    from ...errors import LightMemError
+    from ...store.session_state import StateStore
 
     try:
         return StateStore.default(HOOK_STATE_PREFIX)

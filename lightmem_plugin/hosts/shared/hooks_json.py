@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..commands.hook_cmd import COMMAND as HOOK
-from ..errors import UsageError
-from . import _edits
+from ...errors import UsageError
+from ...hookspec import HOOK_COMMAND
+from . import edits as _edits
 
 # event -> (matcher or None, timeout in seconds the host allows the hook)
 EVENTS: dict[str, tuple[str | None, int]] = {
@@ -31,7 +31,7 @@ def hook_command(host: str, event: str) -> str:
     """The command the host runs for ``event``: absolute paths, so PATH and shells do not matter."""
     exe = Path(sys.executable).with_name("lightmem2")
     if exe.exists():  # this install's console script: it has the hook command imported above
-        return f"{shlex.quote(str(exe))} {HOOK.name} {host} {event}"
+        return f"{shlex.quote(str(exe))} {HOOK_COMMAND} {host} {event}"
     return f"{shlex.quote(sys.executable)} -m lightmem_plugin.hooks {host} {event}"
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ...errors import UsageError
 
 Undo = Callable[[str, dict[str, Any]], str | None]
 """(current text, recorded facts) -> the text without our entries; None to delete the file."""

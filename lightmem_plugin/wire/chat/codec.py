@@ -20,18 +20,7 @@ Hints: ``content`` records string / list / null / absent so a string is written 
 
 from __future__ import annotations
 
-from ..model import (
-    JSON,
-    ImagePart,
-    Message,
-    OpaquePart,
-    Part,
-    Request,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-)
-from ._common import (
+from ...codecs._common import (
     MISSING,
     Reuse,
     as_list,
@@ -52,6 +41,17 @@ from ._common import (
     req_str,
     rest,
     wrap_errors,
+)
+from ...model import (
+    JSON,
+    ImagePart,
+    Message,
+    OpaquePart,
+    Part,
+    Request,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
 )
 
 API = "OpenAI Chat request"

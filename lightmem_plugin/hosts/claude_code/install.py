@@ -21,11 +21,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..config import load_config
-from ..errors import UsageError
-from ..hooks.claude_code import ENV_BASE_URL
-from ..hooks.serve_ctl import base_url
-from . import _edits, _hooks_json, _upstream
+from ...config import load_config
+from ...errors import UsageError
+from ..shared import edits as _edits
+from ..shared import hooks_json as _hooks_json
+from ..shared import upstream as _upstream
+from ..shared.serve_ctl import base_url
+from .hooks import ENV_BASE_URL
 
 HOST = "claude-code"
 COMMAND_MD = """\

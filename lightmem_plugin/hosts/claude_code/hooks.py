@@ -20,13 +20,14 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..reduction.dedup import scope_of
-from ..reduction.kinds import ToolCall
-from . import _common
+from ...hookspec import Answer, HostHooks
+from ...reduction.dedup import scope_of
+from ...reduction.kinds import ToolCall
+from ..shared import hook_session as _common
 
 if TYPE_CHECKING:
-    from ..config import Config
-    from ..hosts.base import LineRunner
+    from ...config import Config
+    from ...hookspec import LineRunner
 
 MIN_UPDATED_OUTPUT = (2, 1, 121)
 VERIFIED = (2, 1, 332)
@@ -102,7 +103,7 @@ def reduce_response(tool: str, response: Any, reduce: Reducer, key: str) -> Any:
 def _through_our_proxy(config: Config) -> bool:
     """True when Claude Code sends its requests to the configured ``serve`` (the ``env`` of its
     settings, which its hooks inherit): the proxy then respells call ids (Anthropic wire)."""
-    from . import serve_ctl
+    from ..shared import serve_ctl
 
     sent_to = os.environ.get(ENV_BASE_URL, "").rstrip("/")
     return bool(sent_to) and sent_to == serve_ctl.base_url(config)
@@ -115,7 +116,7 @@ def post_tool_use(payload: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(tool, str) or response is None:
         return None
     session = _common.reducing_session(payload)
-    from .transcripts import history  # lazy, as in session_start
+    from ..shared.transcripts import history  # lazy, as in session_start
 
     dropped = history(_common.session_id(payload))
     if dropped:  # after a compact or a clear, no repeat refers to an output from before it
@@ -147,8 +148,8 @@ def user_prompt_submit(payload: dict[str, Any], run_line: LineRunner | None = No
 def session_start(payload: dict[str, Any], host: str = "claude-code") -> dict[str, Any] | None:
     """Remember the transcript; start the proxy if it is not running. Prints nothing."""
     # lazy: config (pydantic) and the process helpers; the other events stay light
-    from ..config import config_in_force
-    from . import serve_ctl, transcripts
+    from ...config import config_in_force
+    from ..shared import serve_ctl, transcripts
 
     path = payload.get("transcript_path")
     if isinstance(path, str) and path:
@@ -170,11 +171,11 @@ def revive_proxy() -> str:
     includes our process). A running proxy costs one loopback ``/healthz`` (about a millisecond).
     Only a proxy a hook started (its pid file exists) is brought back: one the user runs themselves,
     or none at all, is theirs to manage."""
-    from . import serve_ctl
+    from ..shared import serve_ctl
 
     if not serve_ctl.pid_file().exists():
         return "not managed"
-    from ..config import config_in_force
+    from ...config import config_in_force
 
     return serve_ctl.ensure_running(config_in_force()[0], wait_s=REVIVE_WAIT_S)
 
@@ -182,20 +183,29 @@ def revive_proxy() -> str:
 def revive_guarded() -> str:
     """:func:`revive_proxy`, failing open: a proxy that cannot be revived never costs the event its
     answer (the command, the reduction); the failure goes to the fault sink."""
-    from ..faults import open_sink, safecall
+    from ...faults import open_sink, safecall
 
     return safecall("revive proxy", revive_proxy, "failed", open_sink())
 
 
-def handle(event: str, payload: dict[str, Any], run_line: LineRunner | None = None) -> dict[str, Any] | None:
-    """The answer to one Claude Code hook event (None: print nothing); ``run_line`` answers
-    ``/lightmem2 ...`` prompts."""
-    if event in ("PostToolUse", "UserPromptSubmit"):
+class ClaudeCodeHooks(HostHooks):
+    """Claude Code's events; a turn's events first bring back a proxy that died (:func:`revive_guarded`)."""
+
+    host = "claude-code"
+
+    def post_tool_use(self, payload: dict[str, Any], run_line: LineRunner | None) -> Answer:
         revive_guarded()
-    if event == "PostToolUse":
         return post_tool_use(payload)
-    if event == "UserPromptSubmit":
+
+    def user_prompt_submit(self, payload: dict[str, Any], run_line: LineRunner | None) -> Answer:
+        revive_guarded()
         return user_prompt_submit(payload, run_line)
-    if event == "SessionStart":
-        return session_start(payload)
-    return None
+
+    def session_start(self, payload: dict[str, Any], run_line: LineRunner | None) -> Answer:
+        return session_start(payload, self.host)
+
+
+HOOKS = ClaudeCodeHooks()
+handle = HOOKS.handle
+"""The answer to one Claude Code hook event (None: print nothing); ``run_line`` answers
+``/lightmem2 ...`` prompts."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from .base import Host, Probe, first_wired
+from ..base import Host, Probe, first_wired
 
 
 def _has_provider(path: Path) -> bool:
@@ -27,7 +27,7 @@ HOST = Host(
     "codex",
     (0, 160, 0),
     ((0, 169), (0, 171)),
-    "lightmem_plugin.install.codex",
+    "lightmem_plugin.hosts.codex.install",
     wired,
-    "lightmem_plugin.hooks.codex",
+    "lightmem_plugin.hosts.codex.hooks",
 )

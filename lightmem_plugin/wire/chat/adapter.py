@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model import Message, Request
-from . import openai_chat
-from .memo import PerObject
+from ...codecs.memo import PerObject
+from ...model import Message, Request
+from . import codec as openai_chat
 
 
 class ChatAdapter:

@@ -26,21 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model import (
-    JSON,
-    LISTED_TOOLS,
-    SERVER_CALL_IDS,
-    ImagePart,
-    Message,
-    OpaquePart,
-    Part,
-    Request,
-    Role,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-)
-from ._common import (
+from ...codecs._common import (
     MISSING,
     Reuse,
     as_obj,
@@ -58,6 +44,20 @@ from ._common import (
     req_str,
     rest,
     wrap_errors,
+)
+from ...model import (
+    JSON,
+    LISTED_TOOLS,
+    SERVER_CALL_IDS,
+    ImagePart,
+    Message,
+    OpaquePart,
+    Part,
+    Request,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
 )
 
 API = "OpenAI Responses request"
