@@ -49,13 +49,17 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/frontier.py
 	$(BIN)/python benchmarks/bench_server.py
 	$(BIN)/python benchmarks/bench_gateway.py
+	$(BIN)/python benchmarks/readme_table.py
 
 schema: $(STAMP)
 	$(BIN)/python -c "from lightmem_plugin.config import schema_text; open('config.schema.json','w').write(schema_text())"
 	$(BIN)/python -c "from pathlib import Path; from lightmem_plugin.hosts.openclaw.manifest import write_manifest; write_manifest(Path('adapters/openclaw'))"
 
+# The generated parts of README.md and docs/: the reference from the code (modes, passes, CLI, config
+# keys), the benchmark tables from the committed files in benchmarks/results/. Tests fail when stale.
 docs: $(STAMP)
-	$(BIN)/python -c "from pathlib import Path; from lightmem_plugin.commands._readme import update; update(Path('README.md'))"
+	$(BIN)/python -c "from pathlib import Path; from lightmem_plugin.commands._readme import update_all; update_all(Path('.'))"
+	$(BIN)/python benchmarks/readme_table.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

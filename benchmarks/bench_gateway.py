@@ -23,8 +23,8 @@ concurrent sessions, so what a proxy "adds" to it is not a meaningful difference
 as the tests use), stopped by PID; without ``initdb`` or psycopg the benchmark says so and exits 0.
 
 Every artifact key a request named in a PostgreSQL run must come back byte-exact from the database.
-Writes ``benchmarks/results/gateway.json`` and the README's gateway block; exits 1 when a call failed,
-an artifact was lost or a request differed.
+Writes ``benchmarks/results/gateway.json`` and the gateway block of docs/BENCHMARKS.md; exits 1 when a
+call failed, an artifact was lost or a request differed.
 
     .venv/bin/python benchmarks/bench_gateway.py [--sessions 50] [--calls 30] [--processes 3] [--seed 7]
 """
@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "server"))
 sys.path.insert(0, str(HERE))
 from bench_server import free_port, wait_up  # noqa: E402
-from readme_table import update_readme_gateway  # noqa: E402
+from readme_table import BENCHMARKS, update_readme_gateway  # noqa: E402
 
 PATH = "/v1/chat/completions"
 CALL_HEADER = "x-bench-call"
@@ -334,7 +334,9 @@ def main() -> int:
         help="a fifth run, the fleet with process 1 SIGKILLed after this many calls (default: half; 0: none)",
     )
     ap.add_argument("--out", default=str(HERE / "results" / "gateway.json"))
-    ap.add_argument("--readme", default=str(ROOT / "README.md"), help="'' to leave the README alone")
+    ap.add_argument(
+        "--doc", "--readme", dest="readme", default=str(BENCHMARKS), help="the file to update; '' for none"
+    )
     ap.add_argument("--rerender", action="store_true", help="only derive and render from --out again")
     args = ap.parse_args()
     if args.rerender:

@@ -23,8 +23,8 @@ cores; the driver and the fake are kept cheap (bodies are joined from pre-serial
 fake parses no JSON) and their own CPU per call is written next to the proxy's, so what the proxy
 competes with is on record.
 
-Writes ``benchmarks/results/server.json`` and the README's load table; exits 1 on an error, and with
-``--check`` also when a target is missed. Everything stops by itself (by PID); nothing leaves loopback.
+Writes ``benchmarks/results/server.json`` and the load table of docs/BENCHMARKS.md; exits 1 on an
+error, and with ``--check`` also when a target is missed. Everything stops by itself (by PID); nothing leaves loopback.
 
     .venv/bin/python benchmarks/bench_server.py [--clients 100] [--soak 20000] [--apis chat] [--check]
 """
@@ -50,7 +50,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from host_load import APIS, pct  # noqa: E402
-from readme_table import S_END, S_START, _update, publish  # noqa: E402
+from readme_table import BENCHMARKS, S_END, S_START, _update, publish  # noqa: E402
 
 from lightmem_plugin.config import Config  # noqa: E402
 
@@ -287,7 +287,7 @@ def verdicts(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def render(result: dict[str, Any]) -> str:
-    """The README's proxy-load table: per API, each target, what was measured and whether it holds."""
+    """The proxy-load table (docs/BENCHMARKS.md): per API, each target, what was measured and whether it holds."""
     apis = _in_order(result["apis"])  # the results file has its keys sorted: the table has its own order
     t = result["targets"]
 
@@ -386,7 +386,7 @@ def _failed(result: dict[str, Any]) -> str:
 
 
 def update_readme(readme: Path, result: dict[str, Any]) -> None:
-    """Replace the generated proxy-load block in the README (appending it if absent)."""
+    """Replace the generated proxy-load block in ``readme`` (appending it if absent)."""
     _update(readme, S_START, S_END, render(result))
 
 
@@ -401,7 +401,9 @@ def main() -> int:
     ap.add_argument("--soak", type=int, default=12000, help="calls through the proxy while RSS is sampled")
     ap.add_argument("--soak-clients", type=int, default=20)
     ap.add_argument("--out", default=str(HERE / "results" / "server.json"))
-    ap.add_argument("--readme", default=str(ROOT / "README.md"), help="'' to leave the README alone")
+    ap.add_argument(
+        "--doc", "--readme", dest="readme", default=str(BENCHMARKS), help="the file to update; '' for none"
+    )
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     ap.add_argument(
         "--serve",

@@ -4,7 +4,8 @@ Why: a chat assistant runs task after task in one session; finished tasks stay i
 unless something evicts them (DESIGN 5, the continuous-sessions issue). The swe sessions that have
 calls are sorted by name and chained in groups of ``--group`` (``lightmem2 continuous`` does the
 same for your own transcripts); each chain is replayed through vanilla and the three modes.
-Writes ``benchmarks/results/continuous.json`` (K, K charged, hit rate, kept lines/spans, lost).
+Writes ``benchmarks/results/continuous.json`` (K, K charged, hit rate, kept lines/spans, lost) and its
+block of ``docs/BENCHMARKS.md``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from lightmem_plugin.measure.traces.continuous import chain  # noqa: E402
 
 sys.path.insert(0, str(HERE))
 import record_recall  # noqa: E402
-from readme_table import publish, update_readme_continuous  # noqa: E402
+from readme_table import BENCHMARKS, publish, update_readme_continuous  # noqa: E402
 
 MODES = ("vanilla", "conservative", "normal", "aggressive")
 KEYS = (
@@ -91,7 +92,9 @@ def main() -> int:
     ap.add_argument("--traces", default=str(HERE.parent.parent / "shared" / "traces"))
     ap.add_argument("--group", type=int, default=5)
     ap.add_argument("--out", default=str(HERE / "results" / "continuous.json"))
-    ap.add_argument("--readme", default=str(HERE.parent / "README.md"), help="'' to leave the README alone")
+    ap.add_argument(
+        "--doc", "--readme", dest="readme", default=str(BENCHMARKS), help="the file to update; '' for none"
+    )
     args = ap.parse_args()
     swe = Path(args.traces) / "swe"
     if not swe.exists():

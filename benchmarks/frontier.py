@@ -7,7 +7,7 @@ line the agent later used, and sit well above the K targets. This replays the sw
 the settings that trade retention for K (smaller budgets for outputs kept whole, a looser cost rule
 for batches, long tool-call arguments archived as they arrive) and judges each against every target,
 so whether a target is in reach of the pipeline's knobs, and what it would cost, is a rerunnable
-figure and not a claim. Writes ``benchmarks/results/frontier.json`` and the README block.
+figure and not a claim. Writes ``benchmarks/results/frontier.json`` and its block of docs/BENCHMARKS.md.
 
 Run: ``.venv/bin/python benchmarks/frontier.py`` (part of ``make bench``; ~3 minutes on 2 CPUs).
 """
@@ -26,7 +26,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from readme_table import publish, update_readme_frontier  # noqa: E402
+from readme_table import BENCHMARKS, publish, update_readme_frontier  # noqa: E402
 
 from lightmem_plugin.config import Config  # noqa: E402
 from lightmem_plugin.measure.replay import policy_for, replay_paths, summarize  # noqa: E402
@@ -164,7 +164,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--traces", default=str(HERE.parent.parent / "shared" / "traces"))
     ap.add_argument("--out", default=str(HERE / "results" / "frontier.json"))
-    ap.add_argument("--readme", default=str(HERE.parent / "README.md"), help="'' to leave the README alone")
+    ap.add_argument(
+        "--doc", "--readme", dest="readme", default=str(BENCHMARKS), help="the file to update; '' for none"
+    )
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()
     swe = Path(args.traces) / "swe"

@@ -23,7 +23,7 @@ from lightmem_plugin.reduction.base import stub_keys
 ROOT = Path(__file__).resolve().parent.parent
 INIT = ROOT / "lightmem_plugin" / "__init__.py"
 
-# DESIGN section 9, verbatim (the README's "Python API" block is checked against it below)
+# DESIGN section 9, verbatim (the "Python API" block of docs/REFERENCE.md is checked against it below)
 SNIPPET = """\
 from lightmem_plugin import LightMem
 lm = LightMem.from_config()                        # or LightMem(config=Config(...))
@@ -176,7 +176,7 @@ def test_the_design_snippet_runs_as_written(isolated_home: Path) -> None:
     assert "archived originals: 1 " in status
 
 
-def test_the_readme_shows_the_design_snippet() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = readme.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+def test_the_reference_shows_the_design_snippet() -> None:
+    reference = (ROOT / "docs" / "REFERENCE.md").read_text(encoding="utf-8")
+    block = reference.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     assert block == SNIPPET

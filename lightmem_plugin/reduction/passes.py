@@ -2,8 +2,9 @@
 
 A new pass is one module in this package that defines ``PASS`` (a :class:`.spec.PassSpec`) and one line
 in :data:`PASSES`. Everything else is built from this tuple: the config's pass names and the modes'
-default lists (:data:`NAMES`, :data:`LOSSLESS`), the JSON schema, the README's pass table, and the run
-order inside each stage (:mod:`.reduce`).
+default lists (:data:`NAMES`, :data:`LOSSLESS`), the JSON schema, the pass table of ``docs/REFERENCE.md``
+(``make docs``: each pass's ``summary`` and the modes that run it), and the run order inside each stage
+(:mod:`.reduce`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""The benchmark runner and the README table it writes, run here on the bundled traces.
+"""The benchmark runner and the table it writes in docs/BENCHMARKS.md, run here on the bundled traces.
 
 The committed table is checked against the committed results file (both are written by `make bench`
 on the shared traces, too big to replay in a test). The code that produces them is run here for real on
 a tiny trace set built from tests/data: `benchmarks/run.py` end to end on a copy of the benchmarks tree
-(so it writes a copy of the README, not ours), and every policy in-process, with the table parsed back
+(so it writes a copy of docs/BENCHMARKS.md, not ours), and every policy in-process, with the table parsed back
 and compared with what was measured.
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "BENCHMARKS.md"
 DATA = ROOT / "tests" / "data"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -105,17 +106,17 @@ def calls_in(files: tuple[str, ...]) -> int:
     return sum(len(load_trace(DATA / f).calls) for f in files)
 
 
-def test_readme_table_matches_results_file() -> None:
+def test_doc_table_matches_results_file() -> None:
     results = json.loads((ROOT / "benchmarks" / "results" / "results.json").read_text(encoding="utf-8"))
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert readme_block(readme) == render(results), "README benchmark table is stale: run `make bench`"
+    doc = DOC.read_text(encoding="utf-8")
+    assert readme_block(doc) == render(results), "benchmark table is stale: run `make docs`"
 
 
-def test_readme_continuous_table_matches_its_results_file() -> None:
+def test_doc_continuous_table_matches_its_results_file() -> None:
     result = json.loads((ROOT / "benchmarks" / "results" / "continuous.json").read_text(encoding="utf-8"))
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = C_START + readme.split(C_START, 1)[1].split(C_END, 1)[0] + C_END
-    assert block == render_continuous(result), "README continuous table is stale: run `make bench`"
+    doc = DOC.read_text(encoding="utf-8")
+    block = C_START + doc.split(C_START, 1)[1].split(C_END, 1)[0] + C_END
+    assert block == render_continuous(result), "continuous table is stale: run `make docs`"
     rows = result["rows"]
     # aggressive pages finished tasks out: it must cost less than normal and lose nothing more
     assert rows["aggressive"]["K_charged"] < rows["normal"]["K_charged"]
@@ -136,16 +137,16 @@ def test_results_cover_vanilla_modes_and_oracle_on_both_trace_sets() -> None:
         )
 
 
-def test_make_bench_writes_results_and_the_readme_table(tmp_path: Path) -> None:
-    """`benchmarks/run.py --quick` end to end, on a copy of the tree: results JSON and README agree."""
+def test_make_bench_writes_results_and_the_doc_table(tmp_path: Path) -> None:
+    """`benchmarks/run.py --quick` end to end, on a copy of the tree: results JSON and table agree."""
     tree = tmp_path / "repo"
     shutil.copytree(
         ROOT / "benchmarks",
         tree / "benchmarks",
         ignore=shutil.ignore_patterns(".peer-venv*", "results", "__pycache__"),
     )
-    readme = ROOT / "README.md"
-    shutil.copy(readme, tree / "README.md")
+    (tree / "docs").mkdir()
+    shutil.copy(DOC, tree / "docs" / "BENCHMARKS.md")
     traces = trace_dir(tmp_path / "traces", {"swe": SWE, "claude-code": CLAUDE})
     out = tmp_path / "results.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -169,10 +170,10 @@ def test_make_bench_writes_results_and_the_readme_table(tmp_path: Path) -> None:
     text = out.read_text(encoding="utf-8")
     results = json.loads(text)
     assert text == json.dumps(results, indent=2, sort_keys=True) + "\n"
-    written = (tree / "README.md").read_text(encoding="utf-8")
+    written = (tree / "docs" / "BENCHMARKS.md").read_text(encoding="utf-8")
     assert readme_block(written) == render(results)
     # only the generated block changed
-    before = readme.read_text(encoding="utf-8")
+    before = DOC.read_text(encoding="utf-8")
     assert written.split(START)[0] == before.split(START)[0]
     assert written.split(END)[1] == before.split(END)[1]
     tables = parse_tables(readme_block(written))
@@ -235,15 +236,15 @@ def test_table_cells_are_the_measured_figures(measured: dict[str, Any]) -> None:
     assert plain["oracle"]["to oracle"] == "1.00" and plain["vanilla"]["to oracle"] == "0.00"
 
 
-def test_readme_server_table_matches_its_results_file() -> None:
-    """The proxy-load figures in the README are the ones ``benchmarks/bench_server.py`` wrote."""
+def test_doc_server_table_matches_its_results_file() -> None:
+    """The proxy-load figures in docs/BENCHMARKS.md are the ones ``benchmarks/bench_server.py`` wrote."""
     from bench_server import TARGETS
     from bench_server import render as render_server
 
     result = json.loads((ROOT / "benchmarks" / "results" / "server.json").read_text(encoding="utf-8"))
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = S_START + readme.split(S_START, 1)[1].split(S_END, 1)[0] + S_END
-    assert block == render_server(result), "README proxy-load table is stale: run benchmarks/bench_server.py"
+    doc = DOC.read_text(encoding="utf-8")
+    block = S_START + doc.split(S_START, 1)[1].split(S_END, 1)[0] + S_END
+    assert block == render_server(result), "proxy-load table is stale: run `make docs`"
     assert set(result["targets"]) == set(TARGETS)
     assert set(result["apis"]) == {"anthropic", "responses", "chat"}
     assert len(result["soak"]["rss_mb"]) == result["soak"]["calls"] // 1000 + 1

@@ -1,6 +1,6 @@
 """The cost / retention frontier (`benchmarks/frontier.py`): its judgements, its settings, its table.
 
-The committed README block is checked against the committed results file (both written by `make
+The committed block of docs/BENCHMARKS.md is checked against the committed results file (both written by `make
 bench` on the shared traces). The replay itself runs here on one bundled session, in a worker process
 as `make bench` runs it, to show that a setting's config reaches the pipeline there.
 """
@@ -62,11 +62,11 @@ def test_every_setting_is_a_valid_config_that_changes_what_it_names() -> None:
     assert {t.mode for t in frontier.TARGETS} == {s.mode for s in frontier.SETTINGS}
 
 
-def test_readme_frontier_block_matches_its_results_file() -> None:
+def test_doc_frontier_block_matches_its_results_file() -> None:
     result = json.loads((ROOT / "benchmarks" / "results" / "frontier.json").read_text(encoding="utf-8"))
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = F_START + readme.split(F_START, 1)[1].split(F_END, 1)[0] + F_END
-    assert block == render_frontier(result), "README frontier table is stale: run `make bench`"
+    doc = (ROOT / "docs" / "BENCHMARKS.md").read_text(encoding="utf-8")
+    block = F_START + doc.split(F_START, 1)[1].split(F_END, 1)[0] + F_END
+    assert block == render_frontier(result), "frontier table is stale: run `make docs`"
     assert result["order"] == [s.name for s in frontier.SETTINGS], "frontier.json is from other settings"
     for name, row in result["rows"].items():  # the verdicts in the file are the judge's, on its figures
         targets = [t for t in frontier.TARGETS if t.mode == row["mode"]]
