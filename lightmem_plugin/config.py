@@ -111,7 +111,7 @@ class ModeTable(_Model):
 
 
 class ConservativeTable(ModeTable):
-    """Conservative: lossless-ish passes only, a high trigger, no eviction."""
+    """Conservative: the lossless passes only, a high trigger, no eviction."""
 
     triggerChars: int = Field(4000, ge=0, description="Tool outputs longer than this are reduced.")
     capChars: int = Field(1800, ge=200, description="Target size of a reduced tool output.")

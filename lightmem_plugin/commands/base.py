@@ -9,7 +9,7 @@ tests and the adapters call directly) and, for the CLI and chat, two small funct
     runs it on the parsed ``argparse.Namespace``: the text to print (exit code 0), or ``(text, code)``.
 
 The module docstring is the command's help: its first line is the summary shown by ``lightmem2 --help``
-and in the README's command table, the whole text is ``lightmem2 COMMAND --help``.
+and in the command table of docs/REFERENCE.md, the whole text is ``lightmem2 COMMAND --help``.
 This module imports nothing of lightmem2, so a spec costs nothing to import.
 """
 

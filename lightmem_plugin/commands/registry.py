@@ -1,4 +1,4 @@
-"""The command registry: every ``lightmem2`` subcommand, in the order ``--help`` and the README list them.
+"""The command registry: every ``lightmem2`` subcommand, in the order ``--help`` and docs/REFERENCE.md list them.
 
 (Not to be confused with :mod:`lightmem_plugin.store.registry`, the artifact store.)
 
@@ -11,7 +11,7 @@ To add a command, touch two files:
 2. one line in :data:`COMMANDS` below.
 
 The CLI parser, ``/lightmem2 ...`` in chat (:func:`run_line`: hooks, the sidecar, ``LightMem.command``)
-and the README's command table (``make docs``) all read this tuple; nothing else lists commands.
+and the command table of docs/REFERENCE.md (``make docs``) all read this tuple; nothing else lists commands.
 ``tests/test_command_registry.py`` fails when a module under ``commands/`` declares a ``COMMAND`` that
 is not listed here (modules that are not commands start with ``_``, apart from ``chart``).
 """

@@ -1,7 +1,7 @@
 """What a reduction pass declares about itself, so that the registry can drive everything else.
 
 Why a declaration and not a string switch: the config's pass names, the modes' default pass lists
-(lossless passes only in conservative mode), the JSON schema, the README's pass table and the order
+(lossless passes only in conservative mode), the JSON schema, the pass table of docs/REFERENCE.md and the order
 in which passes run are all read from :data:`.passes.PASSES`. A new pass is one module that defines a
 ``PASS`` and one line in that tuple.
 
