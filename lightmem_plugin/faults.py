@@ -177,9 +177,54 @@ def report(
 
 
 def tool_failure(tool: str, err: BaseException) -> str:
-    """Report an unexpected failure of an agent tool (surface ``mcp``); the one line the model reads."""
-    report(open_sink(), tool, err, surface="mcp")
+    """The one line the model reads when an agent tool failed unexpectedly (the fault is reported)."""
     return f"lightmem2: {tool} failed ({describe(err)}); the user can run `lightmem2 doctor`"
+
+
+class Caught:
+    """What :func:`guard` caught: ``error`` stays None when the block ran through."""
+
+    error: BaseException | None = None
+
+
+ErrorHook = Callable[[str, BaseException], None]
+
+
+@contextmanager
+def guard(
+    step: str,
+    sink: FaultSink | Callable[[], FaultSink | None] | None = None,
+    *,
+    session_id: str | None = None,
+    surface: str | None = None,
+    on_error: ErrorHook | None = None,
+    catch: type[BaseException] = Exception,
+    answers: tuple[type[BaseException], ...] = (),
+) -> Iterator[Caught]:
+    """The fail-open guard every surface runs its risky steps in (DESIGN I5).
+
+    A failure inside the block is handed to ``on_error`` (a session's counters), written to ``sink``
+    under ``step`` and swallowed; the caller reads ``caught.error`` and takes its fallback (the host's
+    own bytes, an empty answer, an error the model reads). Why one guard: the proxy, the sidecar, the
+    hooks and the MCP server each had their own ``except Exception`` blocks, and some failures reached
+    neither ``status`` nor ``doctor``. ``catch`` widens it to ``BaseException`` where even an exit must
+    not reach the host (a hook's worker thread); cancellation and interrupts pass through otherwise.
+    ``answers`` are exceptions that are the surface's answer, not a fault (an MCP tool's error for the
+    model): they pass through unreported. ``sink`` may be a function that opens it, called only when
+    something failed (a hook or MCP process opens no database on the path that works).
+    """
+    caught = Caught()
+    try:
+        yield caught
+    except answers:
+        raise
+    except catch as err:  # fail-open by design: the host must never break because of us
+        caught.error = err
+        if on_error is not None:
+            with contextlib.suppress(Exception):  # counting must not be what breaks the host
+                on_error(step, err)
+        with contextlib.suppress(Exception):  # a sink that cannot open: the failure is only counted
+            report(sink() if callable(sink) else sink, step, err, session_id, surface)
 
 
 def safecall(
@@ -188,16 +233,12 @@ def safecall(
     fallback: T,
     sink: FaultSink | None,
     session_id: str | None = None,
-    on_error: Callable[[str, BaseException], None] | None = None,
+    on_error: ErrorHook | None = None,
 ) -> T:
     """``fn()``, or ``fallback`` when it raised: the failure goes to ``sink`` (and ``on_error``)."""
-    try:
+    with guard(step, sink, session_id=session_id, on_error=on_error):
         return fn()
-    except Exception as err:  # fail-open by design: the host must never break because of us
-        if on_error is not None:
-            on_error(step, err)
-        report(sink, step, err, session_id)
-        return fallback
+    return fallback
 
 
 @dataclass
@@ -223,11 +264,9 @@ class FailOpen:
 
     def run(self, name: str, fn: Callable[[], T], fallback: T) -> T:
         """``fn()``, or ``fallback`` if it raised (the error is counted under ``name`` and reported)."""
-        try:
+        with guard(name, on_error=self.report):
             return fn()
-        except Exception as err:  # fail-open by design: the host must never break because of us
-            self.report(name, err)
-            return fallback
+        return fallback
 
     def _count(self, name: str, err: BaseException) -> None:
         self.errors[name] += 1

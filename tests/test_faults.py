@@ -209,3 +209,82 @@ def test_a_failing_pass_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 def test_an_unknown_surface_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown surface 'proxyy'"), on_surface("proxyy"):
         pass
+
+
+def test_the_guard_swallows_reports_and_tells_the_caller(tmp_path: Path) -> None:
+    sink = FaultSink(tmp_path / "f.sqlite3")
+    seen: list[str] = []
+    with faults.guard("codec", sink, session_id="s1", on_error=lambda step, err: seen.append(step)) as caught:
+        raise ValueError("bad body")
+    assert isinstance(caught.error, ValueError) and seen == ["codec"]
+    (row,) = sink.summary()
+    assert (row.where, row.last_session, row.count) == ("python/codec", "s1", 1)
+    with faults.guard("codec", sink) as clean:
+        pass
+    assert clean.error is None and sink.summary()[0].count == 1
+
+
+def test_the_guard_opens_a_lazy_sink_only_on_failure_and_lets_answers_through(tmp_path: Path) -> None:
+    opened: list[int] = []
+
+    def sink() -> FaultSink:
+        opened.append(1)
+        return FaultSink(tmp_path / "f.sqlite3")
+
+    with faults.guard("tool", sink, surface="mcp"):
+        pass
+    assert opened == []
+    with pytest.raises(KeyError), faults.guard("tool", sink, answers=(KeyError,)):
+        raise KeyError("an answer, not a fault")
+    assert opened == []
+    with faults.guard("tool", sink, surface="mcp"):
+        raise RuntimeError("x")
+    assert opened == [1] and FaultSink(tmp_path / "f.sqlite3").summary()[0].where == "mcp/tool"
+
+
+def test_the_guard_passes_exits_through_unless_told_and_survives_a_broken_counter() -> None:
+    with pytest.raises(SystemExit), faults.guard("hook"):
+        raise SystemExit(3)
+    with faults.guard("hook", catch=BaseException) as caught:
+        raise SystemExit(3)
+    assert isinstance(caught.error, SystemExit)
+
+    def broken(step: str, err: BaseException) -> None:
+        raise OSError("disk full")
+
+    with faults.guard("hook", on_error=broken) as caught:
+        raise ValueError("x")
+    assert isinstance(caught.error, ValueError)
+
+
+SURFACES_DIRS = ("server", "hosts", "hooks", "mcp_server", "wire")
+NOT_FAIL_OPEN = {
+    ("hosts/hook_runtime.py", "_log"): "writing hooks.log: a log line must never be why a hook fails",
+    ("hosts/hook_runtime.py", "main"): "stdout closed by the host: nothing left to tell it",
+}
+"""Broad handlers on the surfaces that are not the fail-open guard, and why."""
+
+
+def test_every_surface_fails_open_through_the_one_guard() -> None:
+    """No hand-written ``except Exception`` on the surfaces (handlers that clean up and re-raise
+    aside): a new one must use :func:`faults.guard`, so its failure reaches doctor and status."""
+    import ast
+
+    package = Path(faults.__file__).parent
+    found = set()
+    for folder in SURFACES_DIRS:
+        for path in sorted((package / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for fn in ast.walk(tree):
+                if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                for node in ast.walk(fn):
+                    broad = isinstance(node, ast.ExceptHandler) and (
+                        isinstance(node.type, ast.Name) and node.type.id in ("Exception", "BaseException")
+                    )
+                    if broad and not isinstance(node.body[-1], ast.Raise):
+                        found.add((str(path.relative_to(package)), fn.name))
+    assert found, "the scan finds nothing: it checks nothing"
+    assert found == set(NOT_FAIL_OPEN), (
+        f"broad except outside faults.guard: {sorted(found - set(NOT_FAIL_OPEN))}"
+    )

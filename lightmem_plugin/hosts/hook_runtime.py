@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, NoReturn
 
-from ..faults import on_surface, open_sink, report
+from ..faults import guard, on_surface, open_sink, report
 from ..hookspec import EVENTS
 from . import get
 
@@ -88,13 +88,14 @@ def _guarded(host: str, event: str, work: Callable[[], str], budget: float | Non
     """``work()`` in a daemon thread: its text, or "" when it raised or ran past the budget."""
     box: list[str] = []
 
+    def logged(step: str, err: BaseException) -> None:
+        _log(host, event, f"{type(err).__name__}: {err}")
+        report(open_sink(), step, err)  # opened only when something failed
+
     def target() -> None:
-        with on_surface("hook"):
-            try:
-                box.append(work())
-            except BaseException as err:  # fail-open (I5): the host goes on with the original
-                _log(host, event, f"{type(err).__name__}: {err}")
-                report(open_sink(), f"{host} {event}", err)
+        # fail-open (I5): whatever the handler raises, an exit included, the host goes on with the original
+        with on_surface("hook"), guard(f"{host} {event}", on_error=logged, catch=BaseException):
+            box.append(work())
 
     thread = threading.Thread(target=target, name=f"lightmem2-hook-{event}", daemon=True)
     thread.start()

@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._version import __version__
-from ..errors import LightMemError
-from ..faults import tool_failure
 from ..server.gateway_client import gateway
 from .search import register_search_tool
+from .tool import read_only, tool_guard
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -34,8 +33,6 @@ DESCRIPTION = (
 def build_server(registry: Registry | None = None, index: IndexBase | None = None) -> MCPServer:
     """The MCP server with the recover and search tools; both default to the user's stores."""
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
 
     server: MCPServer = MCPServer(
         name="lightmem2",
@@ -51,28 +48,20 @@ def build_server(registry: Registry | None = None, index: IndexBase | None = Non
 
         return LightMem().registry
 
-    # read-only and closed-world: hosts may run it without asking (Codex does for read-only tools)
-    hints = ToolAnnotations(
-        title="Recover archived text",
-        read_only_hint=True,
-        destructive_hint=False,
-        idempotent_hint=True,
-        open_world_hint=False,
+    @server.tool(
+        name=TOOL,
+        description=DESCRIPTION,
+        annotations=read_only("Recover archived text"),
+        structured_output=False,
     )
-
-    @server.tool(name=TOOL, description=DESCRIPTION, annotations=hints, structured_output=False)
     def lightmem2_recover(key: str, lines: str | None = None) -> str:
         from ..commands import recover  # lazy: it imports the pipeline (see store())
 
-        try:
+        with tool_guard(TOOL):
             found = gateway() if registry is None else None  # a team gateway user's archives
             if found is not None:
                 return recover.remote(*found, key, lines)
             return recover.run(store(), key, lines)
-        except LightMemError as err:
-            raise ToolError(f"lightmem2: {err}") from None
-        except Exception as err:  # fail-open (I5): a tool error for the model, a fault for doctor
-            raise ToolError(tool_failure(TOOL, err)) from None
 
     register_search_tool(server, index)
     return server

@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..commands import search
-from ..errors import LightMemError
-from ..faults import tool_failure
 from ..server.gateway_client import gateway
 from ..store.search_index import IndexBase, SearchIndex
 from ..views.search import bounded
 from ..views.search import run as search_text
+from .tool import read_only, tool_guard
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -36,48 +35,32 @@ DESCRIPTION = (
 
 def register_search_tool(server: MCPServer, index: IndexBase | None = None) -> None:
     """Declare ``lightmem2_search`` on ``server``; ``index`` defaults to the one in the data dir."""
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
 
-    hints = ToolAnnotations(
-        title="Search archived text",
-        read_only_hint=True,
-        destructive_hint=False,
-        idempotent_hint=True,
-        open_world_hint=False,
+    @server.tool(
+        name=TOOL,
+        description=DESCRIPTION,
+        annotations=read_only("Search archived text"),
+        structured_output=False,
     )
-
-    @server.tool(name=TOOL, description=DESCRIPTION, annotations=hints, structured_output=False)
     def lightmem2_search(
         query: str, session: str | None = None, regex: bool = False, limit: int = 10, fts: bool = False
     ) -> str:
-        try:
+        with tool_guard(TOOL):
             found = gateway() if index is None else None  # a team gateway user's archives live there
             if found is not None:
                 return bounded(search.remote(*found, query, session, regex, min(limit, MAX_HITS), fts=fts))
-        except LightMemError as err:
-            raise ToolError(f"lightmem2: {err}") from None
-        except Exception as err:  # fail-open (I5)
-            raise ToolError(tool_failure(TOOL, err)) from None
-        try:
             store = index if index is not None else SearchIndex.default()
-        except Exception as err:  # fail-open (I5): a tool error for the model, a fault for doctor
-            raise ToolError(tool_failure(TOOL, err)) from None
-        try:
-            text = search_text(
-                store,
-                query,
-                session=session,
-                all_sessions=session is None,
-                regex=regex,
-                limit=min(limit, MAX_HITS),
-                fts=fts,
-            )
-        except LightMemError as err:
-            raise ToolError(f"lightmem2: {err}") from None
-        except Exception as err:  # fail-open (I5)
-            raise ToolError(tool_failure(TOOL, err)) from None
-        finally:
-            if index is None:
-                store.close()
-        return bounded(text)
+            try:
+                text = search_text(
+                    store,
+                    query,
+                    session=session,
+                    all_sessions=session is None,
+                    regex=regex,
+                    limit=min(limit, MAX_HITS),
+                    fts=fts,
+                )
+            finally:
+                if index is None:
+                    store.close()
+            return bounded(text)

@@ -75,7 +75,7 @@ def create_app(
     busy = Busy()  # requests in flight: serve trims memory when none is
     guard = SidecarGuard(secret=secret)
     gate = Gate(lm)
-    runner = CommandRunner(commands)
+    runner = CommandRunner(commands, sink=lm.faults)
 
     def proxy() -> Proxy:
         if "p" not in holder:

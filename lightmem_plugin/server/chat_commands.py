@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import CommandRefused
+from ..faults import FaultSink, guard
 from ..hookspec import LineRunner
 
 WORKERS = 2
@@ -39,21 +40,27 @@ def bounded(text: str, max_chars: int) -> str:
     )
 
 
-def _run(commands: LineRunner, line: str) -> tuple[int, dict[str, Any]]:
-    try:
-        text, _code = commands(line)
-    except CommandRefused as err:
-        return 403, {"error": str(err)}
-    except Exception as err:  # a bug in a command: the chat shows it, serve keeps running (I5)
-        return 500, {"error": f"lightmem2 command failed: {type(err).__name__}: {str(err)[:200]}"}
-    return 200, {"text": text}
+def _run(commands: LineRunner, line: str, sink: FaultSink | None) -> tuple[int, dict[str, Any]]:
+    """(status, body) of one chat line; a bug in a command is a 500 the chat shows and a fault
+    ``doctor`` shows, and serve keeps running (I5)."""
+    with guard("command", sink, surface="sidecar") as caught:
+        try:
+            text, _code = commands(line)
+        except CommandRefused as err:
+            return 403, {"error": str(err)}
+        return 200, {"text": text}
+    err = caught.error
+    return 500, {"error": f"lightmem2 command failed: {type(err).__name__}: {str(err)[:200]}"}
 
 
 class CommandRunner:
     """Runs chat commands in a small thread pool, each bounded in time and output."""
 
-    def __init__(self, commands: LineRunner | None = None, workers: int = WORKERS) -> None:
+    def __init__(
+        self, commands: LineRunner | None = None, workers: int = WORKERS, sink: FaultSink | None = None
+    ) -> None:
         self.commands = commands
+        self.sink = sink  # where a command's bug is reported (serve's fault sink)
         self.workers = workers
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="lightmem2-command")
         self.running = 0
@@ -68,7 +75,7 @@ class CommandRunner:
                 "time); try again when they finish"
             }
         self.running += 1
-        future = asyncio.get_running_loop().run_in_executor(self.pool, _run, self.commands, line)
+        future = asyncio.get_running_loop().run_in_executor(self.pool, _run, self.commands, line, self.sink)
         future.add_done_callback(self._finished)  # when the thread ends, not when we stop waiting
         try:
             status, body = await asyncio.wait_for(asyncio.shield(future), timeout_s)

@@ -34,7 +34,7 @@ from yarl import URL
 
 from .. import wire
 from ..errors import PayloadError
-from ..faults import on_surface, report
+from ..faults import guard, on_surface, report
 from ..pipeline import LightMem, Session
 from ..security.tenancy import TOKEN_HEADER, scoped
 from ..store import session_lock
@@ -103,10 +103,6 @@ class Outgoing:
     it once the request is on its way upstream."""
 
 
-def _count(session: Session, name: str, err: Exception) -> None:
-    session.fail.report(name, err)
-
-
 def transform(
     session: Session, api: str, payload: dict[str, Any], body: bytes, settle: bool = True
 ) -> Outgoing:
@@ -124,13 +120,12 @@ def _transform(session: Session, api: str, payload: dict[str, Any], body: bytes)
     try:
         req = api_wire.decode(payload, session.codec_reuse)
     except PayloadError as err:
-        _count(session, "codec", err)
+        session.fail.report("codec", err)
         return Outgoing(body, session, {})
     out = session.begin(req, request_key=f"{api}:{xxhash.xxh3_128_hexdigest(body)}", api=api)
-    try:
+    with guard("codec", on_error=session.fail.report) as caught:
         encoded = api_wire.encode(out, session.codec_reuse)
-    except Exception as err:  # fail-open (I5)
-        _count(session, "codec", err)
+    if caught.error is not None:
         return Outgoing(body, session, {})
     values = dict(session.stabilizer.values())
     if encoded == payload:
@@ -235,17 +230,18 @@ class Proxy:
         shared between processes the call settles before its lock is let go (another process may take
         the session next)."""
         session: Session | None = None
-        try:
-            with session_lock(self.plugin.states, sid):
-                session = self.plugin.session(sid)
-                return transform(session, api, payload, body, settle)
-        except Exception as err:  # fail-open (I5): the host's own request goes out
+
+        def failed(step: str, err: BaseException) -> None:
             if session is not None:
-                _count(session, "proxy", err)
-            else:
+                session.fail.report("proxy", err)
+            else:  # the session could not be taken: its state's fault, in the plugin's sink
                 with on_surface("proxy"):
                     report(self.plugin.faults, "state", err, sid)
-            return Outgoing(body)
+
+        with guard("proxy", on_error=failed), session_lock(self.plugin.states, sid):
+            session = self.plugin.session(sid)
+            return transform(session, api, payload, body, settle)
+        return Outgoing(body)  # fail-open (I5): the host's own request goes out
 
     async def _send_then_settle(
         self, method: str, url: URL, headers: list[tuple[str, str]], out: Outgoing

@@ -80,7 +80,7 @@ from starlette.routing import Route
 from .. import wire
 from .._version import __version__
 from ..errors import AccessDenied, ArtifactNotFound, LightMemError
-from ..faults import on_surface
+from ..faults import guard, on_surface
 from ..pipeline import Session
 from ..reduction.kinds import ToolCall
 from ..store import session_lock
@@ -138,12 +138,11 @@ def _assemble(session: Session, body: JSON) -> JSON:
     for key in ("system", "tools"):
         if body.get(key) is not None:
             payload[key] = body[key]
-    try:
+    with guard("codec", on_error=session.fail.report) as caught:
         req = anthropic.decode_request(payload)
         encoded = anthropic.encode_request(session.process(req, api=api or "anthropic"))
-    except Exception as err:  # fail-open (I5): the host gets its own messages back
-        session.fail.report("codec", err)
-        return {"messages": messages, "system": body.get("system"), "error": str(err)[:300]}
+    if caught.error is not None:  # fail-open (I5): the host gets its own messages back
+        return {"messages": messages, "system": body.get("system"), "error": str(caught.error)[:300]}
     out: JSON = {"messages": encoded.get("messages", messages)}
     if "system" in body:
         out["system"] = encoded.get("system")

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..faults import guard
 from ..prefix.placeholders import restore_text
 from .sse import Event, SSEParser
 
@@ -69,26 +70,23 @@ class StreamRewriter:
     def finish(self) -> bytes:
         """The bytes still owed when the upstream stream ended."""
         out = self._emit(self._parser.close())
-        try:
+        with guard("stream restore", on_error=self._failed):
             return out + b"".join(self.end())
-        except Exception as err:  # fail-open: a tail we cannot flush is dropped, never the stream
-            self._failed(err)
-            return out
+        return out  # fail-open: a tail we cannot flush is dropped, never the stream
 
     def _emit(self, events: list[Event]) -> bytes:
         out: list[bytes] = []
         for ev in events:
-            try:
+            with guard("stream restore", on_error=self._failed) as caught:
                 data = ev.json() if ev.data and ev.data != "[DONE]" else None
                 out.extend(self.rewrite(ev, data if isinstance(data, dict) else None))
-            except Exception as err:  # fail-open (I5): forward what the provider sent
-                self._failed(err)
+            if caught.error is not None:  # fail-open (I5): forward what the provider sent
                 out.append(ev.raw)
         return b"".join(out)
 
-    def _failed(self, err: BaseException) -> None:
+    def _failed(self, step: str, err: BaseException) -> None:
         if self.on_error is not None:
-            self.on_error("stream restore", err)
+            self.on_error(step, err)
 
     def rewrite(self, ev: Event, data: JSON | None) -> list[bytes]:
         """Bytes for one event (``data`` is its JSON object, None when it has none)."""
