@@ -14,7 +14,7 @@ needs the command table, and the commands use the pipeline; the pipeline must no
 
 from __future__ import annotations
 
-from .commands.registry import run_line
+from .commands.table import run_line
 from .pipeline import LightMem as _Pipeline
 from .pipeline import Session
 

@@ -1,6 +1,6 @@
 """``lightmem2`` command line: parse the arguments, run the command, map errors to exit codes.
 
-The commands, their arguments and the parser live in :mod:`lightmem_plugin.commands.registry`; this
+The commands, their arguments and the parser live in :mod:`lightmem_plugin.commands.table`; this
 module only turns their outcome into stdout and an exit code. Exit codes: 0 ok, 2 bad usage or bad
 input (one line on stderr: what, the bad value, the fix), 1 an internal failure.
 """
@@ -20,7 +20,7 @@ __all__ = ["main"]
 
 def chat_line(line: str) -> tuple[str, int]:
     """The registry's chat runner for a hook's ``/lightmem2 ...`` prompt, imported on that call only."""
-    from .commands.registry import run_line  # lazy: see main
+    from .commands.table import run_line  # lazy: see main
 
     return run_line(line)
 
@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list[:1] == [hook_cmd.COMMAND.name]:
         hook_cmd.run_raw(args_list[1:], chat_line)  # before argparse and before the registry (see below)
     # lazy: importing every command (pipeline, pillow, httpx) costs ~0.4 s, which a host hook must not pay
-    from .commands.registry import build_parser, dispatch, find
+    from .commands.table import build_parser, dispatch, find
 
     try:
         args = build_parser().parse_args(args_list)

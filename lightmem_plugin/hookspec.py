@@ -19,7 +19,7 @@ LineRunner = Callable[[str], tuple[str, int]]
 
 Why a type and not an import: the hooks and the server (below the commands) answer chat commands, and
 the command table lists the ``hook`` and ``serve`` commands; so the entry points (the CLI, the Python
-API) hand the registry's runner down instead of the hooks and the server importing the table back.
+API) hand the command table's runner down instead of the hooks and the server importing the table back.
 """
 
 Answer = dict[str, Any] | None

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from lightmem_plugin.cli import main
-from lightmem_plugin.commands.registry import run_line
+from lightmem_plugin.commands.table import run_line
 from lightmem_plugin.config import config_path
 from lightmem_plugin.pipeline import LightMem
 
@@ -75,7 +75,7 @@ def test_chat_commands_answer_without_raising() -> None:
 
 @pytest.mark.parametrize("line", ["/lightmem2 bogus", "/lightmem2 status --bad", "lightmem2 search"])
 def test_bad_chat_arguments_have_one_prefix(line: str) -> None:
-    from lightmem_plugin.commands.registry import run_line
+    from lightmem_plugin.commands.table import run_line
 
     text, code = run_line(line)
     assert code == 2 and text.startswith("lightmem2: ") and "lightmem2: lightmem2" not in text, text

@@ -8,7 +8,7 @@ import pkgutil
 import pytest
 
 from lightmem_plugin import hosts
-from lightmem_plugin.commands.registry import build_parser
+from lightmem_plugin.commands.table import build_parser
 from lightmem_plugin.errors import UsageError
 from lightmem_plugin.hosts import hook_runtime as hooks
 

@@ -103,7 +103,7 @@ import lightmem_plugin
 light = sorted(m for m in sys.modules if m.startswith("lightmem_plugin"))
 from lightmem_plugin import *
 from lightmem_plugin import LightMem, Session, Config
-import lightmem_plugin.cli, lightmem_plugin.commands.registry, lightmem_plugin.server
+import lightmem_plugin.cli, lightmem_plugin.commands.table, lightmem_plugin.server
 import lightmem_plugin.hooks, lightmem_plugin.mcp_server
 print(light)
 print(threading.active_count())

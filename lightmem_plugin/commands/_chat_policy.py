@@ -5,7 +5,7 @@ messaging channels, so it is text from the network. Nothing from the network may
 ``serve`` to read or write (``resume --trace /dev/zero`` grew serve to 24 GB; a FIFO hung it) or start
 or install something. Each command that may run from chat lists the options it may use; anything else
 (a new command, a new flag, an argparse abbreviation of a refused one) is refused with a one-line "run
-it in a terminal". The registry applies this to the parsed line (:func:`.registry.run_remote_line`);
+it in a terminal". The command table applies this to the parsed line (:func:`.table.run_remote_line`);
 this module imports no command, so the policy is readable on its own.
 """
 
@@ -36,7 +36,7 @@ _UNSET: tuple[Any, ...] = (None, False)
 def check(args: argparse.Namespace) -> None:
     """CommandRefused unless the parsed command uses only what :data:`CHAT_SAFE` allows.
 
-    A callable value is the registry's own runner (a parser default), never something the line set.
+    A callable value is the command table's own runner (a parser default), never something the line set.
     """
     cmd = str(args.command)
     allowed = CHAT_SAFE.get(cmd)

@@ -9,7 +9,7 @@ from ..hosts.hook_runtime import exit_with
 
 def run_line(line: str) -> tuple[str, int]:
     """The registry's chat runner, imported only when a prompt is a ``/lightmem2`` command."""
-    from ..commands.registry import run_line as registry_run_line  # lazy: ~0.4 s most hooks skip
+    from ..commands.table import run_line as registry_run_line  # lazy: ~0.4 s most hooks skip
 
     return registry_run_line(line)
 

@@ -111,7 +111,7 @@ def serve(
     ``config`` None follows the user's config file (a ``lightmem2 mode`` switch applies to the next
     call); a given config is used as is. ``host``/``port`` default to ``server.host``/``server.port``.
     ``commands`` answers the sidecar's chat commands (see :func:`.app.create_app`); ``lightmem2 serve``
-    passes the registry's :func:`~lightmem_plugin.commands.registry.run_remote_line`.
+    passes the command table's :func:`~lightmem_plugin.commands.table.run_remote_line`.
     """
     # lazy: uvicorn, starlette and the pipeline load only when a server runs (see the docstring)
     import uvicorn

@@ -67,7 +67,7 @@ def create_app(
     ``allow_remote`` lets proxy routes answer under any ``Host`` name (never the sidecar, see
     :mod:`.guard`). ``secret`` replaces the per-install sidecar secret (default: the data dir's file,
     created on first use). ``commands`` answers ``/sidecar/command`` (``lightmem2 serve`` passes
-    :func:`lightmem_plugin.commands.registry.run_remote_line`); without it that route says it is not
+    :func:`lightmem_plugin.commands.table.run_remote_line`); without it that route says it is not
     wired (503) and every other route works.
     """
     lm = plugin or LightMem.from_config()

@@ -1,6 +1,6 @@
 """``/lightmem2 ...`` commands that arrive over HTTP (``POST /sidecar/command``): allowed, bounded, off-loop.
 
-What may run is the registry's business (:func:`lightmem_plugin.commands.registry.run_remote_line`
+What may run is the command table's business (:func:`lightmem_plugin.commands.table.run_remote_line`
 applies :mod:`lightmem_plugin.commands._chat_policy`, an allowlist, because a chat line relayed by
 OpenClaw's Gateway is text from the network). The server is handed that runner by whoever starts it
 (``lightmem2 serve``): the command table lists ``serve`` itself, so the server does not import it.

@@ -93,7 +93,7 @@ def test_status_says_the_config_file_is_invalid_and_which_config_is_in_force(
 ) -> None:
     from lightmem_plugin.cli import main as cli_main
     from lightmem_plugin.commands.mode import set_mode
-    from lightmem_plugin.commands.registry import run_line
+    from lightmem_plugin.commands.table import run_line
     from lightmem_plugin.config import config_path
 
     set_mode("aggressive")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lightmem_plugin.commands.registry import run_line
+from lightmem_plugin.commands.table import run_line
 from lightmem_plugin.hosts.claude_code import hooks as claude_code
 from lightmem_plugin.hosts.shared import hook_session as _common
 from lightmem_plugin.pipeline import LightMem

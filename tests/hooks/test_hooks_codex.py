@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lightmem_plugin.commands.registry import run_line
+from lightmem_plugin.commands.table import run_line
 from lightmem_plugin.hosts.codex import hooks as codex
 
 OUTPUT = "".join(f"row {i}: compiled module ok\n" for i in range(1, 400))

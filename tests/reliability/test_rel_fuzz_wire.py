@@ -208,7 +208,7 @@ def test_sidecar_routes_never_500_in_process() -> None:
 
 
 def test_sidecar_chat_commands_never_500_in_process() -> None:
-    from lightmem_plugin.commands.registry import run_remote_line
+    from lightmem_plugin.commands.table import run_remote_line
 
     n = 200
     rng = random.Random(45)

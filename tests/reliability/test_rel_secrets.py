@@ -337,7 +337,7 @@ def _run_sidecar(home: Path) -> list[str]:
     turn quote it; every sample in a long file shown as tools show one (:func:`_decorated_outputs`).
     Then ``search``, ``recover`` and chat commands given a secret. Returns the leaks
     found while the sidecar's stores are still open (their WAL files exist)."""
-    from lightmem_plugin.commands.registry import run_remote_line
+    from lightmem_plugin.commands.table import run_remote_line
     from lightmem_plugin.config import config_path
     from lightmem_plugin.server.app import create_app
     from lightmem_plugin.server.secret import HEADER, load_or_create

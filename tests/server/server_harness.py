@@ -21,7 +21,7 @@ import httpx
 import uvicorn
 from fake_upstream import FakeUpstream
 
-from lightmem_plugin.commands.registry import run_remote_line
+from lightmem_plugin.commands.table import run_remote_line
 from lightmem_plugin.config import Config
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.server.app import create_app

@@ -14,7 +14,7 @@ import pytest
 
 from lightmem_plugin.cli import main
 from lightmem_plugin.commands import _chat_policy
-from lightmem_plugin.commands.registry import build_parser, refusal, run_remote_line
+from lightmem_plugin.commands.table import build_parser, refusal, run_remote_line
 from lightmem_plugin.errors import CommandRefused, SecretError
 from lightmem_plugin.server import chat_commands
 from lightmem_plugin.server.guard import host_name, is_loopback_host

@@ -22,7 +22,7 @@ import httpx
 import pytest
 from server_harness import ServerThread
 
-from lightmem_plugin.commands.registry import run_remote_line
+from lightmem_plugin.commands.table import run_remote_line
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.record_store import RecordStore
 from lightmem_plugin.pipeline import LightMem

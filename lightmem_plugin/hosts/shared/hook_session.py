@@ -35,7 +35,7 @@ NOT_WIRED = (
 def command_reply(prompt: str, run_line: LineRunner | None) -> str:
     """The text ``/lightmem2 ...`` answers with (same code and text as the CLI), never empty.
 
-    ``run_line`` is the registry's runner, handed down by the entry point (``lightmem2 hook``, ``python
+    ``run_line`` is the command table's runner, handed down by the entry point (``lightmem2 hook``, ``python
     -m lightmem_plugin.hooks``), which imports the command table only when a prompt is a command.
     """
     m = COMMAND_RE.match(prompt)

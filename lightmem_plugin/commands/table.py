@@ -1,6 +1,4 @@
-"""The command registry: every ``lightmem2`` subcommand, in the order ``--help`` and docs/REFERENCE.md list them.
-
-(Not to be confused with :mod:`lightmem_plugin.store.registry`, the artifact store.)
+"""The command table: every ``lightmem2`` subcommand, in the order ``--help`` and docs/REFERENCE.md list them.
 
 To add a command, touch two files:
 
@@ -12,7 +10,7 @@ To add a command, touch two files:
 
 The CLI parser, ``/lightmem2 ...`` in chat (:func:`run_line`: hooks, the sidecar, ``LightMem.command``)
 and the command table of docs/REFERENCE.md (``make docs``) all read this tuple; nothing else lists commands.
-``tests/test_command_registry.py`` fails when a module under ``commands/`` declares a ``COMMAND`` that
+``tests/test_command_table.py`` fails when a module under ``commands/`` declares a ``COMMAND`` that
 is not listed here (modules that are not commands start with ``_``, apart from ``chart``).
 """
 
@@ -86,7 +84,7 @@ def find(name: str) -> Command:
 
 
 def parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    """The ``lightmem2`` parser and each command's sub-parser by name, in registry order."""
+    """The ``lightmem2`` parser and each command's sub-parser by name, in table order."""
     root = _Parser(prog=PROG, description=DESCRIPTION)
     root.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     # the hook and serve commands answer chat lines themselves: they get the runners from here
