@@ -29,14 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from .errors import PassError
-from .paths import data_dir
+from .store.home import Home
 from .store.sqlite_store import open_private_db
 
 if TYPE_CHECKING:
     from .security.redaction import Redactor
 
 T = TypeVar("T")
-FAULTS_FILE = "faults.sqlite3"
 SURFACES = ("python", "proxy", "sidecar", "hook", "mcp")
 """Where lightmem2 code runs: the Python API, the proxy and sidecar routes of serve, host hooks, MCP."""
 KEEP_ROWS = 2000
@@ -108,7 +107,7 @@ class FaultSink:
     @classmethod
     def default(cls) -> FaultSink:
         """The sink in the lightmem2 data dir."""
-        return cls(data_dir() / FAULTS_FILE)
+        return cls(Home.default().faults_file)
 
     def record(
         self, step: str, error: str, session_id: str | None = None, surface: str | None = None

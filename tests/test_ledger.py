@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lightmem_plugin.errors import UsageError
-from lightmem_plugin.store.ledger import LEDGER_FILE, CallRecord, Ledger, k_cost, summarize
+from lightmem_plugin.store.home import LEDGER_FILE
+from lightmem_plugin.store.ledger import CallRecord, Ledger, k_cost, summarize
 
 
 def rec(session: str = "s1", index: int = 1, **kw: object) -> CallRecord:

@@ -12,7 +12,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from ..paths import data_dir
+from ..store.home import Home
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 _DENIED = (errno.EROFS, errno.EACCES, errno.EPERM)
@@ -22,7 +22,7 @@ def disk_failure(err: OSError | sqlite3.Error) -> str:
     """One line for a command stopped by its files (a read-only or full data dir, a file it may not
     write): what failed, where, and the fix. Measured before: status, report, search, doctor, mode,
     export and visual printed a traceback on a read-only data dir, and mode one on a full disk."""
-    home = data_dir()
+    home = Home.default().root
     named = getattr(err, "filename", None)
     where = Path(named) if named else home
     if where.parent == home or not named:

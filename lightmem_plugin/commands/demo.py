@@ -12,12 +12,13 @@ import argparse
 from importlib import resources
 from pathlib import Path
 
-from ..config import Config, data_dir
+from ..config import Config
 from ..eviction.record_store import RecordStore
 from ..measure.replay import called_tools, replay_paths, summarize
 from ..measure.traces import load_trace
 from ..pipeline import LightMem
 from ..reduction.base import prefers_shell
+from ..store.home import Home
 from ..store.ledger import Ledger
 from . import report, visual
 from .base import Command, Outcome
@@ -53,7 +54,7 @@ def _record(path: Path, ledger: Ledger) -> None:
     """Run the session through the Python API in normal mode, as a host would, writing the ledger."""
     trace = load_trace(path)
     lm = LightMem(config=Config(mode="normal"), ledger=ledger)
-    lm.records = RecordStore(data_dir() / "records", lm.registry.redactor)
+    lm.records = RecordStore(Home.default().records_dir, lm.registry.redactor)
     lm.attach_search_index()
     ledger.forget(DEMO_SESSION_ID)  # a rerun of the demo replaces its rows instead of continuing them
     session = lm.session(DEMO_SESSION_ID)

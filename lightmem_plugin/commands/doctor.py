@@ -21,15 +21,15 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ..config import Config, config_in_force, config_path, data_dir, load_config
+from ..config import Config, config_in_force, config_path, load_config
 from ..errors import ConfigError, LightMemError, StoreError, TokenizerError
-from ..faults import FAULTS_FILE, Fault, FaultSink
-from ..pipeline import LightMem
-from ..store.ledger import LEDGER_FILE, Ledger
-from ..store.registry import Registry
+from ..faults import Fault, FaultSink
+from ..store import home, open_stores
+from ..store.home import Home
+from ..store.ledger import Ledger
 from ..store.sealing import KEY_ENV, key_path, load_key
-from ..store.search_index import INDEX_FILE, SearchIndex
-from ..store.session_state import STATE_FILE, StateStore
+from ..store.search_index import SearchIndex
+from ..store.session_state import StateStore
 from ..store.sqlite_store import move_aside
 from ..tokens import RANKS_SHA256, ranks_bytes
 from ..views.format import to_json
@@ -62,7 +62,7 @@ def check_config(path: Path) -> tuple[Check, Config]:
 
 def check_registry(config: Config) -> Check:
     """The registry dir is (or can be made) writable and is private."""
-    root = Path(config.registry.dir) if config.registry.dir else data_dir() / "artifacts"
+    root = Home.default().artifacts_dir(config)
     if not root.exists():
         parent = next((p for p in root.parents if p.exists()), None)
         if parent is not None and os.access(parent, os.W_OK | os.X_OK):
@@ -115,7 +115,6 @@ def check_archive_key(config: Config) -> Check:
 
 def check_database(config: Config) -> Check:
     """``store.url``'s database (only when one is set): reachable, schema version, room for the pool."""
-    from ..store import open_stores
 
     try:
         stores = open_stores(config)
@@ -131,7 +130,7 @@ def check_database(config: Config) -> Check:
         sessions = len(stores.states.sessions()) if stores.states is not None else 0
         index = stores.search_index()
         indexed = len(index.keys())
-        stale = index.stale(stores.registry_like(Registry(data_dir() / "artifacts")))
+        stale = index.stale(stores.registry_like(Home.default().registry(config)))
     except LightMemError as err:
         return Check("database", "fail", str(err).split("; ")[0], "check store.url and the server's log")
     finally:
@@ -226,10 +225,10 @@ def check_estimator(config: Config, probe: Probe) -> Check:
 
 
 STORES: tuple[tuple[str, str, Callable[[Path], object]], ...] = (
-    ("ledger", LEDGER_FILE, Ledger),
-    ("session state", STATE_FILE, StateStore),
-    ("search index", INDEX_FILE, SearchIndex),
-    ("fault sink", FAULTS_FILE, FaultSink),
+    ("ledger", home.LEDGER_FILE, Ledger),
+    ("session state", home.STATE_FILE, StateStore),
+    ("search index", home.INDEX_FILE, SearchIndex),
+    ("fault sink", home.FAULTS_FILE, FaultSink),
 )
 """The private SQLite stores of the data dir: (name, file, how to open it)."""
 
@@ -370,7 +369,7 @@ def _errors_check(ledger: Ledger | None) -> Check:
 
 
 def _errors_from_stores(ledger: Ledger | None) -> Check:
-    if (data_dir() / FAULTS_FILE).exists():
+    if Home.default().faults_file.exists():
         sink = FaultSink.default()
         try:
             faults = sink.summary()
@@ -378,7 +377,7 @@ def _errors_from_stores(ledger: Ledger | None) -> Check:
             sink.close()
         if faults or ledger is None:
             return check_faults(faults)
-    if ledger is None and (data_dir() / LEDGER_FILE).exists():
+    if ledger is None and Home.default().ledger_file.exists():
         with Ledger.default() as own:
             return check_pass_errors(own)
     return check_pass_errors(ledger)
@@ -397,8 +396,8 @@ def run(
         config_check,
         check_registry(config),
         check_archive_key(config),
-        *[c for c in [check_data_dir(data_dir())] if c is not None],
-        check_stores(data_dir()),
+        *[c for c in [check_data_dir(Home.default().root)] if c is not None],
+        check_stores(Home.default().root),
         *([check_database(config)] if config.store.url else []),
         check_tokenizer(),
     ]
@@ -432,13 +431,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _fix_index() -> str:
+    """``--fix``: the search index of the stores the config names (the database's with ``store.url``),
+    rebuilt against their archives where it is missing or stale."""
+    config = config_in_force()[0]
+    stores = open_stores(config)
+    try:
+        return fix_index(stores.registry_like(Home.default().registry(config)), stores.search_index())
+    finally:
+        stores.close()
+
+
 def main(args: argparse.Namespace) -> Outcome:
     """``lightmem2 doctor``: exit code 1 when a check failed."""
-    fixed = fix_stores(data_dir()) if args.fix else []
+    fixed = fix_stores(Home.default().root) if args.fix else []
     text, ok = run(as_json=args.json)
     if args.fix:
-        plugin = LightMem.from_config()  # its index is the stores' (the database's with store.url)
-        text = "\n".join([*fixed, fix_index(plugin.registry, plugin.search_index), text])
+        text = "\n".join([*fixed, _fix_index(), text])
     return text, 0 if ok else 1
 
 

@@ -13,9 +13,9 @@ import argparse
 import re
 from typing import Any
 
-from ..config import data_dir
 from ..errors import UsageError
 from ..eviction.record_store import LEVELS, RecordStore
+from ..store.home import Home
 from ..store.ledger import Ledger
 from ..views.format import to_json, totals_dict
 from .base import Command, Outcome
@@ -156,7 +156,7 @@ def run(
     if format not in FORMATS:
         raise UsageError(f'unknown export format "{format}"; allowed: {", ".join(FORMATS)}')
     if store is None:
-        store = RecordStore(data_dir() / "records")
+        store = RecordStore(Home.default().records_dir)
     if ledger is None:
         with Ledger.default() as own:
             d = data(store, own, session)

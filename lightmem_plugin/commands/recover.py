@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 
+from ..config import config_in_force
 from ..errors import RegistryError
-from ..pipeline import LightMem
 from ..server.gateway_client import gateway, post
+from ..store import reading_registry
 from ..store.registry import Registry
 from .base import Command, Outcome
 
@@ -46,7 +47,8 @@ def main(args: argparse.Namespace) -> Outcome:
     found = gateway()
     if found is not None:
         return remote(*found, args.key, args.lines)
-    return run(LightMem.from_config().registry, args.key, args.lines)
+    with reading_registry(config_in_force()[0]) as registry:
+        return run(registry, args.key, args.lines)
 
 
 COMMAND = Command("recover", __doc__, configure, main, verbatim=True)

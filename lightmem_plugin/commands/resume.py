@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..config import data_dir
 from ..errors import UsageError
 from ..eviction.entries import of_chat
 from ..eviction.heuristic import HeuristicEstimator
@@ -21,6 +20,7 @@ from ..eviction.record_render import render
 from ..eviction.record_store import LEVELS, RecordStore
 from ..eviction.session_record import extract
 from ..measure.traces import load_trace
+from ..store.home import Home
 from .base import Command, Outcome
 
 
@@ -66,7 +66,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> Outcome:
     """``lightmem2 resume`` on the user's record store."""
-    return run(RecordStore(data_dir() / "records"), args.level, args.session, args.at_turn, args.trace)
+    return run(RecordStore(Home.default().records_dir), args.level, args.session, args.at_turn, args.trace)
 
 
 COMMAND = Command("resume", __doc__, configure, main)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..config import Config, ConfigHolder, data_dir
+from ..config import Config, ConfigHolder
 from ..errors import UsageError
-from ..faults import FAULTS_FILE, FaultSink
-from ..pipeline import LightMem
+from ..faults import FaultSink
 from ..security import tenancy
 from ..store import CallLedger, open_stores
+from ..store.home import Home
 from ..store.ledger import Ledger, SessionTotals
 from ..store.registry import Registry
 from ..views.format import pct, size, to_json, tokens, totals_dict
@@ -54,7 +54,7 @@ def _session_lines(t: SessionTotals) -> list[str]:
 
 def last_error(totals: SessionTotals | None, sid: str | None) -> str | None:
     """The newest failure: the fault sink's (this session's, else any surface's), else the ledger's."""
-    if (data_dir() / FAULTS_FILE).exists():
+    if Home.default().faults_file.exists():
         sink = FaultSink.default()
         try:
             fault = (sink.latest(sid) if sid else None) or sink.latest()
@@ -162,18 +162,19 @@ def run_from_config(session_id: str | None = None, as_json: bool = False, all_se
     if session_id is not None and all_sessions:
         raise UsageError("--session and --all exclude each other; pass one of them")
     holder = ConfigHolder()  # the same rules as the plugin's: last good config, else defaults
-    plugin = LightMem(config=holder.current)
     if not holder.current.store.url:
         ledger = Ledger.default()
         if all_sessions:
             return run_all(ledger, as_json)
-        return run(ledger, plugin.registry, holder.current, session_id, as_json, holder)
+        return run(
+            ledger, Home.default().registry(holder.current), holder.current, session_id, as_json, holder
+        )
     stores = open_stores(holder.current)  # StoreUnavailable: one line naming the URL and the fix
     try:
         assert stores.ledger is not None
         if all_sessions:
             return run_all(stores.ledger, as_json)
-        registry = stores.registry_like(plugin.registry)
+        registry = stores.registry_like(Home.default().registry(holder.current))
         return run(stores.ledger, registry, holder.current, session_id, as_json, holder)
     finally:
         stores.close()

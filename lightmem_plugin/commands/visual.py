@@ -21,8 +21,8 @@ from pathlib import Path
 import xxhash
 
 from ..atomic import write_private_bytes, write_private_text
-from ..config import data_dir
 from ..errors import UsageError
+from ..store.home import Home
 from ..store.ledger import CallRecord, Ledger, summarize
 from ..views.format import where
 from .base import Command, Outcome
@@ -174,7 +174,7 @@ def run(
     if sid is None:
         raise UsageError(f"no calls recorded yet in {ledger.path}; run a session (or `lightmem2 demo`) first")
     calls = ledger.calls(sid)
-    out = Path(out_dir) if out_dir is not None else data_dir() / "visual"
+    out = Path(out_dir) if out_dir is not None else Home.default().visual_dir
     try:
         out.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as err:

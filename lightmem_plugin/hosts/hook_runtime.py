@@ -29,6 +29,7 @@ from typing import IO, TYPE_CHECKING, NoReturn
 
 from ..faults import guard, on_surface, open_sink, report
 from ..hookspec import EVENTS
+from ..store.home import Home
 from . import get
 
 if TYPE_CHECKING:
@@ -60,9 +61,7 @@ def _handler(host: str) -> Handler | None:
 def _log(host: str, event: str, what: str) -> None:
     """One line in ``<data dir>/hooks.log`` (best effort, bounded; the host never sees it)."""
     try:
-        from ..config import data_dir  # lazy: pydantic costs ~0.1 s and only a failure logs
-
-        path = data_dir() / "hooks.log"
+        path = Home.default().hooks_log
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if path.exists() and path.stat().st_size > LOG_MAX_BYTES:
             path.replace(path.with_suffix(".log.1"))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from .._version import __version__
 from ..server.gateway_client import gateway
+from ..store.home import Home
 from .search import register_search_tool
 from .tool import read_only, tool_guard
 
@@ -44,9 +45,9 @@ def build_server(registry: Registry | None = None, index: IndexBase | None = Non
     def store() -> Registry:
         if registry is not None:
             return registry
-        from ..pipeline import LightMem  # lazy: ~0.4 s, and only a recover call needs the store
+        from ..config import config_in_force  # lazy: ~0.3 s, and only a recover call needs the store
 
-        return LightMem().registry
+        return Home.default().registry(config_in_force()[0])
 
     @server.tool(
         name=TOOL,

@@ -27,7 +27,6 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Self, TypeVar
 
 import xxhash
@@ -35,8 +34,8 @@ import xxhash
 from .. import wire
 from ..codecs._common import Reuse
 from ..codecs.memo import Interned, PerObject
-from ..config import Config, ConfigHolder, data_dir
-from ..errors import ArtifactCorrupt, LightMemError
+from ..config import Config, ConfigHolder
+from ..errors import ArtifactCorrupt
 from ..eviction.break_cost import break_cost
 from ..eviction.entries import entries
 from ..eviction.evictor import Evictor
@@ -66,11 +65,10 @@ from ..reduction.kinds import ToolCall
 from ..reduction.reduce import TextReducer, reduce_media, reduce_output, reduce_text
 from ..reduction.verbatim import passes_verbatim
 from ..security import tenancy
-from ..security.redaction import Redactor
 from ..store import CallLedger, SessionStates, Stores, open_stores
+from ..store.home import Home
 from ..store.ledger import CallRecord
 from ..store.registry import Registry
-from ..store.sealing import Sealer
 from ..store.search_index import IndexBase, SearchIndex, index_hook, indexing_later
 from ..store.session_state import Journal, StoredSession, retry_start
 from ..tokens import TokenCounter
@@ -113,9 +111,11 @@ class LightMem:
         self.counter = TokenCounter()
         self._fixed = config
         cfg = self.config
-        root = Path(cfg.registry.dir) if cfg.registry.dir else data_dir() / "artifacts"
-        redactor = Redactor(cfg.redaction.enabled, cfg.redaction.extraPatterns)
-        self.registry = registry or Registry(root, cfg.registry.maxBytes, redactor, sealer=self._sealer(cfg))
+        # without an archive key where sealing is on, archives are redacted instead; the failure is
+        # reported (doctor, status) and never stops the host
+        self.registry = registry or Home.default().registry(
+            cfg, on_key_error=lambda err: report(self.faults, "registry", err)
+        )
         self.sessions: OrderedDict[str, Session] = OrderedDict()
         self._active = threading.local()  # whose outputs this thread archives (search index, owners)
         self.registry.owner = lambda: tenancy.owner_of(self.active_session)
@@ -136,17 +136,6 @@ class LightMem:
     def active_session(self, session_id: str | None) -> None:
         self._active.session = session_id
 
-    def _sealer(self, cfg: Config) -> Sealer | None:
-        """The archive's sealer, or None (archives are then redacted) when encryption is off or no key
-        can be had; that failure is reported (doctor, status) and never stops the host."""
-        if not cfg.registry.encrypt:
-            return None
-        try:
-            return Sealer.from_home()
-        except LightMemError as err:
-            report(self.faults, "registry", err)
-            return None
-
     @classmethod
     def from_config(cls, stores: Stores | None = None) -> Self:
         """A plugin that follows the user's config file (reloaded when it changes) and keeps a ledger
@@ -161,7 +150,7 @@ class LightMem:
         if stores is not None:  # a shared database keeps the artifacts too
             plugin.registry = stores.registry_like(plugin.registry)
         plugin.attach_search_index(stores)
-        plugin.records = RecordStore(data_dir() / "records", plugin.registry.redactor)
+        plugin.records = RecordStore(Home.default().records_dir, plugin.registry.redactor)
         return plugin
 
     @property

@@ -30,10 +30,10 @@ import secrets
 import time
 from pathlib import Path
 
-from ..config import data_dir
 from ..errors import SecretError
+from ..store.home import SECRET_FILE, Home
 
-FILE_NAME = "sidecar.secret"
+FILE_NAME = SECRET_FILE
 HEADER = "x-lightmem2-secret"
 CHALLENGE_HEADER = "x-lightmem2-challenge"
 _VALUE = re.compile(r"[0-9a-f]{64}")
@@ -42,7 +42,7 @@ _PARTIAL_WAIT_S = 1.0
 
 def secret_path(home: Path | None = None) -> Path:
     """Where the secret lives for ``home`` (default: the data dir)."""
-    return (home if home is not None else data_dir()) / FILE_NAME
+    return (Home(home) if home is not None else Home.default()).secret_file
 
 
 def load_or_create(path: Path | None = None) -> str:

@@ -26,7 +26,15 @@ if TYPE_CHECKING:
     from .registry import Registry
     from .search_index import IndexBase
 
-__all__ = ["CallLedger", "SessionStates", "Stores", "open_stores", "session_lock", "store_trouble"]
+__all__ = [
+    "CallLedger",
+    "SessionStates",
+    "Stores",
+    "open_stores",
+    "reading_registry",
+    "session_lock",
+    "store_trouble",
+]
 
 
 @dataclass
@@ -113,6 +121,24 @@ def open_stores(config: Config) -> Stores:
     backend = PgBackend(url, s.poolSize, s.connectTimeoutS, s.lockTimeoutS, s.responseTimeoutS)
     shared = PgStateStore(backend, cipher=StateCipher.from_home(config.registry.encrypt))
     return Stores(shared, PgLedger(backend), "postgresql", backend.schema_version)
+
+
+@contextlib.contextmanager
+def reading_registry(config: Config) -> Iterator[Registry]:
+    """The registry to read archives from (recover, status, doctor): the database's when ``store.url``
+    names one (opened for the block, closed after; :class:`StoreUnavailable` when it cannot be used),
+    else the data dir's (:class:`~.home.Home`)."""
+    from .home import Home
+
+    local = Home.default().registry(config)
+    if not config.store.url:
+        yield local
+        return
+    stores = open_stores(config)
+    try:
+        yield stores.registry_like(local)
+    finally:
+        stores.close()
 
 
 @contextlib.contextmanager

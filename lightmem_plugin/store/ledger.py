@@ -25,13 +25,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import data_dir
 from ..errors import UsageError
 from ..security.redaction import Redactor
 from ..tokens import k_cost as _k_cost
+from .home import Home
 from .sqlite_store import open_private_db
 
-LEDGER_FILE = "ledger.sqlite3"
 _SCHEMA_VERSION = 2
 _SCHEMA = (
     "session_id TEXT NOT NULL, writer TEXT NOT NULL DEFAULT '', call_index INTEGER NOT NULL, "
@@ -338,7 +337,7 @@ class Ledger(LedgerReads):
     @classmethod
     def default(cls) -> Ledger:
         """The ledger in the data dir (``$LIGHTMEM2_HOME/ledger.sqlite3`` when that is set)."""
-        return cls(data_dir() / LEDGER_FILE)
+        return cls(Home.default().ledger_file)
 
     def close(self) -> None:
         """Close the connection (the data is already committed)."""

@@ -31,14 +31,13 @@ from typing import TYPE_CHECKING, Self
 
 import regex as regex_engine  # the `regex` engine: a timeout on backtracking (re has none)
 
-from ..config import data_dir
 from ..errors import LightMemError, UsageError
+from .home import Home
 from .sqlite_store import open_private_db
 
 if TYPE_CHECKING:
     from .registry import Registry
 
-INDEX_FILE = "search.sqlite3"
 MAX_LINE_CHARS = 4000  # longer lines (minified JSON, base64) are indexed by their start only
 REGEX_SCAN_LINES = 2_000_000  # regex mode reads at most this many indexed lines per query
 REGEX_BUDGET_S = 2.0
@@ -332,7 +331,7 @@ class SearchIndex(IndexBase):
     @classmethod
     def default(cls) -> SearchIndex:
         """The index in the data dir (``$LIGHTMEM2_HOME/search.sqlite3`` when that is set)."""
-        return cls(data_dir() / INDEX_FILE)
+        return cls(Home.default().index_file)
 
     def close(self) -> None:
         """Close the connection (everything is committed already)."""

@@ -42,15 +42,14 @@ from typing import Any
 
 import xxhash
 
-from ..config import data_dir
 from ..errors import StaleState
 from .base import APPEND_ONLY as APPEND_ONLY  # re-exported: the maps of a session
 from .base import SessionStates
 from .base import StoredSession as StoredSession  # re-exported: callers import it from here
+from .home import Home
 from .sealed_values import StateCipher, dump
 from .sqlite_store import open_private_db
 
-STATE_FILE = "sessions.sqlite3"
 STATE_VERSION = 1
 """Bumped when the meaning of a stored value changes; a session saved under another version starts over."""
 SCHEMA_VERSION = 2
@@ -164,7 +163,7 @@ class StateStore:
     @classmethod
     def default(cls, prefix: str = "", cipher: StateCipher | None = None) -> StateStore:
         """The store in the lightmem2 data dir (``$LIGHTMEM2_HOME`` or the platform default)."""
-        return cls(data_dir() / STATE_FILE, prefix, cipher)
+        return cls(Home.default().states_file, prefix, cipher)
 
     def load(self, session_id: str) -> StoredSession:
         """Everything saved for ``session_id`` (empty when nothing was)."""

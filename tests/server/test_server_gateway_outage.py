@@ -26,8 +26,9 @@ import pytest
 from fake_upstream import FakeUpstream
 from server_harness import ServeProcess, ServerThread
 
-from lightmem_plugin.faults import FAULTS_FILE, FaultSink
+from lightmem_plugin.faults import FaultSink
 from lightmem_plugin.security import tenancy
+from lightmem_plugin.store.home import FAULTS_FILE
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

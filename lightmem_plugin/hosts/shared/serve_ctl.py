@@ -24,7 +24,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from ...config import Config, data_dir
+from ...config import Config
+from ...store.home import Home
 
 PROBE_TIMEOUT_S = 0.5
 START_WAIT_S = 6.0
@@ -55,7 +56,7 @@ def is_running(config: Config, timeout: float = PROBE_TIMEOUT_S) -> bool:
 
 def pid_file() -> Path:
     """Where the pid of a proxy started by a hook is written."""
-    return data_dir() / "serve.pid"
+    return Home.default().serve_pid
 
 
 @contextlib.contextmanager
@@ -72,7 +73,7 @@ def _locked(path: Path) -> Iterator[None]:
 
 def child_pid_file() -> Path:
     """Where the supervisor writes the pid of the proxy it runs now."""
-    return data_dir() / "serve.child.pid"
+    return Home.default().serve_child_pid
 
 
 def supervise() -> None:
@@ -157,8 +158,8 @@ def ensure_running(config: Config, wait_s: float = START_WAIT_S) -> str:
     never doubled."""
     if is_running(config):
         return "running"
-    home = data_dir()
-    with _locked(home / "serve.lock"):
+    home = Home.default()
+    with _locked(home.serve_lock):
         if is_running(config):
             return "running"
         if supervisor_alive():
@@ -171,7 +172,7 @@ def ensure_running(config: Config, wait_s: float = START_WAIT_S) -> str:
                 if time.monotonic() >= deadline:
                     return "failed"
                 time.sleep(0.05)
-        proc = spawn(home / "serve.log")
+        proc = spawn(home.serve_log)
         pid_file().write_text(f"{proc.pid}\n", encoding="utf-8")
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:

@@ -15,15 +15,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ...config import data_dir
+from ...store.home import Home
 
 MAX_ENTRIES = 500
-INDEX = "transcripts.json"
 
 
 def index_path() -> Path:
     """The index file."""
-    return data_dir() / INDEX
+    return Home.default().transcripts_file
 
 
 def load() -> dict[str, dict[str, str]]:
