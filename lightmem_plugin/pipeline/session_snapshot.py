@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..config import StabilizerConfig
-from ..eviction.evictor import EvictionState, Evictor
+from ..eviction.evictor import Evictor
 from ..eviction.lifecycle import TaskRegistry
+from ..eviction.state import EvictionState
 from ..prefix.stabilizer import Stabilizer
 from ..reduction.dedup import Repeats
 from ..store.session_state import STATE_VERSION, StoredSession

@@ -1,0 +1,86 @@
+"""What eviction decided so far: the batches, their stubs, the archived arguments and collapsed tasks.
+
+Why one record of decisions apart from the code that makes them: every decision is re-applied
+identically on every later call (DESIGN I2) and survives a restart (DESIGN "Restarts change nothing"),
+so choosing (:mod:`.choosing`), pricing (:mod:`.pricing`), writing (:mod:`.paging`) and re-applying
+(:mod:`.applying`) all read the same state, and the session store persists it as it is
+(:mod:`..pipeline.session_snapshot`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .collapse import Collapse
+
+
+@dataclass
+class Batch:
+    """One eviction batch: when, what (tool call ids; ``args:<id>`` for arguments, ``task:<n>`` for a
+    finished task), the artifact that holds the outputs and arguments, and the tokens it saved."""
+
+    call_index: int
+    key: str
+    call_ids: list[str]
+    tokens_saved: int
+
+
+@dataclass
+class EvictionState:
+    """Everything needed to re-apply past evictions byte for byte."""
+
+    stubs: dict[str, str] = field(default_factory=dict)
+    batches: list[Batch] = field(default_factory=list)
+    last_batch_call: int = 0
+    args: dict[str, str] = field(default_factory=dict)  # tool call id -> its arguments as now sent
+    collapses: list[Collapse] = field(default_factory=list)
+    goal_calls: list[int] = field(default_factory=list)  # the call at which goal n + 1 was first seen
+    sent_whole: list[str] = field(default_factory=list)  # calls first sent before their result came
+
+    @property
+    def version(self) -> tuple[int, ...]:
+        """Changes whenever a decision was added (the session state is saved then)."""
+        return (self.last_batch_call, len(self.args), len(self.sent_whole), len(self.goal_calls))
+
+    def describe_last(self) -> str:
+        """What the last batch paged out, in words: ``task 1 finished (archived as KEY); 3 outputs``."""
+        if not self.batches:
+            return ""
+        b = self.batches[-1]
+        keys = {c.number: c.key for c in self.collapses if c.call_index == b.call_index}
+        tasks = [int(i[5:]) for i in b.call_ids if i.startswith("task:")]
+        args = sum(i.startswith("args:") for i in b.call_ids)
+        outputs = len(b.call_ids) - len(tasks) - args
+        parts = [f"task {n} finished (archived as {keys.get(n, '?')})" for n in tasks]
+        if outputs:
+            parts.append(f"{outputs} output{'s' if outputs > 1 else ''} (archived as {b.key})")
+        if args:
+            parts.append(f"{args} argument{'s' if args > 1 else ''} (archived as {b.key})")
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form for the persisted session state."""
+        return {
+            "stubs": self.stubs,
+            "batches": [[b.call_index, b.key, b.call_ids, b.tokens_saved] for b in self.batches],
+            "last": self.last_batch_call,
+            "args": self.args,
+            "collapses": [c.to_list() for c in self.collapses],
+            "goal_calls": self.goal_calls,
+            "sent_whole": self.sent_whole,
+        }
+
+    @classmethod
+    def from_dict(cls, ev: Mapping[str, Any]) -> EvictionState:
+        """The inverse of :meth:`to_dict` (older states lack the newer keys); raises on malformed data."""
+        return cls(
+            {str(k): str(v) for k, v in ev.get("stubs", {}).items()},
+            [Batch(int(b[0]), str(b[1]), [str(c) for c in b[2]], int(b[3])) for b in ev.get("batches", [])],
+            int(ev.get("last", 0)),
+            {str(k): str(v) for k, v in ev.get("args", {}).items()},
+            [Collapse.from_list(c) for c in ev.get("collapses", [])],
+            [int(c) for c in ev.get("goal_calls", [])],
+            [str(c) for c in ev.get("sent_whole", [])],
+        )
