@@ -80,3 +80,13 @@ def answered_call(turn: Message) -> str:
         if isinstance(p, ToolResultPart):
             return p.tool_call_id
     return ""
+
+
+def tool_call(msg: Message, cid: str) -> ToolCallPart | None:
+    """The call ``cid`` that ``msg`` makes, if it makes it."""
+    return next((p for p in msg.parts if isinstance(p, ToolCallPart) and p.id == cid), None)
+
+
+def tool_result(msg: Message, cid: str) -> ToolResultPart | None:
+    """The result of call ``cid`` that ``msg`` holds, if it holds it."""
+    return next((p for p in msg.parts if isinstance(p, ToolResultPart) and p.tool_call_id == cid), None)

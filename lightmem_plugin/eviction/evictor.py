@@ -30,8 +30,6 @@ re-applied identically on every later call (DESIGN I2) and persisted with the se
 from __future__ import annotations
 
 import itertools
-import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -44,8 +42,8 @@ from ..reduction.error_lines import error_lines
 from ..reduction.linedup import MIN_LINE_CHARS
 from ..tokens import TokenCounter
 from .break_cost import PREFIX, BreakCost
-from .collapse import Collapse, archive_document, fingerprint, request_text, short_goal, summary
-from .entries import entries, turn_text
+from .collapse import Collapse, archive_document, fingerprint, request_text, summary
+from .entries import entries, tool_call, tool_result, turn_text
 from .goals import GoalTask, goal_tasks, goal_text, stated_goal
 from .heuristic import HeuristicEstimator
 from .horizon import remaining_in_session, remaining_in_task
@@ -55,6 +53,7 @@ from .record_render import render
 from .session_record import extract
 from .signals import ToolEvent
 from .state import Batch, EvictionState
+from .stubs import largest_leaf, output_stub, request_stub, stub_arguments
 
 STUB_TOKENS = 40
 MIN_SAVING_TOKENS = 60
@@ -261,11 +260,11 @@ class Evictor:
                     self.state.sent_whole.append(p.id)
                     known.add(p.id)
                     continue
-                leaf = _largest_leaf(p.arguments)
+                leaf = largest_leaf(p.arguments)
                 if leaf is None or len(leaf[1]) < self.config.argumentMinChars:
                     continue
                 key = self.archive((leaf[1] + "\n").encode("utf-8", "surrogatepass"))
-                stubbed = _stub_arguments(p.arguments, key, shell, None)
+                stubbed = stub_arguments(p.arguments, key, shell, None)
                 if stubbed is not None:
                     self.state.args[p.id] = stubbed[0]
                     done += 1
@@ -409,7 +408,7 @@ class Evictor:
             events = self._events_in(t, owners)
             text = summary(t.number, "0" * 32, span, events, created, shell)
             saving = sum(sizes[t.first : t.last + 1]) - self.counter.count(text)
-            short = self._request_stub(t, original.messages, "0" * 32, shell)
+            short = request_stub(t, original.messages, "0" * 32, shell, self.config.goalKeepChars)
             if short is not None:  # the request leaves too: the prefix breaks at it, not after it
                 saving += sizes[t.goal] - self.counter.count(short)
             if saving >= MIN_SAVING_TOKENS:
@@ -423,7 +422,7 @@ class Evictor:
             owner = owners[index[cid]]
             if owner <= floor:
                 continue
-            part = _result(sent.messages[owner], cid)  # what the model reads of it now
+            part = tool_result(sent.messages[owner], cid)  # what the model reads of it now
             n = self.counter.count(part.text()) if part is not None else 0
             if n - STUB_TOKENS >= MIN_SAVING_TOKENS:
                 # the liveness signals that mark an output dead are weak inside a running task
@@ -438,10 +437,10 @@ class Evictor:
             ran = ids[e.result_index] if e.result_index is not None else None
             if ran is None or ran in self.state.args or owners[e.call_index] <= floor:
                 continue
-            call = _call(original.messages[owners[e.call_index]], ran)
+            call = tool_call(original.messages[owners[e.call_index]], ran)
             if call is None:
                 continue
-            stubbed = _stub_arguments(call.arguments, "0" * 32, shell)
+            stubbed = stub_arguments(call.arguments, "0" * 32, shell)
             if stubbed is None:
                 continue
             saving = self.counter.count(call.arguments) - self.counter.count(stubbed[0])
@@ -500,17 +499,6 @@ class Evictor:
             if isinstance(p, ToolResultPart)
         }
         return any(names & inside for names in later)
-
-    def _request_stub(self, t: GoalTask, messages: list[Message], key: str, shell: bool) -> str | None:
-        """What stays of task ``t``'s request when it leaves with the task (collapse.short_goal), or
-        None when it stays whole (short, not one text block, or host context between it and the
-        work: that context stays, so the request does too)."""
-        if not self.config.goalKeepChars or t.first != t.goal + 1:
-            return None
-        text = request_text(messages[t.goal])
-        if text is None:
-            return None
-        return short_goal(text, t.number, key, self.config.goalKeepChars, shell)
 
     def _events_in(self, t: GoalTask, owners: list[int]) -> list[ToolEvent]:
         return [e for e in self.estimator.log.events if t.first <= owners[e.call_index] <= t.last]
@@ -625,7 +613,9 @@ class Evictor:
                 continue
             t = by_number[int(it.ident[5:])]
             span = original.messages[t.first : t.last + 1]
-            leaves = self._request_stub(t, original.messages, "0" * 32, shell) is not None
+            leaves = (
+                request_stub(t, original.messages, "0" * 32, shell, self.config.goalKeepChars) is not None
+            )
             request = request_text(original.messages[t.goal]) if leaves else None
             doc = archive_document(t.number, t.first, t.last, span, request, self.spell)
             key = self.archive(doc.encode("utf-8", "surrogatepass"))
@@ -633,7 +623,9 @@ class Evictor:
             collapse = Collapse(
                 t.number, t.first, t.last, fingerprint(span), text, key, call_index, it.saving
             )
-            short = self._request_stub(t, original.messages, key, shell) if leaves else None
+            short = (
+                request_stub(t, original.messages, key, shell, self.config.goalKeepChars) if leaves else None
+            )
             if short is not None:
                 goal = original.messages[t.goal]
                 collapse = replace(
@@ -667,8 +659,8 @@ class Evictor:
         for it in chosen:
             if it.ident.startswith("args:"):
                 cid = it.ident[5:]
-                call = _call(original.messages[it.index], cid)
-                value = _largest_leaf(call.arguments) if call is not None else None
+                call = tool_call(original.messages[it.index], cid)
+                value = largest_leaf(call.arguments) if call is not None else None
                 lines.append(f"=== lightmem2: arguments of tool call {self.spell(cid)} ===")
                 text = value[1] if value is not None else ""
             else:
@@ -690,9 +682,9 @@ class Evictor:
             a, b = ranges[it.ident]
             if it.ident.startswith("args:"):
                 cid = it.ident[5:]
-                call = _call(original.messages[it.index], cid)
+                call = tool_call(original.messages[it.index], cid)
                 stubbed = (
-                    _stub_arguments(call.arguments, key, shell, (a, b) if numbered else None)
+                    stub_arguments(call.arguments, key, shell, (a, b) if numbered else None)
                     if call is not None
                     else None
                 )
@@ -702,49 +694,20 @@ class Evictor:
                 saved += self.counter.count(call.arguments) - self.counter.count(stubbed[0])
                 continue
             cid = it.ident
-            lines_arg = (f" --lines {a}:{b}", f', lines="{a}:{b}"') if numbered else ("", "")
-            hint = (
-                f"run: lightmem2 recover {key}{lines_arg[0]}"
-                if shell
-                else f"recover with lightmem2_recover(key{lines_arg[1]})"
-            )
-            stub = f"{EVICTED}{key}, no longer current ({stub_reason(it.why)}); {hint}]"
+            stub = output_stub(key, it.why, (a, b) if numbered else None, shell)
             if first_output and record:
                 stub += f"\n[lightmem2 session record]\n{record}"
                 first_output = False
             self.state.stubs[cid] = stub
-            now = _result(sent.messages[it.index], cid)
+            now = tool_result(sent.messages[it.index], cid)
             saved += self.counter.count(now.text() if now is not None else "") - self.counter.count(stub)
         return saved, key
-
-
-EVICTED = "[lightmem2: output archived as "
-"""How the stub of an output a batch paged out begins (``report`` reads its savings by it)."""
-_AT_TURN = re.compile(r",? (?:at|by) turn \d+")
-_PATH = re.compile(r"(?<![\w.])/(?:[^\s/:,]+/)+([^\s/:,]+)")
-_CHUNK = re.compile(r"^task \S+ finished$")
-
-
-def stub_reason(why: str) -> str:
-    """Why an output was paged out, as its stub says it: the estimator's evidence without its message
-    numbers (the model counts no messages) and with file names for paths.
-
-    Why say it: the stub said "output of finished work" for every output, also for a read an edit had
-    superseded while its task went on (a review of the Claude Code traces: 13 of the 16 such stubs),
-    which tells the model the work is done."""
-    if not why or _CHUNK.match(why):
-        return "the step of the work it served is done"
-    return _PATH.sub(r"\1", _AT_TURN.sub("", why)).strip()
 
 
 def _objective(text: str) -> str:
     """A goal's text as a task objective (one line, at most 400 chars, never empty)."""
     line = " ".join(text.split()) or "a goal"
     return line if len(line) <= 400 else line[:399] + "…"
-
-
-def _result(msg: Message, cid: str) -> ToolResultPart | None:
-    return next((p for p in msg.parts if isinstance(p, ToolResultPart) and p.tool_call_id == cid), None)
 
 
 @dataclass
@@ -773,45 +736,7 @@ def _references(sent: Request, original: Request) -> _Refs:
 
 def _lines_of(req: Request, index: int, cid: str) -> frozenset[str]:
     """The substantial lines (as a repeat marker counts them) of the host's output of ``cid``."""
-    part = _result(req.messages[index], cid) if index < len(req.messages) else None
+    part = tool_result(req.messages[index], cid) if index < len(req.messages) else None
     if part is None:
         return frozenset()
     return frozenset(line for line in part.text().split("\n") if len(line.strip()) >= MIN_LINE_CHARS)
-
-
-def _call(msg: Message, cid: str) -> ToolCallPart | None:
-    return next((p for p in msg.parts if isinstance(p, ToolCallPart) and p.id == cid), None)
-
-
-def _largest_leaf(arguments: str) -> tuple[str, str] | None:
-    """The name and value of the longest top-level string argument, if the arguments are an object."""
-    try:
-        obj = json.loads(arguments)
-    except ValueError:
-        return None
-    if not isinstance(obj, dict):
-        return None
-    strings = [(k, v) for k, v in obj.items() if isinstance(v, str)]
-    return max(strings, key=lambda kv: len(kv[1])) if strings else None
-
-
-def _stub_arguments(
-    arguments: str, key: str, shell: bool, lines: tuple[int, int] | None = None
-) -> tuple[str, str] | None:
-    """The arguments with their longest string value replaced by its first line and a stub naming
-    the archive; (new arguments JSON, the name replaced), or None when they are not a JSON object."""
-    leaf = _largest_leaf(arguments)
-    if leaf is None:
-        return None
-    name, value = leaf
-    obj = json.loads(arguments)
-    head = value.split("\n", 1)[0]
-    head = head if len(head) <= 160 else head[:159] + "…"
-    if shell:
-        hint = f"run: lightmem2 recover {key}" + (f" --lines {lines[0]}:{lines[1]}" if lines else "")
-    else:
-        hint = (
-            "recover with lightmem2_recover(key" + (f', lines="{lines[0]}:{lines[1]}"' if lines else "") + ")"
-        )
-    obj[name] = f"{head}\n[lightmem2: {len(value):,} chars of this executed call archived as {key}; {hint}]"
-    return json.dumps(obj, ensure_ascii=False), name

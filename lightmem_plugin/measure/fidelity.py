@@ -10,7 +10,7 @@ Set aside as ours:
 - stub and marker lines: every line that starts with ``[lightmem2`` (the archive stub of
   ``reduction/base.py``, the in-place ``Mark`` of ``reduction/work.py``, the repeat ``marker`` of
   ``reduction/linedup.py``, the ``reference`` of ``reduction/dedup.py``, the eviction stub of
-  ``eviction/evictor.py``);
+  ``eviction/stubs.py``);
 - the session record an eviction stub carries: everything after a ``[lightmem2 session record]``
   line (the record is rendered text of ours, not tool output);
 - the stabilizer's blocks, which are appended text parts, not tool output lines: a trailing

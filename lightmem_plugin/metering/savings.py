@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable
 from functools import cache
 
-from ..eviction.evictor import EVICTED
+from ..eviction.stubs import EVICTED
 from ..reduction.base import STUB_PREFIX
 from ..reduction.headtail import PROTECTED_WHAT
 from ..reduction.linedup import WHAT as REPEATED
