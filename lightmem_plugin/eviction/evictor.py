@@ -30,50 +30,32 @@ re-applied identically on every later call (DESIGN I2) and persisted with the se
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ..codecs.memo import PerObject
 from ..config import EstimatorConfig, EvictionConfig
 from ..model import Message, Request, TextPart, ToolCallPart, ToolResultPart
-from ..reduction.dedup import call_base, calls_named, names_no_call
-from ..reduction.error_lines import error_lines
-from ..reduction.linedup import MIN_LINE_CHARS
 from ..tokens import TokenCounter
 from .break_cost import PREFIX, BreakCost
+from .choosing import PLACEHOLDER_KEY, Candidate, Chooser, events_in, finished_goals
 from .collapse import Collapse, archive_document, fingerprint, request_text, summary
 from .entries import entries, tool_call, tool_result, turn_text
-from .goals import GoalTask, goal_tasks, goal_text, stated_goal
+from .goals import GoalTask, goal_tasks
 from .heuristic import HeuristicEstimator
 from .horizon import remaining_in_session, remaining_in_task
-from .lifecycle import TaskRegistry, TaskUpdate
+from .lifecycle import TaskRegistry
 from .llm_estimator import LLMEstimator
 from .record_render import render
 from .session_record import extract
-from .signals import ToolEvent
 from .state import Batch, EvictionState
 from .stubs import largest_leaf, output_stub, request_stub, stub_arguments
-
-STUB_TOKENS = 40
-MIN_SAVING_TOKENS = 60
-MESSAGES_PER_CALL = 2
 
 
 def _view(req: Request) -> tuple[list[Message], list[str | None], list[int]]:
     turns = entries(req)
     return turns.turns, turns.ids, turns.owners
-
-
-@dataclass(frozen=True, slots=True)
-class _Item:
-    """One thing a batch may page out: where it sits, what it is, what it saves and for how long."""
-
-    index: int  # message index in the request
-    ident: str  # a tool call id, "args:<id>" or "task:<n>"
-    saving: int  # tokens
-    horizon: float  # calls the saving is re-read for
-    why: str = ""  # an output's: why it is no longer needed (the estimator's evidence)
 
 
 class Evictor:
@@ -286,10 +268,12 @@ class Evictor:
         self.estimator.sync(view)
         updates = self.proposer.estimate(view, self.tasks)
         self.tasks.apply(updates, max_turn=len(view) - 1)
-        ready = self._finished_goals(goals, original.messages)
+        ready = finished_goals(self.goals, self.state.collapses, goals, original.messages)
         sent = self._stub_parts(reduced)
         sizes = self._sizes_of(sent)
-        items = self._items(view, ids, owners, original, sent, sizes, goals, ready, call_index, shell)
+        horizons = self._horizons(goals, call_index)
+        chooser = Chooser(self.config, self.estimator, self.tasks, self.state, self.counter, self.spell)
+        items = chooser.candidates(view, ids, owners, original, sent, sizes, goals, ready, horizons, shell)
         if not items:
             return False
         head = next((i for i, m in enumerate(sent.messages) if m.role != "system"), len(sent.messages))
@@ -298,54 +282,6 @@ class Evictor:
             return False
         self._evict(plan, view, ids, owners, original, sent, goals, call_index, shell)
         return True
-
-    def _finished_goals(self, goals: list[GoalTask], messages: list[Message]) -> dict[int, GoalTask]:
-        """Close finished goals in the goal registry; the ones that may leave now (``evictable``).
-
-        A goal closes in the first batch after the next goal came: ``completed`` and then, applied
-        as a second step, ``evictable`` (the registry never takes ``active -> evictable`` in one
-        step). Why both at once: unlike an estimator's guess, a new user goal is conclusive evidence,
-        and waiting one more batch re-sent the whole finished task on 3-5 more calls (measured on
-        the continuous benchmark: ~40% of what chaining tasks cost over running each alone)."""
-        done = {c.number for c in self.state.collapses}
-        closing = [(t, nxt) for t, nxt in itertools.pairwise(goals) if not t.empty and t.number not in done]
-        completed: list[TaskUpdate] = []
-        for t, nxt in closing:
-            current = self.goals.get(f"g{t.number}")
-            if current is None or current.lifecycle == "active":
-                completed.append(
-                    TaskUpdate(
-                        task_id=f"g{t.number}",
-                        lifecycle="completed",
-                        objective=_objective(stated_goal(goal_text(messages[t.goal]))),
-                        turns=(t.goal, max(t.goal, t.last)),
-                        evidence=(f"user set a new goal at message {nxt.goal}",),
-                    )
-                )
-        if completed:
-            self.goals.apply(completed, max_turn=len(messages) - 1)
-        evictable: list[TaskUpdate] = []
-        for t, nxt in closing:
-            current = self.goals.get(f"g{t.number}")
-            if current is not None and current.lifecycle == "completed":
-                evictable.append(
-                    TaskUpdate(
-                        task_id=f"g{t.number}",
-                        lifecycle="evictable",
-                        evidence=(f"user set a new goal at message {nxt.goal}",),
-                        evictable_reason="the user moved on to a new goal",
-                    )
-                )
-        if evictable:
-            self.goals.apply(evictable, max_turn=len(messages) - 1)
-        return {
-            t.number: t
-            for t in goals
-            if t.number not in done
-            and (chunk := self.goals.get(f"g{t.number}")) is not None
-            and chunk.lifecycle == "evictable"
-            and chunk.turns == (t.goal, max(t.goal, t.last))
-        }
 
     def _size_of(self, msg: Message) -> int:
         """Tokens of one message's texts, tool outputs and call arguments."""
@@ -382,187 +318,7 @@ class Evictor:
         prior = self.config.expectedRemainingCalls
         return remaining_in_task(in_task, lengths, prior), remaining_in_session(in_task, lengths, prior)
 
-    def _items(
-        self,
-        view: list[Message],
-        ids: list[str | None],
-        owners: list[int],
-        original: Request,
-        sent: Request,
-        sizes: list[int],
-        goals: list[GoalTask],
-        ready: Mapping[int, GoalTask],
-        call_index: int,
-        shell: bool,
-    ) -> list[_Item]:
-        """Everything that may leave in this batch, with its saving (counted on ``sent``, what the
-        model reads now) and horizon."""
-        in_task, in_session = self._horizons(goals, call_index)
-        items: list[_Item] = []
-        created = frozenset(self.estimator.live.created)
-        refs = _references(sent, original)
-        for t in ready.values():
-            if self._referred_into(sent, refs, t):
-                continue
-            span = original.messages[t.first : t.last + 1]
-            events = self._events_in(t, owners)
-            text = summary(t.number, "0" * 32, span, events, created, shell)
-            saving = sum(sizes[t.first : t.last + 1]) - self.counter.count(text)
-            short = request_stub(t, original.messages, "0" * 32, shell, self.config.goalKeepChars)
-            if short is not None:  # the request leaves too: the prefix breaks at it, not after it
-                saving += sizes[t.goal] - self.counter.count(short)
-            if saving >= MIN_SAVING_TOKENS:
-                items.append(_Item(t.goal if short else t.first, f"task:{t.number}", saving, in_session))
-        # outputs and arguments of the task still running (finished tasks leave whole)
-        floor = max((t.last for t in goals[:-1] if not t.empty), default=-1)
-        horizon = len(view) - self.config.keepRecentTurns * MESSAGES_PER_CALL
-        index = {cid: i for i, cid in enumerate(ids) if cid is not None}
-        outputs: dict[str, _Item] = {}
-        for cid, why in self._candidates(view, ids).items():
-            owner = owners[index[cid]]
-            if owner <= floor:
-                continue
-            part = tool_result(sent.messages[owner], cid)  # what the model reads of it now
-            n = self.counter.count(part.text()) if part is not None else 0
-            if n - STUB_TOKENS >= MIN_SAVING_TOKENS:
-                # the liveness signals that mark an output dead are weak inside a running task
-                # (measured: with the session's own horizon they paged out outputs the agent used
-                # later and the error lines it acted on), so outputs keep the cautious prior
-                horizon_calls = min(in_task, float(self.config.expectedRemainingCalls))
-                outputs[cid] = _Item(owner, cid, n - STUB_TOKENS, horizon_calls, why)
-        for cid in self._stood_on(refs, original, outputs):
-            del outputs[cid]
-        items.extend(outputs.values())
-        for e in self._stale_arguments(horizon):
-            ran = ids[e.result_index] if e.result_index is not None else None
-            if ran is None or ran in self.state.args or owners[e.call_index] <= floor:
-                continue
-            call = tool_call(original.messages[owners[e.call_index]], ran)
-            if call is None:
-                continue
-            stubbed = stub_arguments(call.arguments, "0" * 32, shell)
-            if stubbed is None:
-                continue
-            saving = self.counter.count(call.arguments) - self.counter.count(stubbed[0])
-            if saving >= MIN_SAVING_TOKENS:
-                items.append(_Item(owners[e.call_index], f"args:{ran}", saving, in_task))
-        return sorted(items, key=lambda it: (it.index, it.ident))
-
-    def _stood_on(self, refs: _Refs, original: Request, leaving: Mapping[str, _Item]) -> set[str]:
-        """The outputs in ``leaving`` that an output staying in view stands on: a later repeat of the
-        whole output or of its lines is sent as a reference to it (:func:`..reduction.dedup.calls_named`),
-        so paging it out would leave the model neither copy. Seen: a file read twice, the second read
-        sent as "identical to the output of tool call X", and X paged out as stale for the re-read.
-        A reference that names no call (:func:`..reduction.dedup.names_no_call`) holds, by content,
-        every leaving output that has one of the substantial lines it stands for (the lines of its
-        original that its sent text lacks: a frame that stays, such as ``<returncode>0</returncode>``,
-        holds nothing)."""
-        if not refs.named and not refs.unnamed:
-            return set()
-        as_read = {self.spell(call_base(cid)): cid for cid in leaving}
-        known: dict[str, frozenset[str]] = {}
-
-        def lines_of(cid: str) -> frozenset[str]:
-            if cid not in known:
-                known[cid] = _lines_of(original, leaving[cid].index, cid)
-            return known[cid]
-
-        stay: set[str] = set()
-        grew = True
-        while grew:  # an output kept because it is stood on keeps what it stands on in turn
-            grew = False
-            for rid in (*refs.named, *refs.unnamed):
-                if rid in leaving and rid not in stay:
-                    continue  # leaves too (it comes later, so the same break takes it)
-                held = {as_read.get(name) for name in refs.named.get(rid, (0, set()))[1]}
-                if refs.unnamed.get(rid):
-                    lines = refs.unnamed[rid]
-                    held.update(c for c in leaving if c != rid and c not in stay and lines_of(c) & lines)
-                for cid in held:
-                    if cid is not None and cid not in stay:
-                        stay.add(cid)
-                        grew = True
-        return stay
-
-    def _referred_into(self, sent: Request, refs: _Refs, t: GoalTask) -> bool:
-        """Whether an output after finished task ``t`` refers to one of its outputs by name. Repeats
-        are scoped to their task where tasks leave (aggressive mode), so this happens only for outputs
-        reduced before the session switched to such a mode; collapsing ``t`` would then leave those
-        references pointing at nothing the model can read, so ``t`` stays."""
-        later = [names for at, names in refs.named.values() if at > t.last]
-        if not later:
-            return False
-        inside = {
-            self.spell(call_base(p.tool_call_id))
-            for m in sent.messages[t.first : t.last + 1]
-            for p in m.parts
-            if isinstance(p, ToolResultPart)
-        }
-        return any(names & inside for names in later)
-
-    def _events_in(self, t: GoalTask, owners: list[int]) -> list[ToolEvent]:
-        return [e for e in self.estimator.log.events if t.first <= owners[e.call_index] <= t.last]
-
-    def _stale_arguments(self, horizon: int) -> list[ToolEvent]:
-        """Executed calls whose long arguments the agent no longer reads: an inline script that ran
-        (no file written), or a whole-file write that a later whole write of the same file replaced."""
-        events = self.estimator.log.events
-        later_whole: dict[str, int] = {}
-        out: list[ToolEvent] = []
-        for e in reversed(events):
-            if (
-                e.call_chars >= self.config.argumentMinChars
-                and e.result_index is not None
-                and e.result_index < horizon
-                and (
-                    (e.kind in ("run", "test") and not e.writes)  # a script that ran (its suite, too)
-                    or (e.whole and all(later_whole.get(p, -1) > e.seq for p in e.whole))
-                )
-            ):
-                out.append(e)
-            for p in e.whole:
-                later_whole.setdefault(p, e.seq)
-        return out[::-1]
-
-    def _candidates(self, view: list[Message], ids: list[str | None]) -> dict[str, str]:
-        """Tool call id -> why it is no longer needed, for outputs old enough to page out."""
-        horizon = len(view) - self.config.keepRecentTurns * MESSAGES_PER_CALL
-        reasons: dict[str, str] = {}
-        for chunk in self.tasks.chunks:
-            if chunk.lifecycle != "evictable":
-                continue
-            for i in range(chunk.turns[0], min(chunk.turns[1] + 1, horizon)):
-                cid = ids[i] if i < len(ids) else None
-                if cid is not None:
-                    reasons[cid] = f"task {chunk.id} finished"
-        log = self.estimator.log
-        for seq, why in self.estimator.live.dead.items():
-            idx = log.events[seq].result_index
-            if idx is not None and idx < horizon and idx < len(ids):
-                cid = ids[idx]
-                if cid is not None:
-                    reasons.setdefault(cid, why)
-        acted_on = self._acted_on(ids)
-        return {
-            cid: why for cid, why in reasons.items() if cid not in self.state.stubs and cid not in acted_on
-        }
-
-    def _acted_on(self, ids: list[str | None]) -> set[str]:
-        """Outputs whose error lines the agent acts on: the newest output of each command, when it
-        has error lines (DESIGN 4: never cut; a stub would hide every one of them)."""
-        log = self.estimator.log
-        newest: dict[int, int] = {}
-        for e in log.events:
-            newest[e.norm] = e.seq
-        out: set[str] = set()
-        for seq in newest.values():
-            e = log.events[seq]
-            cid = ids[e.result_index] if e.result_index is not None and e.result_index < len(ids) else None
-            if cid is not None and error_lines(log.outputs[seq]):
-                out.add(cid)
-        return out
-
-    def _plan(self, items: list[_Item], sizes: list[int], head: int) -> list[_Item] | None:
+    def _plan(self, items: list[Candidate], sizes: list[int], head: int) -> list[Candidate] | None:
         """The items to page out now: every one from the break position that pays best, or None.
 
         Paging out ``X`` tokens saves ``0.1 * X`` on each of the ``horizon`` calls that re-read it,
@@ -592,7 +348,7 @@ class Evictor:
 
     def _evict(
         self,
-        chosen: list[_Item],
+        chosen: list[Candidate],
         view: list[Message],
         ids: list[str | None],
         owners: list[int],
@@ -614,12 +370,13 @@ class Evictor:
             t = by_number[int(it.ident[5:])]
             span = original.messages[t.first : t.last + 1]
             leaves = (
-                request_stub(t, original.messages, "0" * 32, shell, self.config.goalKeepChars) is not None
+                request_stub(t, original.messages, PLACEHOLDER_KEY, shell, self.config.goalKeepChars)
+                is not None
             )
             request = request_text(original.messages[t.goal]) if leaves else None
             doc = archive_document(t.number, t.first, t.last, span, request, self.spell)
             key = self.archive(doc.encode("utf-8", "surrogatepass"))
-            text = summary(t.number, key, span, self._events_in(t, owners), created, shell)
+            text = summary(t.number, key, span, events_in(t, owners, self.estimator), created, shell)
             collapse = Collapse(
                 t.number, t.first, t.last, fingerprint(span), text, key, call_index, it.saving
             )
@@ -644,7 +401,7 @@ class Evictor:
 
     def _evict_parts(
         self,
-        chosen: list[_Item],
+        chosen: list[Candidate],
         view: list[Message],
         ids: list[str | None],
         original: Request,
@@ -702,41 +459,3 @@ class Evictor:
             now = tool_result(sent.messages[it.index], cid)
             saved += self.counter.count(now.text() if now is not None else "") - self.counter.count(stub)
         return saved, key
-
-
-def _objective(text: str) -> str:
-    """A goal's text as a task objective (one line, at most 400 chars, never empty)."""
-    line = " ".join(text.split()) or "a goal"
-    return line if len(line) <= 400 else line[:399] + "…"
-
-
-@dataclass
-class _Refs:
-    """The references the tool outputs of a request make to earlier outputs, as sent: by result id,
-    (its message, the calls it names), and the lines its references that name no call stand for."""
-
-    named: dict[str, tuple[int, set[str]]]
-    unnamed: dict[str, frozenset[str]]
-
-
-def _references(sent: Request, original: Request) -> _Refs:
-    """One scan of ``sent`` for the repeat references and markers (:mod:`..reduction.dedup`)."""
-    refs = _Refs({}, {})
-    for i, msg in enumerate(sent.messages):
-        for p in msg.parts:
-            if not isinstance(p, ToolResultPart):
-                continue
-            text = p.text()
-            if calls := calls_named(text):
-                refs.named[p.tool_call_id] = (i, calls)
-            if names_no_call(text):
-                refs.unnamed[p.tool_call_id] = _lines_of(original, i, p.tool_call_id) - set(text.split("\n"))
-    return refs
-
-
-def _lines_of(req: Request, index: int, cid: str) -> frozenset[str]:
-    """The substantial lines (as a repeat marker counts them) of the host's output of ``cid``."""
-    part = tool_result(req.messages[index], cid) if index < len(req.messages) else None
-    if part is None:
-        return frozenset()
-    return frozenset(line for line in part.text().split("\n") if len(line.strip()) >= MIN_LINE_CHARS)

@@ -14,7 +14,7 @@ from eviction_helpers import Session as Host
 from eviction_helpers import module
 
 from lightmem_plugin.config import Config
-from lightmem_plugin.eviction.evictor import Evictor
+from lightmem_plugin.eviction import choosing, references
 from lightmem_plugin.pipeline import LightMem, Session
 from lightmem_plugin.reduction.kinds import ToolCall
 from lightmem_plugin.store.registry import Registry
@@ -68,7 +68,7 @@ def test_a_read_a_later_repeat_refers_to_stays_in_view(
     assert f"tool call {first}" in sent  # the second read stands on the first ...
     assert module("parse", 120) in sent  # ... which the model still reads, verbatim
     # control: without the check, the same session pages the first read out
-    monkeypatch.setattr(Evictor, "_stood_on", lambda self, *args: set())
+    monkeypatch.setattr(choosing, "stood_on", lambda *args: set())
     paged, out, first = reread(tmp_path / "off", second)
     assert any(first in ids for ids in paged)
     assert module("parse", 120) not in "\n".join(str(m.get("content")) for m in out)
@@ -147,9 +147,7 @@ def test_a_reference_that_names_no_call_holds_its_source_by_content(
     assert not any(first in ids for ids in paged)
     assert module("parse", 120) in sent
     # control: without reading unnamed references, the first read is paged out and no copy is left
-    from lightmem_plugin.eviction import evictor
-
-    monkeypatch.setattr(evictor, "names_no_call", lambda text: False)
+    monkeypatch.setattr(references, "names_no_call", lambda text: False)
     paged, sent, first = unnamed_reread(tmp_path / "off")
     assert any(first in ids for ids in paged)
     assert module("parse", 120) not in sent
@@ -189,7 +187,7 @@ def test_a_finished_task_a_later_output_refers_into_stays(
     assert f"identical to the output of tool call {first}" in sent
     assert module("parse", 120) in sent and not any("task:1" in ids for ids in paged)
     # control: without the check, task 1 leaves at the first batch and its read with it
-    monkeypatch.setattr(Evictor, "_referred_into", lambda self, *args: False)
+    monkeypatch.setattr(choosing, "referred_into", lambda *args: False)
     paged, sent, first = switched(tmp_path / "off")
     assert any("task:1" in ids for ids in paged)
     assert f"identical to the output of tool call {first}" in sent and module("parse", 120) not in sent
