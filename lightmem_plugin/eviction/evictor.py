@@ -29,7 +29,6 @@ re-applied identically on every later call (DESIGN I2) and persisted with the se
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -38,15 +37,16 @@ from ..codecs.memo import PerObject
 from ..config import EstimatorConfig, EvictionConfig
 from ..model import Message, Request, TextPart, ToolCallPart, ToolResultPart
 from ..tokens import TokenCounter
+from . import pricing
 from .break_cost import PREFIX, BreakCost
 from .choosing import PLACEHOLDER_KEY, Candidate, Chooser, events_in, finished_goals
 from .collapse import Collapse, archive_document, fingerprint, request_text, summary
 from .entries import entries, tool_call, tool_result, turn_text
 from .goals import GoalTask, goal_tasks
 from .heuristic import HeuristicEstimator
-from .horizon import remaining_in_session, remaining_in_task
 from .lifecycle import TaskRegistry
 from .llm_estimator import LLMEstimator
+from .pricing import SentSizes
 from .record_render import render
 from .session_record import extract
 from .state import Batch, EvictionState
@@ -99,7 +99,7 @@ class Evictor:
         self._verified: dict[int, tuple[Message, Message]] = {}
         self._collapsed: dict[int, Message] = {}
         self._requests: dict[int, tuple[Message, Message]] = {}  # task -> (its request, what is sent)
-        self._sizes: PerObject[Message, int] = PerObject(self._size_of)
+        self._sizes = SentSizes(counter)
         self.last_evicted_tokens = 0
         self.spell: Callable[[str], str] = str  # as the host sent it
         """How the model reads a host call id in this request (short call ids: :mod:`~.prefix.call_ids`); the
@@ -270,81 +270,18 @@ class Evictor:
         self.tasks.apply(updates, max_turn=len(view) - 1)
         ready = finished_goals(self.goals, self.state.collapses, goals, original.messages)
         sent = self._stub_parts(reduced)
-        sizes = self._sizes_of(sent)
-        horizons = self._horizons(goals, call_index)
+        sizes = self._sizes.of(sent, self.state.collapses)
+        hint, prior = self.remaining_hint, self.config.expectedRemainingCalls
+        horizons = pricing.horizons(self.state.goal_calls, call_index, prior, hint)
         chooser = Chooser(self.config, self.estimator, self.tasks, self.state, self.counter, self.spell)
         items = chooser.candidates(view, ids, owners, original, sent, sizes, goals, ready, horizons, shell)
         if not items:
             return False
-        head = next((i for i, m in enumerate(sent.messages) if m.role != "system"), len(sent.messages))
-        plan = self._plan(items, sizes, head)
+        plan = pricing.plan(items, sizes, pricing.head_end(sent), self.break_cost, self.config)
         if plan is None:
             return False
         self._evict(plan, view, ids, owners, original, sent, goals, call_index, shell)
         return True
-
-    def _size_of(self, msg: Message) -> int:
-        """Tokens of one message's texts, tool outputs and call arguments."""
-        n = 0
-        for p in msg.parts:
-            if isinstance(p, ToolResultPart):
-                n += self.counter.count(p.text())
-            elif isinstance(p, TextPart):
-                n += self.counter.count(p.text)
-            elif isinstance(p, ToolCallPart):
-                n += self.counter.count(p.arguments)
-        return n
-
-    def _sizes_of(self, req: Request) -> list[int]:
-        """Tokens of each message as it is sent now (before collapses), memoised per message object."""
-        sizes = self._sizes.map(req.messages)
-        for c in self.state.collapses:  # what a collapsed task weighs now
-            if c.last < len(sizes):
-                sizes[c.first] = self.counter.count(c.text)
-                for i in range(c.first + 1, c.last + 1):
-                    sizes[i] = 0
-                if 0 <= c.goal < len(sizes):
-                    sizes[c.goal] = self.counter.count(c.goal_text)
-        return sizes
-
-    def _horizons(self, goals: list[GoalTask], call_index: int) -> tuple[float, float]:
-        """Expected remaining calls: within the current task, and for the rest of the session
-        (``remaining_hint``, when set, answers instead: the benchmark's oracle knows them)."""
-        if self.remaining_hint is not None:
-            return self.remaining_hint(call_index)
-        calls = self.state.goal_calls
-        lengths = [b - a for a, b in itertools.pairwise(calls) if b > a]
-        in_task = call_index - calls[-1] if calls else call_index
-        prior = self.config.expectedRemainingCalls
-        return remaining_in_task(in_task, lengths, prior), remaining_in_session(in_task, lengths, prior)
-
-    def _plan(self, items: list[Candidate], sizes: list[int], head: int) -> list[Candidate] | None:
-        """The items to page out now: every one from the break position that pays best, or None.
-
-        Paging out ``X`` tokens saves ``0.1 * X`` on each of the ``horizon`` calls that re-read it,
-        and re-sends once what the break invalidates (DESIGN 1), at :attr:`break_cost`'s price (from
-        the break on a prefix cache; on Anthropic's, every message after the ``head`` system
-        messages); ``minSavingRatio`` keeps a margin for a session that ends sooner than expected."""
-        price = self.break_cost
-        record_tokens = {"critical": 100, "standard": 300, "full": 600}[self.config.recordLevel]
-        best: tuple[float, int] | None = None
-        saved_after = 0
-        gain_after = 0.0
-        parts_after = False  # a batch with outputs or arguments carries the session record
-        for j in range(len(items) - 1, -1, -1):
-            it = items[j]
-            saved_after += it.saving
-            gain_after += 0.1 * it.saving * it.horizon
-            parts_after = parts_after or not it.ident.startswith("task:")
-            record = record_tokens if parts_after else 0
-            after = price.tokens(sizes, head, it.index) - saved_after + record
-            gain = gain_after - 0.1 * record * it.horizon
-            cost = price.per_token * after * self.config.minSavingRatio
-            if gain > cost and (best is None or gain - cost > best[0]):
-                best = (gain - cost, j)
-        if best is None:
-            return None
-        return items[best[1] :]
 
     def _evict(
         self,
