@@ -22,12 +22,22 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from config_typo import (
+    BAD_KEY,
+    DEFAULT_PORT,
+    IN_FORCE,
+    PROMPT,
+    REPLY,
+    ledger_rows,
+    lightmem2_on_path,
+    wait_until,
+    write_typo,
+)
 from e2e_support import (
     ProxyKill,
     ScriptedUpstream,
@@ -44,18 +54,12 @@ from server_harness import ServerThread, free_port
 from lightmem_plugin.config import Config
 from lightmem_plugin.hosts.claude_code import install as installer
 from lightmem_plugin.hosts.shared import serve_ctl
-from lightmem_plugin.store.ledger import Ledger
 
 PACKAGE = "@anthropic-ai/claude-code"
 PINNED = "2.1.332"  # the pin of test_e2e_claude_code.py
 NEWEST = "2.1.332"  # `npm view @anthropic-ai/claude-code version` (2026-12-05): nothing newer than the pin
 VERSIONS = list(dict.fromkeys([PINNED, NEWEST]))
 HOST_TIMEOUT_S = 120  # a hook-answered command takes seconds; a hung `claude -p` is stopped here
-REPLY = "Still here, on the last good config."
-PROMPT = "Are you still there?"
-BAD_KEY = 'mode = "turbo"'
-IN_FORCE = "config in force: last good (mode normal, valid as of "
-DEFAULT_PORT = 8787
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
@@ -93,40 +97,6 @@ def _claude(
     return out, took
 
 
-def _write_typo(lm_home: Path) -> None:
-    """``"mode": "turbo"`` into the valid config.json, the rest as it was."""
-    path = lm_home / "config.json"
-    config = json.loads(path.read_text(encoding="utf-8"))
-    config["mode"] = "turbo"
-    path.write_text(json.dumps(config, indent=2), encoding="utf-8")
-
-
-def _ledger_rows() -> list[tuple[str, str]]:
-    """(session, mode) of every call the proxy recorded, oldest first."""
-    ledger = Ledger.default()
-    try:
-        return [(c.session_id, c.mode) for c in ledger.recent_calls(10_000)]
-    finally:
-        ledger.close()
-
-
-def _wait(check: Any, want: bool, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while check() is not want and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return bool(check())
-
-
-def _lightmem2_on_path(bin_dir: Path) -> Path:
-    """``bin_dir`` holding this install's ``lightmem2`` CLI (the one the hooks run): a user who
-    installed lightmem2 has it on PATH, and Claude Code's ``/lightmem2`` command file runs it."""
-    exe = Path(sys.executable).with_name("lightmem2")
-    assert exe.exists(), f"no lightmem2 console script beside {sys.executable}"
-    bin_dir.mkdir()
-    (bin_dir / "lightmem2").symlink_to(exe)
-    return bin_dir / "lightmem2"
-
-
 @pytest.mark.parametrize("serve", ["running", "stopped"])
 def test_claude_code_runs_on_the_last_good_config_after_a_typo(
     claude: Path, serve: str, tmp_path: Path, host_home: Path, isolated_home: Path
@@ -141,7 +111,7 @@ def test_claude_code_runs_on_the_last_good_config_after_a_typo(
     assert port != DEFAULT_PORT
     cfg = Config()
     cfg.server.port = port
-    lightmem2 = _lightmem2_on_path(tmp_path / "bin")
+    lightmem2 = lightmem2_on_path(tmp_path / "bin")
     env = _env(host_home, isolated_home, claude, lightmem2)
     pids = ProxyKill(isolated_home)  # only its pid bookkeeping and stop_all (nothing is killed here)
     timings: dict[str, float] = {}
@@ -159,10 +129,10 @@ def test_claude_code_runs_on_the_last_good_config_after_a_typo(
             valid = json.loads(last_good.read_text(encoding="utf-8"))
             assert valid["server"]["port"] == port and "mode" not in valid
 
-            _write_typo(isolated_home)
+            write_typo(isolated_home)
             if serve == "stopped":
                 stop_pid(serve_ctl.pid_file())
-                assert not _wait(lambda: serve_ctl.is_running(cfg), False), "serve did not stop"
+                assert not wait_until(lambda: serve_ctl.is_running(cfg), False), "serve did not stop"
 
             # 1. /lightmem2 status: the hook answers, naming the bad key and the config in force
             before = len(fake.received)
@@ -172,12 +142,12 @@ def test_claude_code_runs_on_the_last_good_config_after_a_typo(
             supervisor_after, _child = pids.running()
 
             # 2. an ordinary prompt: answered through the proxy
-            rows_before = _ledger_rows()
+            rows_before = ledger_rows()
             before = len(fake.model_bodies)
             answer, timings["next prompt"] = _claude(claude, PROMPT, env, work, fake)
             bodies = [b for _api, b in fake.model_bodies[before:]]
-            _wait(lambda: len(_ledger_rows()) >= len(rows_before) + len(bodies), True, 5.0)
-            rows = _ledger_rows()[len(rows_before) :]
+            wait_until(lambda: len(ledger_rows()) >= len(rows_before) + len(bodies), True, 5.0)
+            rows = ledger_rows()[len(rows_before) :]
 
             # 3. doctor, as the user runs it
             doctor = run_bounded([str(lightmem2), "doctor"], env, work, 90)

@@ -26,12 +26,21 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from config_typo import (
+    BAD_KEY,
+    DEFAULT_PORT,
+    IN_FORCE,
+    PROMPT,
+    REPLY,
+    ledger_rows,
+    lightmem2_on_path,
+    wait_until,
+    write_typo,
+)
 from e2e_support import (
     ProxyKill,
     ScriptedUpstream,
@@ -49,14 +58,8 @@ from test_e2e_codex import PACKAGE, VERSIONS, _last_message
 from lightmem_plugin.config import Config
 from lightmem_plugin.hosts.codex import install as installer
 from lightmem_plugin.hosts.shared import serve_ctl
-from lightmem_plugin.store.ledger import Ledger
 
 HOST_TIMEOUT_S = 120  # a hook-answered command takes seconds; a looping `codex exec` is stopped here
-REPLY = "Still here, on the last good config."
-PROMPT = "Are you still there?"
-BAD_KEY = 'mode = "turbo"'
-IN_FORCE = "config in force: last good (mode normal, valid as of "
-DEFAULT_PORT = 8787
 BLOCKED = "hook: UserPromptSubmit Blocked"
 
 
@@ -99,40 +102,6 @@ def _tap_prompt_hook(hooks_json: Path, tap: Path) -> None:
     hooks_json.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
-def _write_typo(lm_home: Path) -> None:
-    """``"mode": "turbo"`` into the valid config.json, the rest as it was."""
-    path = lm_home / "config.json"
-    config = json.loads(path.read_text(encoding="utf-8"))
-    config["mode"] = "turbo"
-    path.write_text(json.dumps(config, indent=2), encoding="utf-8")
-
-
-def _ledger_rows() -> list[tuple[str, str]]:
-    """(session, mode) of every call the proxy recorded, oldest first."""
-    ledger = Ledger.default()
-    try:
-        return [(c.session_id, c.mode) for c in ledger.recent_calls(10_000)]
-    finally:
-        ledger.close()
-
-
-def _wait(check: Callable[[], bool], want: bool, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while check() is not want and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return check()
-
-
-def _lightmem2_on_path(bin_dir: Path) -> Path:
-    """``bin_dir`` holding this install's ``lightmem2`` CLI (the one the hooks run): a user who
-    installed lightmem2 has it on PATH."""
-    exe = Path(sys.executable).with_name("lightmem2")
-    assert exe.exists(), f"no lightmem2 console script beside {sys.executable}"
-    bin_dir.mkdir()
-    (bin_dir / "lightmem2").symlink_to(exe)
-    return bin_dir / "lightmem2"
-
-
 @pytest.mark.parametrize("serve", ["running", "stopped"])
 def test_codex_runs_on_the_last_good_config_after_a_typo(
     codex: Path, serve: str, tmp_path: Path, host_home: Path, isolated_home: Path
@@ -149,7 +118,7 @@ def test_codex_runs_on_the_last_good_config_after_a_typo(
     cfg.server.port = port
     tap = tmp_path / "prompt-hook.out"
     env = {**base_env(host_home, isolated_home), "OPENAI_API_KEY": "dummy"}
-    lightmem2 = _lightmem2_on_path(tmp_path / "bin")
+    lightmem2 = lightmem2_on_path(tmp_path / "bin")
     # doctor looks for `codex` on PATH
     env["PATH"] = os.pathsep.join([str(lightmem2.parent), str(codex.parent), env["PATH"]])
     pids = ProxyKill(isolated_home)  # only its pid bookkeeping and stop_all (nothing is killed here)
@@ -173,10 +142,10 @@ def test_codex_runs_on_the_last_good_config_after_a_typo(
             assert valid["server"]["port"] == port and "mode" not in valid
             tap.unlink(missing_ok=True)  # the first prompt's hook printed nothing, but start clean
 
-            _write_typo(isolated_home)
+            write_typo(isolated_home)
             if serve == "stopped":
                 stop_pid(serve_ctl.pid_file())
-                assert not _wait(lambda: serve_ctl.is_running(cfg), False), "serve did not stop"
+                assert not wait_until(lambda: serve_ctl.is_running(cfg), False), "serve did not stop"
 
             # 1. /lightmem2 status: the hook answers, naming the bad key and the config in force
             before = len(fake.received)
@@ -189,12 +158,12 @@ def test_codex_runs_on_the_last_good_config_after_a_typo(
             supervisor_after, _child = pids.running()
 
             # 2. an ordinary prompt: answered through the proxy
-            rows_before = _ledger_rows()
+            rows_before = ledger_rows()
             before = len(fake.model_bodies)
             answer, timings["next prompt"] = _exec(codex, PROMPT, env, work, fake)
             bodies = [b for _api, b in fake.model_bodies[before:]]
-            _wait(lambda: len(_ledger_rows()) >= len(rows_before) + len(bodies), True, 5.0)
-            rows = _ledger_rows()[len(rows_before) :]
+            wait_until(lambda: len(ledger_rows()) >= len(rows_before) + len(bodies), True, 5.0)
+            rows = ledger_rows()[len(rows_before) :]
 
             # 3. doctor, as the user runs it
             doctor = run_bounded([str(lightmem2), "doctor"], env, work, 90)
