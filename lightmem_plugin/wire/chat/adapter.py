@@ -4,7 +4,7 @@ Why incremental: hosts only append. A session's 200th call carries the 199 messa
 before it, and decoding or encoding them again on every call would make the work per call grow with
 the session, not with what is new (DESIGN I6). Messages the previous call already decoded are reused
 (compared by identity first, content second: a host may rebuild its dicts), and messages the
-transformer chain handed on unchanged are encoded once (:class:`~.memo.PerObject`).
+transformer chain handed on unchanged are encoded once (:class:`~lightmem_plugin.codecs.memo.PerObject`).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ ContentPart = TextPart | ImagePart | OpaquePart
 
 def decode_request(payload: object, reuse: Reuse | None = None) -> Request:
     """Chat Completions request body -> Request. Raises PayloadError on a payload it cannot read.
-    ``reuse``: the session's :class:`~._common.Reuse` (a proxy's), to decode only what changed."""
+    ``reuse``: the session's :class:`~lightmem_plugin.codecs._common.Reuse` (a proxy's), to decode only what changed."""
     return wrap_errors(API, lambda: _decode_request(payload, reuse))
 
 
