@@ -17,7 +17,7 @@ from typing import Any, Literal
 from ...errors import TraceError
 
 ChatMessage = dict[str, Any]
-TraceKind = Literal["swe", "claude-code"]
+TraceKind = Literal["swe", "claude-code", "openclaw"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,9 @@ class TraceCall:
     ``content`` a string or a list of parts; ``tool_calls``; ``tool_call_id``). Readers share message
     dicts between calls, so treat them as read-only. ``prompt_tokens`` is all input tokens the
     provider counted and ``cached_tokens`` those read from its cache; the ``*_input_tokens`` fields are
-    Anthropic's own split (``None`` for other providers).
+    Anthropic's own split (``None`` for other providers). ``at``: when the call was made, in seconds
+    since the epoch, where the recording says (``None`` where it does not: the swe trajectories); a
+    cache model with time reads the pauses between calls from it.
     """
 
     prompt: list[ChatMessage]
@@ -39,6 +41,7 @@ class TraceCall:
     input_tokens: int | None = None
     cache_read_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
+    at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
