@@ -6,7 +6,9 @@ PATH is a trace file or a directory of them: the swe JSON format or Claude Code'
 calls, tokens, hit rate, K (0.1 x hit + miss, cache writes 1.25x where priced), K charged (plus a
 recover round trip per use that is only recoverable), retention kept / recoverable / lost by span and
 by line, error lines kept, lines changed outside stubs, and the pipeline's own time per call. ``--head volatile`` is a constructed
-scenario: a per-call clock and runtime stats in the system prompt.
+scenario: a per-call clock and runtime stats in the system prompt. ``--clock recorded``: the cache
+expires over the recorded pauses and drops where the recorded provider dropped, and the K the
+provider really billed the recorded session is printed beside the simulated one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from ..measure.replay import Head, replay_paths, summarize, trace_files
+from ..measure.replay import Clock, Head, replay_paths, summarize, trace_files
 from ..metering.cachesim import PROVIDERS
 from .base import Command, Outcome
 
@@ -44,6 +46,14 @@ def render(summary: dict[str, object], mode: str, head: str) -> str:
             f"  error lines kept {float(s['error_lines_kept']):.1%} of {s['error_line_pairs']} (line, call) pairs;"  # type: ignore[arg-type]
             f" lines changed outside stubs {s['lines_changed_outside_stubs']} of {s['lines_shown']}",
             f"  overhead per call p50 {s['overhead_ms_p50']} ms, p99 {s['overhead_ms_p99']} ms",
+            *(
+                [
+                    f"  clock: recorded; {s['cold_starts']} cold starts (expired), {s['drops']} provider "
+                    f"drops; K the provider billed the recorded session {float(s['recorded_K']):,.0f}"  # type: ignore[arg-type]
+                ]
+                if s.get("clock") == "recorded"
+                else []
+            ),
         ]
     )
 
@@ -56,6 +66,7 @@ def run(
     dump: str | None = None,
     as_json: bool = False,
     progress: bool = False,
+    clock: str = "none",
 ) -> str:
     """The text (or JSON) ``lightmem2 replay`` prints."""
     if mode not in POLICIES:
@@ -73,11 +84,17 @@ def run(
         )
     if head not in ("plain", "volatile"):
         raise UsageError(f'unknown head scenario "{head}"; allowed: plain, volatile')
+    if clock not in ("none", "recorded"):
+        raise UsageError(f'unknown clock "{clock}"; allowed: none, recorded')
     scenario: Head = "volatile" if head == "volatile" else "plain"
-    results = replay_paths(paths, mode, provider, scenario, Path(dump) if dump else None, progress)
+    timed: Clock = "recorded" if clock == "recorded" else "none"
+    results = replay_paths(
+        paths, mode, provider, scenario, Path(dump) if dump else None, progress, clock=timed
+    )
     summary = summarize(results)
     summary["mode"] = mode
     summary["head"] = head
+    summary["clock"] = clock
     return json.dumps(summary, sort_keys=True) if as_json else render(summary, mode, head)
 
 
@@ -89,12 +106,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head", default="plain", choices=["plain", "volatile"])
     parser.add_argument("--dump-requests", metavar="DIR")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--clock",
+        default="none",
+        choices=["none", "recorded"],
+        help="recorded: caches expire over the recorded pauses and drop where the provider dropped",
+    )
 
 
 def main(args: argparse.Namespace) -> Outcome:
     """``lightmem2 replay``; a progress line on stderr when it is a terminal."""
     return run(
-        args.paths, args.mode, args.provider, args.head, args.dump_requests, args.json, sys.stderr.isatty()
+        args.paths,
+        args.mode,
+        args.provider,
+        args.head,
+        args.dump_requests,
+        args.json,
+        sys.stderr.isatty(),
+        args.clock,
     )
 
 

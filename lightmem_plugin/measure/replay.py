@@ -11,6 +11,12 @@ is only recoverable, priced as in ``retention``), retention by span and by whole
 error lines still shown while their output is the newest of its command, and the lines shown outside
 lightmem2 stubs that are not lines of the original output (``fidelity``).
 
+With ``clock="recorded"`` the cache has time: prefixes expire over the recorded pauses,
+and the provider's own drops and warm heads are taken from the recording (:mod:`.luck`), so every
+policy meets the provider the recorded session met; each session also gives the K the provider
+really billed for it (``recorded_K``), the residual the calibration is judged by. ``clock="none"`` (the
+default until that calibration holds, issue #41) is the earlier model: a cache that never forgets.
+
 ``--head volatile`` is a constructed scenario, labelled as such in every report: the same sessions with
 a system prompt whose date/time line and runtime stats change on every call, as OpenClaw users report
 from custom heads; it is where the stabilizer must win.
@@ -43,11 +49,13 @@ from ..store.registry import Registry
 from ..store.sealing import Sealer
 from ..tokens import TokenCounter
 from .fidelity import ChangedLinesTracker
+from .luck import Luck, recorded_luck
 from .retention import RetentionTracker, recover_charge
 from .traces import load_trace
-from .traces.base import Trace
+from .traces.base import Trace, TraceCall
 
 Head = Literal["plain", "volatile"]
+Clock = Literal["recorded", "none"]
 ChatMessage = dict[str, Any]
 
 
@@ -162,6 +170,12 @@ class SessionResult:
     K: float = 0.0
     recorded_prompt_tokens: int = 0
     recorded_cached_tokens: int = 0
+    recorded_K: float = 0.0
+    """What the provider billed the recorded session, in K (its own reads, writes and misses)."""
+    cold_starts: int = 0
+    """Calls that found their cached prefix expired after a pause."""
+    drops: int = 0
+    """Calls at which the recorded provider lost its cache (every policy loses it there)."""
     uses: int = 0
     kept: int = 0
     recoverable: int = 0
@@ -208,14 +222,22 @@ def replay_trace(
     head: Head = "plain",
     dump: Path | None = None,
     counter: TokenCounter | None = None,
+    clock: Clock = "none",
 ) -> SessionResult:
     """Replay one trace through ``policy``; optionally write each transformed prompt to ``dump``."""
     provider = provider or trace.provider
     counter = counter or TokenCounter()
     chunker = ChatChunker(counter.encode, head=0)
     head_tokens = _head_tokens(trace, counter)
-    head_block = head_chunk(head_tokens) if head_tokens > 0 else None
     cache = make_cache(provider)
+    luck = recorded_luck(trace, provider, cache.block) if clock == "recorded" else Luck()
+    cache.ttl = luck.ttl
+    if luck.warm:
+        cache.warm(luck.warm)
+    # the head in the blocks the host sends it in: where an earlier session left part of it cached
+    # (the tool definitions, before the system prompt), that part ends a block and a breakpoint
+    cut = luck.warm if 0 < luck.warm < head_tokens else head_tokens
+    head_blocks = [head_chunk(n) for n in (cut, head_tokens - cut) if n > 0]
     tracker = RetentionTracker(policy.lookup)
     fidelity = ChangedLinesTracker()
     res = SessionResult(trace.id, trace.kind, provider)
@@ -229,15 +251,21 @@ def replay_trace(
             res.overhead_ms.append((time.perf_counter() - t0) * 1000)
             body, tail = split_tail(out) if provider == "anthropic" else (out, None)
             chunks, body_keys = chunker.pieces(body)
-            keys: list[Any] = []
-            if head_block is not None:
-                chunks, keys = [head_block, *chunks], [("head", len(head_block))]
+            keys: list[Any] = [("head", n, len(b)) for n, b in enumerate(head_blocks)]
+            chunks = [*head_blocks, *chunks]
             keys += body_keys
-            marks = default_breakpoints(chunks) if provider == "anthropic" else None
+            marks = default_breakpoints(chunks, len(head_blocks)) if provider == "anthropic" else None
+            if marks is not None and len(head_blocks) == 2:
+                marks = sorted({*marks, len(head_blocks[0])})
             if tail is not None:  # the per-call tail is its own block after the breakpoint
                 chunks = [*chunks, list(counter.encode(tail))]
                 keys.append(("tail", tail))
-            usage = cache.observe(chunks, marks, keys)
+            if i in luck.drops:
+                cache.drop(luck.drops[i])
+                res.drops += 1
+            usage = cache.observe(chunks, marks, keys, call.at if clock == "recorded" else None)
+            res.cold_starts += usage.cold
+            res.recorded_K += _recorded_k(call, luck.write_factor)
             used += usage.input_tokens
             res.calls += 1
             res.input_tokens += usage.input_tokens
@@ -270,10 +298,23 @@ def replay_trace(
     res.recovers, res.recovered_tokens = len(recovers), sum(t for _, t, _ in recovers)
     res.lines_shown, res.lines_changed_outside_stubs = fidelity.shown, fidelity.changed
     writes = res.write_tokens if provider == "anthropic" else 0
-    res.K = k_cost(res.hit_tokens, res.miss_tokens, writes)
+    res.K = k_cost(res.hit_tokens, res.miss_tokens, writes, write_factor=luck.write_factor)
     res.K_charged = res.K + recover_charge(recovers, res.calls)
     res.K_charged_all = res.K_charged + recover_charge(said, res.calls)
     return res
+
+
+def _recorded_k(call: TraceCall, write_factor: float) -> float:
+    """K of one recorded call as its provider billed it: Anthropic's reads, writes (at the session's
+    write price) and uncached input; elsewhere cached and uncached input."""
+    if call.cache_read_input_tokens is not None and call.cache_creation_input_tokens is not None:
+        return k_cost(
+            call.cache_read_input_tokens,
+            call.prompt_tokens - call.cache_read_input_tokens,
+            call.cache_creation_input_tokens,
+            write_factor=write_factor,
+        )
+    return k_cost(call.cached_tokens, call.prompt_tokens - call.cached_tokens)
 
 
 def _head_tokens(trace: Trace, counter: TokenCounter) -> int:
@@ -316,6 +357,9 @@ def summarize(results: Iterable[SessionResult]) -> dict[str, Any]:
         "write_tokens": sum(r.write_tokens for r in rs),
         "hit_rate": round(hit / inp, 4) if inp else 0.0,
         "K": round(sum(r.K for r in rs), 1),
+        "recorded_K": round(sum(r.recorded_K for r in rs), 1),
+        "cold_starts": sum(r.cold_starts for r in rs),
+        "drops": sum(r.drops for r in rs),
         "retention_uses": uses,
         "retention_kept": round(sum(r.kept for r in rs) / uses, 4) if uses else 1.0,
         "retention_recoverable": round(sum(r.recoverable for r in rs) / uses, 4) if uses else 0.0,
@@ -367,6 +411,7 @@ def replay_paths(
     dump_dir: Path | None = None,
     progress: bool = False,
     config: Config | None = None,
+    clock: Clock = "none",
 ) -> list[SessionResult]:
     """Replay every trace under ``paths`` through ``policy`` (a name or a factory)."""
     files = trace_files(paths)
@@ -388,7 +433,7 @@ def replay_paths(
             dump = dump_dir / f"{trace.id}.jsonl" if dump_dir else None
             if provider:  # the policy prices its decisions on the cache the replay simulates
                 trace = dataclasses.replace(trace, provider=provider)
-            results.append(replay_trace(trace, factory(trace), provider, head, dump, counter))
+            results.append(replay_trace(trace, factory(trace), provider, head, dump, counter, clock))
         if progress:
             print(file=sys.stderr)
     return results

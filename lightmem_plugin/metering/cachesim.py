@@ -5,9 +5,17 @@ Why simulate: the recorded usage only covers the prompts that were really sent. 
 cache. Every model sees the prompt as token-id chunks (one per message, in order; concatenated they
 are the prompt) and keeps, per session, the set of prefixes it has cached. A prefix is named by a
 chained hash over fixed-size token blocks (block ``i`` hashes block ``i - 1``'s hash with its own
-tokens), so a changed token invalidates every block after it, as on the real services. Nothing
-expires and nothing is evicted: within one session's minutes the providers keep what was cached, and
-this never-forgetting model reproduces the swe traces' recorded hit rate within half a point.
+tokens), so a changed token invalidates every block after it, as on the real services.
+
+Time and luck: a call may say when it was made (``at``, seconds); a cache built with a ``ttl`` then
+forgets an entry that was neither written nor read for longer than that (Anthropic keeps a prefix five
+minutes after its last use, or an hour where the request asks; reading it starts the time again), and
+the call says it found its cache expired (``CallUsage.cold``). Without ``at`` nothing expires (the swe
+trajectories have no clock). The provider also loses entries on its own: :meth:`PrefixCache.drop`
+forgets every cached prefix longer than the tokens it kept, and :meth:`PrefixCache.warm` starts a
+session with the head an earlier session left cached; a replay takes both from what the recorded
+session's provider reported (:mod:`lightmem_plugin.measure.luck`), so every policy meets the same
+provider.
 
 The models (``make_cache(name)``):
 
@@ -63,12 +71,14 @@ class CallUsage:
     """What one call would have cost: all input tokens, split into cache hits and misses.
 
     ``miss_tokens`` includes ``write_tokens`` (tokens written to the cache are also not read from it).
+    ``cold``: a cached prefix the call would have read had expired (its pause outlived the TTL).
     """
 
     input_tokens: int
     hit_tokens: int
     miss_tokens: int
     write_tokens: int = 0
+    cold: bool = False
 
     @property
     def hit_rate(self) -> float:
@@ -132,27 +142,59 @@ class _Prefix:
 
 
 class PrefixCache:
-    """A provider's prefix cache for one session: feed it every call's prompt in order."""
+    """A provider's prefix cache for one session: feed it every call's prompt in order.
+
+    ``ttl``: seconds an entry lives after it was last written or read (None: forever); it applies to
+    calls that say when they were made (``at``).
+    """
 
     name = "base"
     block = 64
 
-    def __init__(self) -> None:
+    def __init__(self, ttl: float | None = None) -> None:
         self._prefix = _Prefix(self.block)
-        self._cached: set[int] = set()
+        self.ttl = ttl
+        self._touched: dict[int, float] = {}  # prefix hash -> when last written or read (0.0: no clock)
+        self._ends: dict[int, int] = {}  # prefix hash -> the prefix's length in tokens (for drop)
+        self._warm = 0
 
     def observe(
         self,
         chunks: Sequence[Chunk],
         breakpoints: Sequence[int] | None = None,
         keys: Sequence[Hashable] | None = None,
+        at: float | None = None,
     ) -> CallUsage:
         """Usage of a call with this prompt, after which its cacheable prefixes are cached.
 
         ``breakpoints`` (token positions) matter only to ``anthropic``; ``keys`` (one per chunk)
-        replace the identity/equality test when the caller already names its chunks.
+        replace the identity/equality test when the caller already names its chunks; ``at`` is when
+        the call was made (seconds), for the TTL.
         """
         raise NotImplementedError
+
+    def drop(self, keep_tokens: int) -> None:
+        """The provider lost what it cached beyond the first ``keep_tokens`` tokens (as recorded: a
+        call read less than the previous call left cached, with nothing changed and no pause)."""
+        for h in [h for h, end in self._ends.items() if end > keep_tokens]:
+            del self._ends[h]
+            self._touched.pop(h, None)
+
+    def warm(self, tokens: int) -> None:
+        """The next prompt's first ``tokens`` tokens are already cached (an earlier session left the
+        shared head warm: the recorded first call read them)."""
+        self._warm = tokens
+
+    def _alive(self, h: int, at: float | None) -> bool | None:
+        """True when ``h`` is cached and fresh at ``at``, False when it expired, None when absent."""
+        touched = self._touched.get(h)
+        if touched is None:
+            return None
+        return at is None or self.ttl is None or at - touched <= self.ttl
+
+    def _keep(self, h: int, end: int, at: float | None) -> None:
+        self._touched[h] = at if at is not None else 0.0
+        self._ends[h] = end
 
 
 class BlockCache(PrefixCache):
@@ -163,32 +205,56 @@ class BlockCache(PrefixCache):
     recompute_last = False
     """vLLM always recomputes the last prompt token, so a full hit is capped below the prompt length."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._known = 0  # leading blocks of the last prompt known to be cached
+    def __init__(self, ttl: float | None = None) -> None:
+        super().__init__(ttl)
+        self._known = 0  # leading blocks of the last prompt known to be cached (and fresh)
+        self._last_at: float | None = None
 
     def observe(
         self,
         chunks: Sequence[Chunk],
         breakpoints: Sequence[int] | None = None,
         keys: Sequence[Hashable] | None = None,
+        at: float | None = None,
     ) -> CallUsage:
         common = self._prefix.update(chunks, keys)
         hashes = self._prefix.hashes
+        size = self.block
         n = len(self._prefix.flat)
-        j = min(self._known, common // self.block)
-        while j < len(hashes) and hashes[j] in self._cached:
+        if self._warm:
+            for k in range(min(len(hashes), self._warm // size)):
+                self._keep(hashes[k], (k + 1) * size, at)
+            self._warm = 0
+        clocked = at is not None and self.ttl is not None
+        if clocked and self._last_at is not None and at - self._last_at > self.ttl:  # type: ignore[operator]
+            self._known = 0  # what the last call left was touched then: all of it may have expired
+        j = min(self._known, common // size)
+        cold = False
+        while j < len(hashes):
+            alive = self._alive(hashes[j], at) if clocked else (hashes[j] in self._touched or None)
+            if not alive:
+                cold = alive is False
+                break
             j += 1
-        hit_blocks = min(j, (n - 1) // self.block) if self.recompute_last and n else j
-        hit = hit_blocks * self.block
+        hit_blocks = min(j, (n - 1) // size) if self.recompute_last and n else j
+        hit = hit_blocks * size
         if hit < self.min_tokens:
             hit = 0  # OpenAI reports nothing below 1024 even when a shorter prefix is cached
+        if clocked:
+            for k in range(j):  # read: their time starts again
+                self._touched[hashes[k]] = at  # type: ignore[assignment]
         if n >= self.min_tokens:
-            self._cached.update(hashes[j:])
+            for k in range(j, len(hashes)):
+                self._keep(hashes[k], (k + 1) * size, at)
             self._known = len(hashes)
         else:
             self._known = j
-        return CallUsage(n, hit, n - hit, 0)
+        self._last_at = at
+        return CallUsage(n, hit, n - hit, 0, cold)
+
+    def drop(self, keep_tokens: int) -> None:
+        super().drop(keep_tokens)
+        self._known = min(self._known, keep_tokens // self.block)
 
 
 class DeepSeekCache(BlockCache):
@@ -227,8 +293,8 @@ class AnthropicCache(PrefixCache):
     name = "anthropic"
     block = 16  # granularity of the reusable block hashes behind position hashes, not a cache unit
 
-    def __init__(self, lookback: int = 20, min_tokens: int = 1024) -> None:
-        super().__init__()
+    def __init__(self, lookback: int = 20, min_tokens: int = 1024, ttl: float | None = None) -> None:
+        super().__init__(ttl)
         self.lookback = lookback
         self.min_tokens = min_tokens
 
@@ -237,6 +303,7 @@ class AnthropicCache(PrefixCache):
         chunks: Sequence[Chunk],
         breakpoints: Sequence[int] | None = None,
         keys: Sequence[Hashable] | None = None,
+        at: float | None = None,
     ) -> CallUsage:
         prefix = self._prefix
         prefix.update(chunks, keys)
@@ -248,22 +315,35 @@ class AnthropicCache(PrefixCache):
                     f"anthropic breakpoint {bp} is outside the prompt (1..{n} tokens); "
                     "pass token positions that end a content block"
                 )
+        if self._warm:  # a head an earlier session cached ends at a block boundary or breakpoint
+            for pos in [*prefix.bounds, *marks]:
+                if pos <= self._warm:
+                    self._keep(prefix.position_hash(pos), pos, at)
+            self._warm = 0
         hit = 0
+        cold = False
+        read: list[int] = []
         for bp in marks:
             k = bisect_left(prefix.bounds, bp)
             earlier = prefix.bounds[max(0, k - (self.lookback - 1)) : k]
             for pos in [bp, *reversed(earlier)]:
                 if pos <= hit:
                     break
-                if prefix.position_hash(pos) in self._cached:
+                h = prefix.position_hash(pos)
+                alive = self._alive(h, at)
+                if alive:
                     hit = pos
+                    read.append(h)
                     break
+                cold = cold or alive is False
+        for h in read:  # read: its time starts again
+            self._keep(h, self._ends[h], at)
         top = hit
         for bp in marks:
             if bp > hit and bp >= self.min_tokens:
-                self._cached.add(prefix.position_hash(bp))
+                self._keep(prefix.position_hash(bp), bp, at)
                 top = bp
-        return CallUsage(n, hit, n - hit, top - hit)
+        return CallUsage(n, hit, n - hit, top - hit, cold and hit < n)
 
 
 _MODELS: dict[str, Callable[[], PrefixCache]] = {
@@ -275,12 +355,15 @@ _MODELS: dict[str, Callable[[], PrefixCache]] = {
 }
 
 
-def make_cache(provider: str) -> PrefixCache:
-    """A fresh (empty) cache model for one session of ``provider``."""
+def make_cache(provider: str, ttl: float | None = None) -> PrefixCache:
+    """A fresh (empty) cache model for one session of ``provider``; ``ttl`` in seconds (None: what
+    it cached never expires)."""
     factory = _MODELS.get(provider)
     if factory is None:
         raise UsageError(f"unknown cache provider {provider!r}; use one of {', '.join(PROVIDERS)}")
-    return factory()
+    cache = factory()
+    cache.ttl = ttl
+    return cache
 
 
 def default_breakpoints(chunks: Sequence[Chunk], head_chunks: int = 1) -> list[int]:

@@ -30,7 +30,9 @@ class TraceCall:
     provider counted and ``cached_tokens`` those read from its cache; the ``*_input_tokens`` fields are
     Anthropic's own split (``None`` for other providers). ``at``: when the call was made, in seconds
     since the epoch, where the recording says (``None`` where it does not: the swe trajectories); a
-    cache model with time reads the pauses between calls from it.
+    cache model with time reads the pauses between calls from it. ``cache_write_1h_tokens``: of the
+    cache writes, those the request asked to keep for an hour (Anthropic's ``ephemeral_1h``; the
+    rest live five minutes), which sets how long the simulated cache keeps them.
     """
 
     prompt: list[ChatMessage]
@@ -42,6 +44,7 @@ class TraceCall:
     cache_read_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
     at: float | None = None
+    cache_write_1h_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

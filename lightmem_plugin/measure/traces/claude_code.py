@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -221,7 +222,22 @@ def _usage(event: Event, path: Path, line: int) -> dict[str, int]:
     if not isinstance(usage, dict):
         raise TraceError(f"trace {path}: assistant event on line {line} has no message.usage object")
     keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
-    return {k: as_int(usage.get(k, 0) or 0, path, f"line {line} message.usage.{k}") for k in keys}
+    out = {k: as_int(usage.get(k, 0) or 0, path, f"line {line} message.usage.{k}") for k in keys}
+    split = usage.get("cache_creation")
+    hour = split.get("ephemeral_1h_input_tokens") if isinstance(split, dict) else None
+    out["write_1h"] = as_int(hour or 0, path, f"line {line} message.usage.cache_creation.ephemeral_1h")
+    return out
+
+
+def _at(event: Event) -> float | None:
+    """The event's ``timestamp`` (ISO 8601, ``Z`` for UTC) in epoch seconds; None without one."""
+    stamp = event.get("timestamp")
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def parse_claude_code(lines: Sequence[str], path: Path) -> Trace:
@@ -266,6 +282,8 @@ def parse_claude_code(lines: Sequence[str], path: Path) -> Trace:
                 input_tokens=usage["input_tokens"],
                 cache_read_input_tokens=read,
                 cache_creation_input_tokens=write,
+                at=_at(events[group[0]]),
+                cache_write_1h_tokens=usage["write_1h"],
             )
         )
     first = next((e for e in events if isinstance(e.get("sessionId"), str)), {})

@@ -1,0 +1,102 @@
+"""What a recorded session's provider did that no cache model foresees, so every policy meets it too.
+
+Why: replaying through a cache that never forgets put simulated vanilla K 17-30% below what the
+provider billed on every long Claude Code session. Reading the recorded ``usage`` shows three causes a
+replay can take from the recording itself:
+
+- **Expiry.** A prefix lives a few minutes after its last use (Anthropic: five minutes, or an hour
+  where the host asks; the recorded ``cache_creation`` split says which). After a longer pause the
+  whole context is written again. The cache model applies the TTL to the calls' recorded times
+  (:func:`ttl_of`); a session without times never expires.
+- **Drops.** With no pause and nothing changed, a call read less than the previous call had left
+  cached (in 258c7280, 2.5 minutes after the previous call, only the 21,460-token head; 89,928
+  tokens written again). The provider lost it: every replayed policy loses it at the same call
+  (:attr:`Luck.drops`, the tokens the provider still had).
+- **Warm heads.** A session's first call already read its head, cached by an earlier session
+  (:attr:`Luck.warm`).
+
+What is not luck is left to the policy: a prompt that changed (a host's compaction rewrites the
+history), or a pause the TTL explains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .traces.base import Trace, TraceCall
+
+DEFAULT_TTL_S: dict[str, float | None] = {
+    "anthropic": 300.0,  # ephemeral cache_control: 5 minutes from the last use
+    "openai": 600.0,  # in-memory prompt cache retention: 5-10 minutes of inactivity
+    "deepseek": None,  # context caching on disk, kept hours: longer than any recorded swe session
+    "vllm": None,
+    "token": None,
+}
+"""Seconds a provider keeps a cached prefix after its last use, where the request asks for nothing
+longer. Anthropic's one-hour cache is chosen per request; a recording shows it in its writes."""
+
+HOUR_S = 3600.0
+WRITE_FACTOR = {300.0: 1.25, HOUR_S: 2.0}
+"""What a cache write costs in uncached-input units, by how long it is kept (Anthropic bills a
+five-minute write at 1.25x the input price and a one-hour write at 2x)."""
+
+
+@dataclass(frozen=True)
+class Luck:
+    """The provider's part of a recorded session, for its replay.
+
+    ``ttl``: seconds a cached prefix lives (None: forever); ``write_factor``: what a write costs;
+    ``warm``: tokens of the first prompt already cached; ``drops``: call index -> tokens the provider
+    still had cached at that call (it lost the rest).
+    """
+
+    ttl: float | None = None
+    write_factor: float = 1.25
+    warm: int = 0
+    drops: dict[int, int] = field(default_factory=dict)
+
+
+def ttl_of(trace: Trace, provider: str) -> float | None:
+    """How long ``provider`` keeps this session's cached prefixes: an hour where the recorded writes
+    were one-hour writes (Claude Code asks for it on some plans), else the provider's default; None for
+    a session without recorded times (nothing can expire in it)."""
+    if not trace.calls or any(c.at is None for c in trace.calls):
+        return None
+    if provider == "anthropic" and any(c.cache_write_1h_tokens for c in trace.calls):
+        return HOUR_S
+    return DEFAULT_TTL_S.get(provider)
+
+
+def _extends(before: Sequence[Any], after: Sequence[Any]) -> bool:
+    """True when ``after`` starts with every message of ``before`` (the host only appended)."""
+    if len(after) < len(before):
+        return False
+    return all(a is b or a == b for a, b in zip(before, after, strict=False))
+
+
+def _left_cached(call: TraceCall) -> int:
+    """Tokens of its prompt a recorded call left in the cache: what it read plus what it wrote
+    (Anthropic), or its whole prompt (providers that cache every prompt)."""
+    if call.cache_read_input_tokens is not None and call.cache_creation_input_tokens is not None:
+        return call.cache_read_input_tokens + call.cache_creation_input_tokens
+    return call.prompt_tokens
+
+
+def recorded_luck(trace: Trace, provider: str, block: int = 64) -> Luck:
+    """The luck of ``trace`` for a replay on ``provider``: none unless the replay runs on the provider
+    that recorded it (another provider's cache would have had its own)."""
+    ttl = ttl_of(trace, provider)
+    factor = WRITE_FACTOR.get(ttl or 300.0, 1.25)
+    if provider != trace.provider or not trace.calls:
+        return Luck(ttl, factor)
+    drops: dict[int, int] = {}
+    for i in range(1, len(trace.calls)):
+        before, now = trace.calls[i - 1], trace.calls[i]
+        paused = ttl is not None and now.at is not None and before.at is not None and now.at - before.at > ttl
+        expected = _left_cached(before) // block * block
+        if paused or now.cached_tokens + block > expected or not _extends(before.prompt, now.prompt):
+            continue
+        drops[i] = now.cached_tokens
+    return Luck(ttl, factor, trace.calls[0].cached_tokens, drops)
