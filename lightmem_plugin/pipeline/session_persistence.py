@@ -25,7 +25,7 @@ from ..store.session_state import Journal, StoredSession, retry_start
 from . import session_snapshot
 
 
-class Plugin(Protocol):
+class PluginStores(Protocol):
     """What the store side reads of the plugin (a :class:`~lightmem_plugin.pipeline.LightMem` is one):
     read at each use, as a test or a process may set them after the session was created."""
 
@@ -55,7 +55,7 @@ def recorded_calls(ledger: CallLedger | None, session_id: str) -> int:
 class SessionPersistence:
     """One session's link to the session store: its journal, what was loaded, the request in flight."""
 
-    def __init__(self, plugin: Plugin, session_id: str, fail: FailOpen) -> None:
+    def __init__(self, plugin: PluginStores, session_id: str, fail: FailOpen) -> None:
         self.plugin = plugin
         self.id = session_id
         self.fail = fail
