@@ -36,21 +36,8 @@ from ..store.home import Home
 from ..store.registry import Registry
 from ..store.search_index import IndexBase, SearchIndex, index_hook
 from ..tokens import TokenCounter
+from .config_in_force import CONFIG_IN_FORCE as CONFIG_IN_FORCE  # when each section applies
 from .session import Session as Session  # the public name stays lightmem_plugin.pipeline.Session
-
-CONFIG_IN_FORCE: dict[str, str] = {
-    "mode": "each call; a reduction already made stays as the model saw it (new content only)",
-    "stabilizer": "each call; headMessages only in a new session (the head it keeps stable is decided once)",
-    "reduction": "each call; a reduction already made stays as the model saw it (new content only)",
-    "eviction": "each call",
-    "estimator": "each call (the estimator is rebuilt, the tasks it tracked kept)",
-    "registry": "the next start of the process (the archive is opened once)",
-    "server": "the next start of serve; upstreams, maxRequestBytes, sessionIdleS and maxSessions each request",
-    "store": "the next start of the process (the stores are opened once)",
-    "gateway": "each request (serve reads its users and tokens at each request)",
-    "redaction": "the next start of the process (its patterns are compiled once)",
-}
-"""When an edit of each config section reaches a running session (a test holds every key to it)."""
 
 
 class LightMem:

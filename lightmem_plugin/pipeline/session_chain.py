@@ -114,8 +114,8 @@ class SessionChain:
         raise NotImplementedError  # the session's (persistence)
 
     def _follow(self, cfg: Config) -> None:
-        """Every step of the session reads the config in force at this call (:data:`CONFIG_IN_FORCE`
-        says when each section applies).
+        """Every step of the session reads the config in force at this call (:data:`.config_in_force.KEYS`
+        says when each key applies).
 
         Why: a user who edits ``eviction.batchTurns`` in config.json mid-session expects the next call
         to use it; the evictor, stabilizer and dedup index used to keep the config the session was
