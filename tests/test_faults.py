@@ -101,7 +101,7 @@ def test_proxy_codec_fault(served: Any) -> None:
 
 def test_pass_fault_through_the_proxy(served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     client, fake, _ = served
-    monkeypatch.setattr("lightmem_plugin.pipeline.reduce_text", _boom)
+    monkeypatch.setattr("lightmem_plugin.pipeline.session_chain.reduce_text", _boom)
     messages = [
         {"role": "user", "content": "run it"},
         {
@@ -122,7 +122,7 @@ def test_pass_fault_through_the_proxy(served: Any, monkeypatch: pytest.MonkeyPat
 
 def test_sidecar_fault(served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     client, _, _ = served
-    monkeypatch.setattr("lightmem_plugin.pipeline.reduce_text", _boom)
+    monkeypatch.setattr("lightmem_plugin.pipeline.session_chain.reduce_text", _boom)
     body = {"sessionId": "oc-1", "toolCallId": "t1", "output": BIG}
     r = client.post("/sidecar/ingest", json=body, headers=_sidecar_headers())
     assert r.status_code == 200 and r.json()["output"] == BIG
@@ -136,7 +136,7 @@ def _sidecar_headers() -> dict[str, str]:
 
 
 def test_pass_fault_inside_a_hook(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("lightmem_plugin.pipeline.reduce_text", _boom)
+    monkeypatch.setattr("lightmem_plugin.pipeline.session_chain.reduce_text", _boom)
     payload = {
         "session_id": "cc-1",
         "tool_name": "Bash",

@@ -14,6 +14,7 @@ from lightmem_plugin.commands.demo import bundled_trace
 from lightmem_plugin.config import Config
 from lightmem_plugin.measure.traces import load_trace
 from lightmem_plugin.metering.savings import saver, split_saving
+from lightmem_plugin.pipeline import session_chain
 from lightmem_plugin.prefix.call_ids import short_id
 from lightmem_plugin.reduction import reduce as reduce_module
 from lightmem_plugin.reduction.base import stub
@@ -85,7 +86,11 @@ def test_every_changed_output_of_a_real_session_is_named_by_the_pass_that_chose_
     chosen: dict[str, str] = {}  # host call id -> the select pass whose cut its output shows
     current: list[str] = []
     picked: list[str] = []
-    run, reduce_output, reduce_text = reduce_module._run, pipeline.reduce_output, pipeline.reduce_text
+    run, reduce_output, reduce_text = (
+        reduce_module._run,
+        session_chain.reduce_output,
+        session_chain.reduce_text,
+    )
 
     def recording(spec: Any, *args: Any) -> Any:
         out = run(spec, *args)
@@ -105,8 +110,8 @@ def test_every_changed_output_of_a_real_session_is_named_by_the_pass_that_chose_
         return reduce_output(call_id, *args)
 
     monkeypatch.setattr(reduce_module, "_run", recording)
-    monkeypatch.setattr(pipeline, "reduce_text", reducing_text)
-    monkeypatch.setattr(pipeline, "reduce_output", reducing)
+    monkeypatch.setattr(session_chain, "reduce_text", reducing_text)  # what the chain reduces with
+    monkeypatch.setattr(session_chain, "reduce_output", reducing)
     trace = load_trace(bundled_trace())  # 130 calls: file views, tracebacks, repeats, script prints
     ledger = Ledger(tmp_path / "ledger.sqlite3")
     # views up to 4,000 chars stay whole (24,000 by default): the session's long views get cut

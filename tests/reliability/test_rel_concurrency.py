@@ -148,16 +148,16 @@ def test_opening_one_session_from_many_threads_gives_one_session(
 ) -> None:
     import time
 
-    from lightmem_plugin import pipeline
+    from lightmem_plugin.pipeline import session as session_module  # where a Session makes its stabilizer
 
-    class SlowStabilizer(pipeline.Stabilizer):  # type: ignore[misc]
+    class SlowStabilizer(session_module.Stabilizer):  # type: ignore[misc]
         """Session setup that takes a few ms (a config reload, a cold import): the race window."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             time.sleep(0.005)
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "Stabilizer", SlowStabilizer)
+    monkeypatch.setattr(session_module, "Stabilizer", SlowStabilizer)
     lm = LightMem(_config(tmp_path))
     got: list[object] = []
 
