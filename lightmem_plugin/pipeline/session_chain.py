@@ -111,7 +111,8 @@ class SessionChain:
     _paged_keys: set[str]
 
     def _save(self) -> None:
-        raise NotImplementedError  # the session's (persistence)
+        """Persist what an ingestion outside a request decided: the session's job (its persistence)."""
+        raise NotImplementedError
 
     def _follow(self, cfg: Config) -> None:
         """Every step of the session reads the config in force at this call (:data:`.config_in_force.KEYS`
