@@ -30,7 +30,6 @@ import httpx
 import pytest
 from PIL import Image
 
-from lightmem_plugin.codecs.chat_adapter import ChatAdapter
 from lightmem_plugin.config import ALL_PASSES, MODES, Config, _key_paths, config_path
 from lightmem_plugin.model import ImagePart, Message, Request, TextPart, ToolCallPart, ToolResultPart
 from lightmem_plugin.pipeline import CONFIG_IN_FORCE, LightMem, Session
@@ -40,6 +39,7 @@ from lightmem_plugin.server.app import create_app
 from lightmem_plugin.server.secret import HEADER, load_or_create
 from lightmem_plugin.store.registry import Registry
 from lightmem_plugin.store.session_state import StateStore
+from lightmem_plugin.wire.chat.adapter import ChatAdapter
 
 sys.path.insert(0, str(Path(__file__).parent / "server"))
 from fake_upstream import FakeUpstream
