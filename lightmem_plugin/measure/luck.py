@@ -8,10 +8,12 @@ replay can take from the recording itself:
   where the host asks; the recorded ``cache_creation`` split says which). After a longer pause the
   whole context is written again. The cache model applies the TTL to the calls' recorded times
   (:func:`ttl_of`); a session without times never expires.
-- **Drops.** With no pause and nothing changed, a call read less than the previous call had left
-  cached (in 258c7280, 2.5 minutes after the previous call, only the 21,460-token head; 89,928
-  tokens written again). The provider lost it: every replayed policy loses it at the same call
-  (:attr:`Luck.drops`, the tokens the provider still had).
+- **Short reads.** With no pause and nothing changed, a call read less than the previous call had
+  left cached (in 258c7280, 2.5 minutes after the previous call, only the 21,460-token head; 89,928
+  tokens written again). Every replayed policy reads at most as much at the same call
+  (:attr:`Luck.caps`); what the provider held stays for the calls after, as the recordings show.
+  Only where the recording says what each call wrote (Anthropic): DeepSeek also reads a shorter
+  prefix for a few calls while it builds its cache, which is how it works, not luck.
 - **Warm heads.** A session's first call already read its head, cached by an earlier session
   (:attr:`Luck.warm`).
 
@@ -48,14 +50,14 @@ class Luck:
     """The provider's part of a recorded session, for its replay.
 
     ``ttl``: seconds a cached prefix lives (None: forever); ``write_factor``: what a write costs;
-    ``warm``: tokens of the first prompt already cached; ``drops``: call index -> tokens the provider
-    still had cached at that call (it lost the rest).
+    ``warm``: tokens of the first prompt already cached; ``caps``: call index -> the most the provider
+    read from its cache at that call.
     """
 
     ttl: float | None = None
     write_factor: float = 1.25
     warm: int = 0
-    drops: dict[int, int] = field(default_factory=dict)
+    caps: dict[int, int] = field(default_factory=dict)
 
 
 def ttl_of(trace: Trace, provider: str) -> float | None:
@@ -91,12 +93,15 @@ def recorded_luck(trace: Trace, provider: str, block: int = 64) -> Luck:
     factor = WRITE_FACTOR.get(ttl or 300.0, 1.25)
     if provider != trace.provider or not trace.calls:
         return Luck(ttl, factor)
-    drops: dict[int, int] = {}
+    caps: dict[int, int] = {}
     for i in range(1, len(trace.calls)):
         before, now = trace.calls[i - 1], trace.calls[i]
         paused = ttl is not None and now.at is not None and before.at is not None and now.at - before.at > ttl
+        if before.cache_creation_input_tokens is None:
+            continue  # no record of what was written: a short read may be the provider still building
+            # its cache (DeepSeek), and capping it moved the swe replay further from the bill (1.036 -> 1.069)
         expected = _left_cached(before) // block * block
         if paused or now.cached_tokens + block > expected or not _extends(before.prompt, now.prompt):
             continue
-        drops[i] = now.cached_tokens
-    return Luck(ttl, factor, trace.calls[0].cached_tokens, drops)
+        caps[i] = now.cached_tokens
+    return Luck(ttl, factor, trace.calls[0].cached_tokens, caps)

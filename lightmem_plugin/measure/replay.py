@@ -25,6 +25,7 @@ from custom heads; it is where the stabilizer must win.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import statistics
@@ -41,7 +42,7 @@ import xxhash
 from ..config import Config, Mode
 from ..errors import LightMemError
 from ..metering.cachesim import default_breakpoints, k_cost, make_cache
-from ..metering.chat_tokens import REQUEST_OVERHEAD_TOKENS, ChatChunker, head_chunk
+from ..metering.chat_tokens import REQUEST_OVERHEAD_TOKENS, ChatChunker, chat_key, head_chunk
 from ..pipeline import LightMem
 from ..prefix.stabilizer import TAIL_PREFIX
 from ..reduction.base import prefers_shell
@@ -175,7 +176,7 @@ class SessionResult:
     cold_starts: int = 0
     """Calls that found their cached prefix expired after a pause."""
     drops: int = 0
-    """Calls at which the recorded provider lost its cache (every policy loses it there)."""
+    """Calls at which the recorded provider read less than it held (every policy reads as little)."""
     uses: int = 0
     kept: int = 0
     recoverable: int = 0
@@ -238,6 +239,10 @@ def replay_trace(
     # (the tool definitions, before the system prompt), that part ends a block and a breakpoint
     cut = luck.warm if 0 < luck.warm < head_tokens else head_tokens
     head_blocks = [head_chunk(n) for n in (cut, head_tokens - cut) if n > 0]
+    # only where the transcript is known to hold less than was sent (Claude Code keeps thinking as a
+    # summary); elsewhere the difference is the provider's tokenizer, not unseen input
+    unseen = clock == "recorded" and trace.kind == "claude-code"
+    hidden = HiddenInput.of(trace, chunker, head_tokens) if unseen else None
     tracker = RetentionTracker(policy.lookup)
     fidelity = ChangedLinesTracker()
     res = SessionResult(trace.id, trace.kind, provider)
@@ -251,6 +256,8 @@ def replay_trace(
             res.overhead_ms.append((time.perf_counter() - t0) * 1000)
             body, tail = split_tail(out) if provider == "anthropic" else (out, None)
             chunks, body_keys = chunker.pieces(body)
+            if hidden:
+                chunks, body_keys = hidden.place(body, chunks, body_keys)
             keys: list[Any] = [("head", n, len(b)) for n, b in enumerate(head_blocks)]
             chunks = [*head_blocks, *chunks]
             keys += body_keys
@@ -260,10 +267,9 @@ def replay_trace(
             if tail is not None:  # the per-call tail is its own block after the breakpoint
                 chunks = [*chunks, list(counter.encode(tail))]
                 keys.append(("tail", tail))
-            if i in luck.drops:
-                cache.drop(luck.drops[i])
-                res.drops += 1
-            usage = cache.observe(chunks, marks, keys, call.at if clock == "recorded" else None)
+            cap = luck.caps.get(i)
+            res.drops += cap is not None
+            usage = cache.observe(chunks, marks, keys, call.at if clock == "recorded" else None, cap)
             res.cold_starts += usage.cold
             res.recorded_K += _recorded_k(call, luck.write_factor)
             used += usage.input_tokens
@@ -302,6 +308,82 @@ def replay_trace(
     res.K_charged = res.K + recover_charge(recovers, res.calls)
     res.K_charged_all = res.K_charged + recover_charge(said, res.calls)
     return res
+
+
+class HiddenInput:
+    """Input the provider billed that the recording does not show, put back where it was sent.
+
+    Why: a Claude Code transcript keeps the model's thinking as a summary, while the request carries
+    it whole (signed), and the provider counts it: on the dev sessions the recorded input is 15-27%
+    above what their messages count, and simulated K was short by as much. The growth of the recorded
+    input from one call to the next, beyond the growth of what the new messages count, is what the
+    first new message (the previous answer, with its thinking) carries unseen. It stays in every later
+    call that still holds that message, whatever the policy did to the tool results around it; a
+    message a policy left out takes its hidden input with it. A prompt the host rewrote (a
+    compaction) carries its unseen input on its first message.
+    """
+
+    def __init__(self, pads: dict[int, int]) -> None:
+        self.pads = pads
+
+    @classmethod
+    def of(cls, trace: Trace, chunker: ChatChunker, head_tokens: int) -> HiddenInput | None:
+        """The unseen input of ``trace`` per message, from its recorded usage (None when it has none)."""
+        pads: dict[int, int] = {}
+        before: TraceCall | None = None
+        counted_before = 0
+        for call in trace.calls:
+            counted = head_tokens + sum(len(c) for c in chunker.pieces(call.prompt)[0])
+            if before is None:
+                extra, at = call.prompt_tokens - counted, 0
+            elif _starts_with(before.prompt, call.prompt):
+                extra = (call.prompt_tokens - before.prompt_tokens) - (counted - counted_before)
+                at = len(before.prompt)
+            else:
+                extra = call.prompt_tokens - counted - sum(pads.get(_pad_key(m), 0) for m in call.prompt)
+                at = 0
+            if extra > 0 and at < len(call.prompt):
+                key = _pad_key(call.prompt[at])
+                pads[key] = pads.get(key, 0) + extra
+            before, counted_before = call, counted
+        return cls(pads) if pads else None
+
+    def place(
+        self, prompt: list[ChatMessage], chunks: list[Any], keys: list[Any]
+    ) -> tuple[list[Any], list[Any]]:
+        """``chunks``/``keys`` of ``prompt`` with each message's unseen input right after it."""
+        out_chunks: list[Any] = []
+        out_keys: list[Any] = []
+        for message, chunk, key in zip(prompt, chunks, keys, strict=True):
+            out_chunks.append(chunk)
+            out_keys.append(key)
+            pad_key = _pad_key(message)
+            n = self.pads.get(pad_key, 0)
+            if n:
+                out_chunks.append(_pad(pad_key, n))
+                out_keys.append(("hidden", pad_key, n))
+        return out_chunks, out_keys
+
+
+def _pad_key(message: ChatMessage) -> int:
+    """What names a message across policies: its role, text and tool calls (their names and
+    arguments; ids may be respelled, and thinking is what is unseen)."""
+    calls = [
+        ((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+        for c in message.get("tool_calls") or ()
+        if isinstance(c, dict)
+    ]
+    return chat_key({"role": message.get("role"), "content": message.get("content"), "calls": calls})
+
+
+@functools.lru_cache(maxsize=4096)
+def _pad(key: int, n: int) -> tuple[int, ...]:
+    """``n`` stand-in tokens for unseen input, distinct per message (no false prefix match)."""
+    return (-(1_000_000 + key % 1_000_000),) * n
+
+
+def _starts_with(before: Sequence[Any], after: Sequence[Any]) -> bool:
+    return len(after) >= len(before) and all(a is b or a == b for a, b in zip(before, after, strict=False))
 
 
 def _recorded_k(call: TraceCall, write_factor: float) -> float:

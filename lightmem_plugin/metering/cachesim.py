@@ -164,12 +164,14 @@ class PrefixCache:
         breakpoints: Sequence[int] | None = None,
         keys: Sequence[Hashable] | None = None,
         at: float | None = None,
+        cap: int | None = None,
     ) -> CallUsage:
         """Usage of a call with this prompt, after which its cacheable prefixes are cached.
 
         ``breakpoints`` (token positions) matter only to ``anthropic``; ``keys`` (one per chunk)
         replace the identity/equality test when the caller already names its chunks; ``at`` is when
-        the call was made (seconds), for the TTL.
+        the call was made (seconds), for the TTL; ``cap``: the provider read at most this many tokens
+        from its cache for this call (as recorded), whatever it held.
         """
         raise NotImplementedError
 
@@ -216,6 +218,7 @@ class BlockCache(PrefixCache):
         breakpoints: Sequence[int] | None = None,
         keys: Sequence[Hashable] | None = None,
         at: float | None = None,
+        cap: int | None = None,
     ) -> CallUsage:
         common = self._prefix.update(chunks, keys)
         hashes = self._prefix.hashes
@@ -236,6 +239,8 @@ class BlockCache(PrefixCache):
                 cold = alive is False
                 break
             j += 1
+        if cap is not None:
+            j = min(j, cap // size)
         hit_blocks = min(j, (n - 1) // size) if self.recompute_last and n else j
         hit = hit_blocks * size
         if hit < self.min_tokens:
@@ -304,6 +309,7 @@ class AnthropicCache(PrefixCache):
         breakpoints: Sequence[int] | None = None,
         keys: Sequence[Hashable] | None = None,
         at: float | None = None,
+        cap: int | None = None,
     ) -> CallUsage:
         prefix = self._prefix
         prefix.update(chunks, keys)
@@ -329,6 +335,8 @@ class AnthropicCache(PrefixCache):
             for pos in [bp, *reversed(earlier)]:
                 if pos <= hit:
                     break
+                if cap is not None and pos > cap:
+                    continue
                 h = prefix.position_hash(pos)
                 alive = self._alive(h, at)
                 if alive:
