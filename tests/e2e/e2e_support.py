@@ -251,7 +251,7 @@ import json, os, signal, subprocess, sys, time
 what, home = sys.argv[1], sys.argv[2]
 os.environ["LIGHTMEM2_HOME"] = home  # a host may hand its tools a filtered environment
 from lightmem_plugin.config import load_config
-from lightmem_plugin.hooks import serve_ctl
+from lightmem_plugin.hosts.shared import serve_ctl
 
 supervisor = int(serve_ctl.pid_file().read_text())
 child = int(serve_ctl.child_pid_file().read_text())
