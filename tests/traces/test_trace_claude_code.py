@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,8 @@ def test_short_real_transcript() -> None:
     assert call.prompt == [{"role": "user", "content": "mix phx.server doesnt seem to start"}]
     assert (call.prompt_tokens, call.cached_tokens) == (3 + 13835 + 11515, 11515)
     assert (call.input_tokens, call.cache_creation_input_tokens, call.completion_tokens) == (3, 13835, 13)
+    # the first assistant event's timestamp, 2026-02-10T21:11:59.186Z
+    assert call.at == datetime(2026, 2, 10, 21, 11, 59, 186000, tzinfo=UTC).timestamp()
     out = call.output
     assert [c["function"]["name"] for c in out["tool_calls"]] == ["Bash", "Glob"]
     assert json.loads(out["tool_calls"][0]["function"]["arguments"]) == {
@@ -104,6 +107,7 @@ def test_parallel_results_off_the_chain(tmp_path: Path) -> None:
     t.assistant("m2", {"type": "text", "text": "done"})
     trace = load_trace(t.write(tmp_path))
     assert len(trace.calls) == 2
+    assert [c.at for c in trace.calls] == [None, None]  # events without a timestamp: no time, no error
     prompt = trace.calls[1].prompt
     assert [m["role"] for m in prompt] == ["user", "assistant", "tool", "tool"]
     assert [m["tool_call_id"] for m in prompt[2:]] == ["a", "b"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,6 +67,15 @@ def read_text(path: Path) -> str:
         raw = path.read_bytes()
     except OSError as err:
         raise TraceError(f"cannot read trace {path}: {err.strerror or err}; pass an existing file") from None
+    if raw[:4] == b"\x28\xb5\x2f\xfd":  # OpenClaw's cold and deleted-session archives (.jsonl.zst)
+        raise TraceError(
+            f"trace {path} is zstd-compressed; decompress it first (zstd -d) and pass the .jsonl"
+        )
+    if raw[:16] == b"SQLite format 3\x00":  # OpenClaw 2026.x keeps its sessions in SQLite
+        raise TraceError(
+            f"trace {path} is an SQLite database, not a session file; export one session as JSONL first "
+            "(docs/HOSTS.md, OpenClaw session files)"
+        )
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
@@ -84,3 +94,20 @@ def as_int(value: object, path: Path, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise TraceError(f"trace {path}: {where} is {value!r}, expected a non-negative integer")
     return value
+
+
+def epoch_seconds(value: object) -> float | None:
+    """Seconds since the epoch from an ISO 8601 time (``2026-02-10T21:11:59.186Z``), else None.
+
+    Why None and not an error: the time of a call only feeds a cache model with time; a recording
+    without it is still a good recording of prompts and usage.
+    """
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:  # a naive time would depend on this machine's zone: not deterministic
+        return None
+    return moment.timestamp()

@@ -20,18 +20,19 @@ Claude Code does not store requests, so each call's prompt is rebuilt the way Cl
   assistant messages are not API calls. A ``parentUuid`` not in the file ends the chain there.
 
 System prompt and tool definitions are not in transcripts: prompts start at the first message.
+A call's time (``at``) is the ``timestamp`` of its first event: its first block, written as the
+answer started streaming, the nearest the transcript comes to when the request went out.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ...errors import TraceError
-from .base import ChatMessage, Trace, TraceCall, as_int
+from .base import ChatMessage, Trace, TraceCall, as_int, epoch_seconds
 
 Event = dict[str, Any]
 
@@ -229,17 +230,6 @@ def _usage(event: Event, path: Path, line: int) -> dict[str, int]:
     return out
 
 
-def _at(event: Event) -> float | None:
-    """The event's ``timestamp`` (ISO 8601, ``Z`` for UTC) in epoch seconds; None without one."""
-    stamp = event.get("timestamp")
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def parse_claude_code(lines: Sequence[str], path: Path) -> Trace:
     """The neutral trace of a Claude Code transcript given as its JSONL lines."""
     events: list[Event] = []
@@ -282,7 +272,7 @@ def parse_claude_code(lines: Sequence[str], path: Path) -> Trace:
                 input_tokens=usage["input_tokens"],
                 cache_read_input_tokens=read,
                 cache_creation_input_tokens=write,
-                at=_at(events[group[0]]),
+                at=epoch_seconds(events[group[0]].get("timestamp")),
                 cache_write_1h_tokens=usage["write_1h"],
             )
         )
