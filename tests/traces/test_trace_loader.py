@@ -37,8 +37,8 @@ def test_sniffs_format_whatever_the_name(tmp_path: Path, name: str, kind: str, c
     [
         (b"", "is empty"),
         (b"  \n", "is empty"),
-        (b'{"hello": 1}', "neither a swe session"),
-        (b"hello world", "neither a swe session"),
+        (b'{"hello": 1}', "is not a swe session"),
+        (b"hello world", "is not a swe session"),
         (b"\xff\xfe\x00", "is not UTF-8 text"),
         (b"\x1f\x8b\x08\x00garbage", "damaged gzip file"),
     ],

@@ -1,9 +1,11 @@
 """Recorded agent sessions, read into one neutral form for replay, report and retention.
 
 ``load_trace(path)`` sniffs the format (gzip or not, whatever the file name): a single JSON object
-with ``messages`` and ``calls`` is a swe session (:mod:`.swe`); JSON lines of events with a ``type``
-are a Claude Code transcript (:mod:`.claude_code`). Anything else raises :class:`TraceError` with the
-path and what was wrong.
+with ``messages`` and ``calls`` is a swe session (:mod:`.swe`); JSON lines whose first line is a
+``session`` header are an OpenClaw session file (:mod:`.openclaw`); other JSON lines of events with a
+``type`` are a Claude Code transcript (:mod:`.claude_code`). OpenClaw is tried before Claude Code
+because its header has a ``type`` too. Anything else raises :class:`TraceError` with the path and
+what was wrong.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from pathlib import Path
 from ...errors import TraceError
 from .base import ChatMessage, Trace, TraceCall, TraceKind, read_text
 from .claude_code import looks_like_claude_code, parse_claude_code
+from .openclaw import looks_like_openclaw, parse_openclaw
 from .swe import looks_like_swe, parse_swe
 
 __all__ = ["ChatMessage", "Trace", "TraceCall", "TraceKind", "load_trace"]
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Read one recorded session (.json/.jsonl, optionally gzipped) into a :class:`Trace`."""
+    """Read one recorded session (.json/.jsonl, optionally gzipped) into a :class:`Trace`: a swe
+    session, an OpenClaw session file or a Claude Code transcript, told apart by content."""
     file = Path(path)
     text = read_text(file)
     if not text.strip():
@@ -36,9 +40,12 @@ def load_trace(path: str | Path) -> Trace:
         first: object = json.loads(first_line)
     except json.JSONDecodeError:
         first = None
+    if looks_like_openclaw(first):
+        return parse_openclaw(text.split("\n"), file)
     if looks_like_claude_code(first):
         return parse_claude_code(text.split("\n"), file)
     raise TraceError(
-        f"trace {file} is neither a swe session (JSON with 'messages' and 'calls') nor a Claude Code "
-        "transcript (JSON lines with 'type'); pass a file from traces/swe or ~/.claude/projects"
+        f"trace {file} is not a swe session (JSON with 'messages' and 'calls'), an OpenClaw session "
+        "(JSON lines, a 'session' header first) or a Claude Code transcript (JSON lines with 'type'); "
+        "pass a file from traces/swe, an OpenClaw session export or ~/.claude/projects"
     )
