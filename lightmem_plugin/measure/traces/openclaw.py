@@ -32,7 +32,9 @@ keeps them, a small over-count after a rare event).
 
 A call is an assistant message with ``usage``, except those OpenClaw writes itself (provider
 ``openclaw``: delivery mirrors, injected notes) and failed requests with no usage counted
-(``stopReason`` ``error``, all zeros): those are not answers a provider billed.
+(``stopReason`` ``error``, all zeros): those are not answers a provider billed. A failed or aborted
+reply is left out of later prompts, as OpenClaw leaves it out of later requests (one with text it
+replaces by a short marker: not counted here).
 
 Not in the file, so not in the prompts: the system prompt and tool definitions, the envelope OpenClaw
 puts around a user's text on the wire (a ``[date]`` prefix, a ``Runtime:`` line) and the transient
@@ -62,6 +64,7 @@ BRANCH_BEFORE = "The following is a summary of a branch that this conversation c
 BRANCH_AFTER = "</summary>"
 
 _WINDOW = frozenset({"compaction", "reset"})
+_FAILED = frozenset({"error", "aborted"})
 
 
 def looks_like_openclaw(doc: object) -> bool:
@@ -245,7 +248,7 @@ class _Session:
             return None
         role = message.get("role")
         if role == "assistant":
-            return _assistant(message)
+            return None if message.get("stopReason") in _FAILED else _assistant(message)
         if role == "toolResult":
             return {
                 "role": "tool",
@@ -322,8 +325,7 @@ def parse_openclaw(lines: Sequence[str], path: Path) -> Trace:
         anthropic = _cache_provider(message.get("api"), None) == "anthropic"
         stamp = message.get("timestamp")
         at = stamp / 1000 if isinstance(stamp, int | float) and not isinstance(stamp, bool) else None
-        output = session.message(i)
-        assert output is not None
+        output = session.message(i) or _assistant(message)  # a failed call's reply is in no later prompt
         calls.append(
             TraceCall(
                 prompt=session.context(session.chain(i)),
