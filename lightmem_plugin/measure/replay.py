@@ -402,10 +402,11 @@ def _recorded_k(call: TraceCall, write_factor: float) -> float:
 def _head_tokens(trace: Trace, counter: TokenCounter) -> int:
     """Tokens outside the messages (tool definitions, system prompt the transcript lacks).
 
-    swe traces: the calibrated constant. Claude Code transcripts omit the system prompt and tools, so
-    the head is what the first call's reported input exceeds our count of its messages by.
+    swe traces: the calibrated constant. Claude Code transcripts and OpenClaw session files omit the
+    system prompt and tools, so the head is what the first call's reported input exceeds our count of
+    its messages by.
     """
-    if trace.kind != "claude-code" or not trace.calls:
+    if trace.kind not in ("claude-code", "openclaw") or not trace.calls:
         return REQUEST_OVERHEAD_TOKENS
     first = trace.calls[0]
     chunker = ChatChunker(counter.encode, head=0)
