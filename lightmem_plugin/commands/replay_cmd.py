@@ -1,6 +1,7 @@
 """replay PATH... [--mode M] [--provider P] [--json]: replay recorded sessions and measure their cost.
 
-PATH is a trace file or a directory of them: the swe JSON format or Claude Code's own transcript
+PATH is a trace file or a directory of them: the swe JSON format, an OpenClaw session file (JSON lines,
+a ``session`` header first; docs/HOSTS.md) or Claude Code's own transcript
 (``~/.claude/projects/<project>/<session>.jsonl``). Each call's prompt goes through the chosen mode
 (or ``vanilla``: unchanged), a provider prefix-cache model, and the retention check. Prints sessions,
 calls, tokens, hit rate, K (0.1 x hit + miss, cache writes 1.25x where priced), K charged (plus a
