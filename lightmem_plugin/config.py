@@ -388,6 +388,40 @@ class RedactionConfig(_Model):
     extraPatterns: list[str] = Field(default_factory=list, description="More regexes to redact.")
 
 
+def _price_prefix(prefix: str) -> str:
+    if not prefix.strip() or prefix != prefix.strip():
+        raise ValueError(
+            f"prices key {prefix!r} is not a model name prefix; use the model name as the provider "
+            'spells it, or its start (e.g. "claude-sonnet-4", "gpt-5-mini", "deepseek-chat")'
+        )
+    return prefix
+
+
+class ModelPrice(_Model):
+    """One model's price in USD per million tokens, as the provider bills it (its list price, or
+    what your contract says)."""
+
+    input: float = Field(..., ge=0, description="Uncached input tokens (a cache miss).")
+    cacheRead: float = Field(..., ge=0, description="Input tokens read from the prompt cache (a hit).")
+    cacheWrite5m: float | None = Field(
+        None,
+        ge=0,
+        alias="cacheWrite5m",  # the generated alias would be "cachewrite5M" (digits end a word)
+        description="Input tokens written to the cache for 5 minutes (Anthropic); unset: the input "
+        "price (providers that bill a write as a plain miss).",
+    )
+    cacheWrite1h: float | None = Field(
+        None,
+        ge=0,
+        alias="cacheWrite1h",
+        description="Input tokens written to the cache for 1 hour (Anthropic); unset: cacheWrite5m.",
+    )
+    output: float = Field(..., ge=0, description="Output tokens (thinking included).")
+
+
+PriceKey = Annotated[str, AfterValidator(_price_prefix)]
+
+
 class Config(_Model):
     """The whole lightmem2 configuration."""
 
@@ -401,6 +435,14 @@ class Config(_Model):
     store: StoreConfig = Field(default_factory=StoreConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
+    prices: dict[PriceKey, ModelPrice] = Field(
+        default_factory=dict,
+        description="Model name prefix -> its price in USD per million tokens ({input, cacheRead, "
+        "cacheWrite5m, cacheWrite1h, output}), for the money status, report and visual show beside K. "
+        "An entry here wins over the built-in list prices (lightmem_plugin/metering/prices.py); the "
+        'longest matching prefix wins ("gpt-5" matches gpt-5 and gpt-5-2025-08-07, not gpt-5.5). '
+        "A model neither names is shown without money.",
+    )
 
     def mode_table(self) -> ModeTable:
         """Reduction table of the current mode."""

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -460,10 +460,43 @@ SERVE_PROBES: dict[str, Served | Function] = {
     ),
 }
 
+
+def _prices_probe(key: str, root: Path) -> None:
+    """The money of the next call's ledger row: an edit of ``prices`` prices it (a model the built-in
+    table does not know has none before the edit)."""
+    from lightmem_plugin.store.ledger import Ledger
+
+    def priced(edit: dict[str, Any] | None) -> float | None:
+        _write({})
+        where = root / ("edited" if edit else "kept")
+        lm = LightMem(registry=Registry(where / "reg"), ledger=Ledger(where / "ledger.sqlite3"))
+        session = lm.session("s")
+        first = replace(_request(FIRST, None), extra={"model": "acme-coder-1"})
+        session.process(first)
+        if edit is not None:
+            _write({key: edit})
+        session.process(replace(_request(SECOND, None), extra={"model": "acme-coder-1"}))
+        usage = {
+            "prompt_tokens": 1000,
+            "completion_tokens": 100,
+            "prompt_tokens_details": {"cached_tokens": 800},
+        }
+        session.after_model_call(None, usage=usage, api="chat")
+        assert session.last_record is not None
+        return session.last_record.cost_usd
+
+    edit = {"acme-coder": {"input": 1.0, "cacheRead": 0.1, "output": 2.0}}
+    kept, edited = priced(None), priced(edit)
+    assert kept is None and edited == pytest.approx((800 * 0.1 + 200 * 1.0 + 100 * 2.0) / 1e6), (
+        f"{key} written mid-session: the next call was not priced with it"
+    )
+
+
 PROBES: dict[str, Call2 | EstimatorProbe | Served | Function] = {
     **SESSION_PROBES,
     **ESTIMATOR_PROBES,
     **SERVE_PROBES,
+    "prices": Function(_prices_probe),
 }
 """Every key that a running process follows (:data:`FOLLOWS`), and how its edit is seen to act."""
 

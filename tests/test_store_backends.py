@@ -128,7 +128,8 @@ def test_ledger_rows_read_back_equal_and_a_rerecorded_call_is_the_newest(stores:
     b1 = CallRecord("b", 1, "aggressive", 50, 50, 10, 40, saved_by_pass={"html": 3}, writer="w2")
     a2 = CallRecord(
         "a", 2, "normal", 150, 200, 100, 50, prefix_break_at=(3, 17), break_reason="tools changed",
-        errors={"reduction": 1}, last_error="boom", writer="w1",
+        errors={"reduction": 1}, last_error="boom", writer="w1", model="claude-sonnet-4-5",
+        output_tokens=40, real_cache_write_1h=7, cost_usd=0.001234, saved_usd=0.0005,
     )  # fmt: skip
     for rec in (a1, b1, a2):
         ledger.record_call(rec)
@@ -167,6 +168,46 @@ def test_the_lock_serialises_one_session_and_leaves_others_free(stores: Stores) 
 
 
 @pytest.mark.postgres
+def test_a_ledger_from_before_money_keeps_its_rows_with_no_money(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    from lightmem_plugin.store import postgres
+    from lightmem_plugin.store.ledger import _V2_COLUMNS
+    from lightmem_plugin.store.postgres import MIGRATIONS, PgBackend, PgLedger
+
+    monkeypatch.setattr(postgres, "MIGRATIONS", MIGRATIONS[:5])  # schema 5: the ledger before money
+    monkeypatch.setattr(postgres, "SCHEMA_VERSION", 5)
+    PgBackend(pg_url, 2).close()
+    monkeypatch.undo()
+    old = {c: 0 for c in _V2_COLUMNS} | {"session_id": "old", "writer": "", "mode": "normal"}
+    old |= {"call_index": 1, "saved_by_pass": "{}", "errors": "{}", "k": 12.5, "k_baseline": 20.0}
+    old |= {"break_message": None, "break_offset": None, "break_reason": None, "last_error": None}
+    for name in ("real_cache_read", "real_cache_creation", "real_cached_tokens", "real_input_tokens"):
+        old[name] = None
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            f"INSERT INTO lm_calls ({', '.join(old)}) VALUES ({', '.join('%s' for _ in old)})",
+            list(old.values()),
+        )
+    backend = PgBackend(pg_url, 2)  # migrates to 6
+    try:
+        ledger = PgLedger(backend)
+        (row,) = ledger.calls("old")
+        assert (row.k, row.k_baseline) == (12.5, 20.0)
+        assert (row.model, row.output_tokens, row.cost_usd, row.saved_usd) == (None, None, None, None)
+        totals = ledger.totals("old")
+        assert totals.cost_usd is None and totals.unpriced_calls == 1
+        new = CallRecord("old", 2, "normal", 10, 10, 0, 10, model="gpt-5", cost_usd=0.5, saved_usd=0.25)
+        ledger.record_call(new)
+        assert ledger.calls("old")[1] == new
+        assert ledger.totals("old").cost_usd == 0.5 and ledger.totals("old").priced_calls == 1
+    finally:
+        backend.close()
+
+
+@pytest.mark.postgres
 def test_migrations_run_once_in_order_and_a_newer_schema_is_refused(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -191,10 +232,10 @@ def test_migrations_run_once_in_order_and_a_newer_schema_is_refused(
         b.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
         rows = conn.execute("SELECT version FROM lm_schema_migrations ORDER BY version").fetchall()
-        assert [r[0] for r in rows] == [v for v, _name, _sql in MIGRATIONS] == [1, 2, 3, 4, 5]
+        assert [r[0] for r in rows] == [v for v, _name, _sql in MIGRATIONS] == [1, 2, 3, 4, 5, 6]
         assert conn.execute("SELECT COUNT(*) FROM lm_artifacts").fetchone() == (0,)
         conn.execute("INSERT INTO lm_schema_migrations (version, name) VALUES (99, 'from the future')")
-    with pytest.raises(StoreUnavailable, match=r"schema version 99, newer than this lightmem2 knows \(5\)"):
+    with pytest.raises(StoreUnavailable, match=r"schema version 99, newer than this lightmem2 knows \(6\)"):
         PgBackend(pg_url)
 
 
@@ -330,7 +371,7 @@ def test_doctor_checks_the_database(pg_url: str) -> None:
     ok = check_database(Config.model_validate({"store": {"url": pg_url, "poolSize": 50}}))
     assert ok.status == "pass", ok
     assert (
-        "reachable, schema version 5, 0 sessions with state, search index of 0 artifacts (0 stale)"
+        "reachable, schema version 6, 0 sessions with state, search index of 0 artifacts (0 stale)"
         in ok.detail
     )
     assert "pool 50 connections per process, server max_connections 300 (room for 6 processes)" in ok.detail

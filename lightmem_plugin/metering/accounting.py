@@ -38,6 +38,7 @@ from ..wire.base import RealUsage as RealUsage  # re-exported: the ledger's real
 from ..wire.chat import codec as openai_chat
 from .cachesim import make_cache
 from .chat_tokens import MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, Chunker, chat_tokens, head_chunk
+from .prices import Price, money
 from .savings import CALL_IDS, saver, split_saving
 
 
@@ -56,6 +57,8 @@ class CallFacts:
     errors: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
     writer: str = ""  # the recording process's id (see ledger.CallRecord.writer)
+    model: str = ""  # the model the request named ('' when it named none)
+    price: Price | None = None  # its price under the config in force (None: no money for this call)
 
 
 def render(msg: Message) -> str:
@@ -261,10 +264,17 @@ class Accountant:
                 reason = f"head message {brk[0]} changed (session values or system prompt)"
             else:
                 reason = f"message {brk[0]} changed"
+        price = facts.price
+        simulated = money(price, ours.hit_tokens, ours.miss_tokens) if price is not None else None
+        without = money(price, base.hit_tokens, base.miss_tokens) if price is not None else None
         return CallRecord(
             session_id=facts.session_id,
             call_index=facts.call_index,
             mode=facts.mode,
+            model=facts.model,
+            cost_usd=simulated,
+            # both sides through the same cache model and the same price, output alike on both
+            saved_usd=None if simulated is None or without is None else without - simulated,
             input_tokens=ours.input_tokens,
             baseline_tokens=baseline,
             hit_tokens=ours.hit_tokens,
@@ -294,13 +304,38 @@ def real_usage(api: str, usage: Mapping[str, Any]) -> RealUsage:
     return wire.get(api).usage(usage)
 
 
-def with_real_usage(rec: CallRecord, api: str, figures: RealUsage) -> CallRecord:
-    """``rec`` with the provider's real figures in the ledger's fields."""
+def with_real_usage(rec: CallRecord, api: str, figures: RealUsage, price: Price | None = None) -> CallRecord:
+    """``rec`` with the provider's real figures in the ledger's fields, and with ``price`` its money
+    as billed (:func:`billed`)."""
     if wire.get(api).ledger_fields == "anthropic":
-        return replace(
+        rec = replace(
             rec,
             real_cache_read=figures.cached_tokens,
             real_cache_creation=figures.cache_write_tokens,
+            real_cache_write_1h=figures.cache_write_1h_tokens,
             real_input_tokens=figures.input_tokens,
+            output_tokens=figures.output_tokens,
         )
-    return replace(rec, real_cached_tokens=figures.cached_tokens, real_input_tokens=figures.input_tokens)
+    else:
+        rec = replace(
+            rec,
+            real_cached_tokens=figures.cached_tokens,
+            real_input_tokens=figures.input_tokens,
+            output_tokens=figures.output_tokens,
+        )
+    return billed(rec, price)
+
+
+def billed(rec: CallRecord, price: Price | None) -> CallRecord:
+    """``rec`` with ``cost_usd`` from the provider's figures when it reported them (cached reads,
+    uncached input, 5-minute and 1-hour writes, output), as the provider bills them; without them the
+    simulated cost :meth:`Accountant.account` set stays. No price: no money."""
+    if price is None:
+        return replace(rec, cost_usd=None, saved_usd=None)
+    if not rec.has_real_usage:
+        return rec
+    hit, total = rec.real_hit_tokens or 0, rec.real_input_tokens or 0
+    write = rec.real_cache_creation or 0
+    hour = min(write, rec.real_cache_write_1h or 0)
+    miss = max(0, total - hit - write)
+    return replace(rec, cost_usd=money(price, hit, miss, write - hour, hour, rec.output_tokens or 0))

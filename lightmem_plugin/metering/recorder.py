@@ -24,15 +24,19 @@ from ..store.ledger import CallRecord
 from ..tokens import TokenCounter
 from .accounting import Accountant, CallFacts, detect_api, real_usage, with_real_usage
 from .baseline import Baseline
+from .prices import Price
 
 if TYPE_CHECKING:
     from ..faults import FailOpen
 
 
-def with_usage(rec: CallRecord, usage: Mapping[str, Any], api: str | None) -> CallRecord:
-    """``rec`` with the provider's ``usage`` (read as ``api``; guessed from its keys when not given)."""
+def with_usage(
+    rec: CallRecord, usage: Mapping[str, Any], api: str | None, price: Price | None = None
+) -> CallRecord:
+    """``rec`` with the provider's ``usage`` (read as ``api``; guessed from its keys when not given),
+    billed at ``price``."""
     kind = api or detect_api(usage)
-    return with_real_usage(rec, kind, real_usage(kind, usage))
+    return with_real_usage(rec, kind, real_usage(kind, usage), price)
 
 
 def extended(req: Request, messages: list[Message]) -> Request:
@@ -57,6 +61,7 @@ class Recorder:
         self._pending: tuple[CallFacts, Request, Request] | None = None
         self._answered = False  # a model answer came since the last row (a retry follows no answer)
         self.last: CallRecord | None = None
+        self._price: Price | None = None  # the last row's price, for the usage that amends it
 
     @property
     def active(self) -> bool:
@@ -99,8 +104,8 @@ class Recorder:
                 rec = replace(rec, call_index=prev.call_index)
                 got = prev.call_index
             if usage:
-                rec = with_usage(rec, usage, api)
-            self.last = rec
+                rec = with_usage(rec, usage, api, facts.price)
+            self.last, self._price = rec, facts.price
             ledger.record_call(rec)
 
         self.fail.run("ledger", write, None)
@@ -150,7 +155,7 @@ class Recorder:
             return
 
         def write() -> None:
-            self.last = with_usage(rec, usage, api)
+            self.last = with_usage(rec, usage, api, self._price)
             ledger.record_call(self.last)
 
         self.fail.run("ledger", write, None)

@@ -105,6 +105,10 @@ KEYS: dict[str, tuple[When, str]] = {
     "gateway.users": ("each request", "each request's token is checked against the users in force"),
     "redaction.enabled": ("process start", _REDACTOR_ONCE),
     "redaction.extraPatterns": ("process start", _REDACTOR_ONCE),
+    "prices": (
+        "each call",
+        "each call's ledger row is priced with the table in force (rows already written keep theirs)",
+    ),
 }
 """Every leaf key of the config (dotted, as in config.json): when an edit reaches a running process,
 and why then."""
@@ -120,5 +124,6 @@ CONFIG_IN_FORCE: dict[str, str] = {
     "store": "the next start of the process (the stores are opened once)",
     "gateway": "each request (serve reads its users and tokens at each request)",
     "redaction": "the next start of the process (its patterns are compiled once)",
+    "prices": "each call (calls already recorded keep the money they were priced at)",
 }
 """When an edit of each config section reaches a running session, in words (:data:`KEYS` per key)."""

@@ -27,6 +27,7 @@ from ..eviction.break_cost import break_cost
 from ..eviction.evictor import Evictor
 from ..faults import FailOpen
 from ..metering.accounting import CallFacts
+from ..metering.prices import price_for
 from ..metering.recorder import Recorder
 from ..model import Message, Request
 from ..prefix.call_ids import Respeller, respellable
@@ -86,6 +87,7 @@ class Session(SessionChain):
         self.respeller = Respeller()
         self._respelling = False  # this call's ids go out short (decided per request, see call_ids)
         self.recorder = Recorder(plugin.ledger, plugin.counter, plugin.registry.peek, self.fail)
+        self.model = ""  # the model the last request named ('' when none): what its row is priced as
         self._respelled_ids = False
         self._evicted_now = False
         self._record_call = 0  # the call the session record was last snapshotted at
@@ -181,6 +183,8 @@ class Session(SessionChain):
                 out = self.fail.run("pipeline", lambda: self._transform(req), req)
         finally:
             self._in_call = False
+        named = req.extra.get("model")
+        self.model = named if isinstance(named, str) else ""
         facts = self._facts(self.fail.errors - errors_before)
         self._unsettled = lambda: self._bookkeep(facts, req, out, whole_turn, later)
         return out
@@ -251,6 +255,9 @@ class Session(SessionChain):
             errors=dict(errors),
             last_error=self.fail.last.error if errors and self.fail.last else None,
             writer=self.writer,
+            model=self.model,
+            # the price under the config in force at this call (an edit of `prices` prices the next)
+            price=self.fail.run("prices", lambda: price_for(self.model, self.cfg.prices), None),
         )
 
     def _next_call_facts(self) -> CallFacts:

@@ -10,7 +10,10 @@ never message text.
 
 Cost model (DESIGN section 1): ``K = 0.1 * hit + miss + 1.25 * write`` where hit, miss and write are
 disjoint token counts of one request (``write`` are tokens written to the cache, Anthropic's
-``cache_creation``).
+``cache_creation``). Beside K each row keeps money in USD (schema version 3): what the call cost as
+billed, output included, and what lightmem2 saved on it, both priced by the metering layer
+(:mod:`lightmem_plugin.metering.prices`); the ledger only stores and sums them. Rows written before
+version 3 have no money (NULL, shown as "-").
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from ..tokens import k_cost as _k_cost
 from .home import Home
 from .sqlite_store import open_private_db
 
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3
 _SCHEMA = (
     "session_id TEXT NOT NULL, writer TEXT NOT NULL DEFAULT '', call_index INTEGER NOT NULL, "
     "mode TEXT NOT NULL, "
@@ -41,9 +44,19 @@ _SCHEMA = (
     "k_baseline REAL NOT NULL, saved_by_pass TEXT NOT NULL, evicted_tokens INTEGER NOT NULL, "
     "break_message INTEGER, break_offset INTEGER, break_reason TEXT, errors TEXT NOT NULL, last_error TEXT"
 )
-_COLUMNS = tuple(col.split()[0] for col in _SCHEMA.split(", "))
+_V2_COLUMNS = tuple(col.split()[0] for col in _SCHEMA.split(", "))
+_V3_ADDED = (
+    ("model", "TEXT"),
+    ("output_tokens", "INTEGER"),
+    ("real_cache_write_1h", "INTEGER"),
+    ("cost_usd", "REAL"),
+    ("saved_usd", "REAL"),
+)
+"""Version 3: the model the call named ('' when the host named none, NULL on older rows), the output
+tokens and the 1-hour share of the cache writes the provider reported, and money (USD)."""
+_COLUMNS = _V2_COLUMNS + tuple(name for name, _ in _V3_ADDED)
 _JSON_COLUMNS = ("saved_by_pass", "errors")
-_V1_COLUMNS = tuple(c for c in _COLUMNS if c != "writer")
+_V1_COLUMNS = tuple(c for c in _V2_COLUMNS if c != "writer")
 # Version 2 keys rows by (session, writer, call index): two processes serving one session (two
 # proxies, a team gateway) each number their calls, and before this one's rows replaced the other's
 # (measured: 40 requests alternating between two proxies left 21 rows). A version-1 ledger is copied
@@ -61,6 +74,12 @@ _CREATE = (
     "DROP INDEX IF EXISTS calls_by_session;\n"
     "CREATE INDEX calls_by_session ON calls (session_id, call_index);\n"
 )
+_STEPS = (
+    (2, _CREATE),
+    (3, "".join(f"ALTER TABLE calls ADD COLUMN {name} {kind};\n" for name, kind in _V3_ADDED)),
+)
+"""The ledger's schema in steps: a file at version 1 or 2 keeps its rows and gains the money columns
+(NULL: unknown), a new file gets both steps."""
 
 
 def _redacted(rec: CallRecord) -> CallRecord:
@@ -102,6 +121,13 @@ class CallRecord:
     ``real_cache_read`` / ``real_cache_creation`` Anthropic's figures, ``real_cached_tokens`` OpenAI's.
     ``prefix_break_at`` is (message index, char offset) of the first byte that differs from the previous
     call's request, None when this request extends it. ``errors`` counts pass failures in this call.
+
+    Money (schema version 3): ``model`` the call named ('' when the host named none, None on rows
+    older than money); ``output_tokens`` and ``real_cache_write_1h`` (the 1-hour share of
+    ``real_cache_creation``) as the provider reported them; ``cost_usd`` the call in USD as billed
+    (from the provider's figures when it reported them, else from the simulated ones), output
+    included; ``saved_usd`` what lightmem2 saved on it (the call without lightmem2 priced the same,
+    less this one). Both None when no price applies.
     """
 
     session_id: str
@@ -125,6 +151,18 @@ class CallRecord:
     errors: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
     writer: str = ""  # which process recorded it (rows of two processes on one session never collide)
+    model: str | None = None
+    output_tokens: int | None = None
+    real_cache_write_1h: int | None = None
+    cost_usd: float | None = None
+    saved_usd: float | None = None
+
+    @property
+    def cost_without_usd(self) -> float | None:
+        """The call without lightmem2 in USD, priced the same (None without a price)."""
+        if self.cost_usd is None or self.saved_usd is None:
+            return None
+        return self.cost_usd + self.saved_usd
 
     @property
     def real_hit_tokens(self) -> int | None:
@@ -188,6 +226,39 @@ class SessionTotals:
     """``provider`` when :attr:`last_input_tokens` is the provider's figure, else ``estimate``."""
     real_k: float = 0.0
     """K by the provider's own figures, over the :attr:`real_calls` calls that reported them."""
+    output_tokens: int = 0
+    """Output tokens the provider reported, summed."""
+    cost_usd: float | None = None
+    """USD as billed over the :attr:`priced_calls` calls that have a price (None: none has)."""
+    saved_usd: float | None = None
+    """USD lightmem2 saved over the same calls."""
+    priced_calls: int = 0
+    priced_real_calls: int = 0
+    """Of :attr:`priced_calls`, those priced from the provider's own figures."""
+    unpriced_model: str | None = None
+    """The model of the newest call without money ('' when the host named none, None for rows older
+    than money, or when every call has money): what :func:`~lightmem_plugin.metering.prices.hint`
+    names."""
+
+    @property
+    def cost_without_usd(self) -> float | None:
+        """The same calls without lightmem2 in USD, priced the same."""
+        if self.cost_usd is None or self.saved_usd is None:
+            return None
+        return self.cost_usd + self.saved_usd
+
+    @property
+    def saved_usd_pct(self) -> float | None:
+        """:attr:`saved_usd` as a percentage of :attr:`cost_without_usd`."""
+        without = self.cost_without_usd
+        if without is None or self.saved_usd is None:
+            return None
+        return 100.0 * self.saved_usd / without if without else 0.0
+
+    @property
+    def unpriced_calls(self) -> int:
+        """Calls without money (older rows, or a model without a price)."""
+        return self.calls - self.priced_calls
 
     def hit_rate(self) -> tuple[float, bool]:
         """(hit rate, is_real): over the calls that reported usage if any did, else simulated."""
@@ -227,6 +298,8 @@ def summarize(session_id: str, calls: list[CallRecord]) -> SessionTotals:
     if last is not None and last.real_input_tokens:
         context, context_by = last.real_input_tokens, "provider"
         without = last.real_baseline_tokens or context
+    priced = [c for c in calls if c.cost_usd is not None and c.saved_usd is not None]
+    unpriced = [c for c in calls if c.cost_usd is None or c.saved_usd is None]
     return SessionTotals(
         session_id=session_id,
         calls=len(calls),
@@ -251,6 +324,12 @@ def summarize(session_id: str, calls: list[CallRecord]) -> SessionTotals:
         last_error=last_error,
         context_counted_by=context_by,
         real_k=sum(_real_k(c) for c in real),
+        output_tokens=sum(c.output_tokens or 0 for c in calls),
+        cost_usd=sum(c.cost_usd or 0.0 for c in priced) if priced else None,
+        saved_usd=sum(c.saved_usd or 0.0 for c in priced) if priced else None,
+        priced_calls=len(priced),
+        priced_real_calls=sum(1 for c in priced if c.has_real_usage),
+        unpriced_model=unpriced[-1].model if unpriced else None,
     )
 
 
@@ -331,7 +410,7 @@ class Ledger(LedgerReads):
         self.path = Path(path)
         self.where = str(self.path)
         self._lock = threading.Lock()
-        self._db = open_private_db(self.path, _CREATE, _SCHEMA_VERSION)
+        self._db = open_private_db(self.path, _STEPS, _SCHEMA_VERSION)
         self._db.row_factory = sqlite3.Row
 
     @classmethod

@@ -114,6 +114,15 @@ CREATE SEQUENCE lm_search_clock;
 CREATE TABLE lm_artifact_names (name text PRIMARY KEY, key text NOT NULL);
 """,
     ),
+    (
+        6,
+        "money beside K (the model, output tokens, 1-hour cache writes, USD billed and saved)",
+        """
+ALTER TABLE lm_calls ADD COLUMN model text, ADD COLUMN output_tokens bigint,
+    ADD COLUMN real_cache_write_1h bigint, ADD COLUMN cost_usd double precision,
+    ADD COLUMN saved_usd double precision;
+""",
+    ),
 )
 """(version, what it adds, SQL), in order. Never edit an applied one: append the next version."""
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -9,12 +9,17 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import StoreError
 
+Schema = str | Sequence[tuple[int, str]]
+"""A store's schema: one script that brings any older file to the version, or ``(version, script)``
+steps in order, each applied once to a file below its version (a new file gets them all)."""
 
-def open_private_db(path: Path, create_sql: str, version: int) -> sqlite3.Connection:
+
+def open_private_db(path: Path, create_sql: Schema, version: int) -> sqlite3.Connection:
     """A connection to ``path`` (created 0600), in WAL mode, with ``create_sql`` applied once per version."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not path.exists():
@@ -40,15 +45,17 @@ def open_private_db(path: Path, create_sql: str, version: int) -> sqlite3.Connec
 MIGRATION_WAIT_S = 30.0
 
 
-def _migrate(db: sqlite3.Connection, create_sql: str, version: int) -> None:
+def _migrate(db: sqlite3.Connection, create_sql: Schema, version: int) -> None:
     """Bring the schema to ``version`` in one transaction, once, however many processes open it at once.
 
     Why a loop and not one ``BEGIN IMMEDIATE``: SQLite's busy handler is not fair, so a process that
     waits for the write lock while the first opener already writes in a tight loop can starve past any
     timeout. Reading ``user_version`` needs no lock in WAL mode, so a waiter tries the lock in short
     turns and stops as soon as it sees that another process did the migration. The version is checked
-    again inside the transaction, so the migration never runs twice.
+    again inside the transaction, so the migration never runs twice. With steps, a file at version n
+    gets the steps above n, in one transaction.
     """
+    steps = [(version, create_sql)] if isinstance(create_sql, str) else list(create_sql)
     deadline = time.monotonic() + MIGRATION_WAIT_S
     db.execute("PRAGMA busy_timeout=200")
     try:
@@ -60,9 +67,12 @@ def _migrate(db: sqlite3.Connection, create_sql: str, version: int) -> None:
                     raise
                 continue
             try:
-                if _user_version(db) < version:
-                    for statement in sql_statements(create_sql):
-                        db.execute(statement)
+                current = _user_version(db)
+                if current < version:
+                    for step, script in steps:
+                        if step > current:
+                            for statement in sql_statements(script):
+                                db.execute(statement)
                     db.execute(f"PRAGMA user_version={int(version)}")
                 db.execute("COMMIT")
             except BaseException:

@@ -22,12 +22,16 @@ JSON = dict[str, Any]
 
 @dataclass(frozen=True)
 class RealUsage:
-    """Provider-reported figures of one call, in one shape for all APIs (None: not reported)."""
+    """Provider-reported figures of one call, in one shape for all APIs (None: not reported).
+
+    ``cache_write_1h_tokens`` is the part of ``cache_write_tokens`` written for one hour (Anthropic
+    bills it at 2x input, the 5-minute rest at 1.25x)."""
 
     input_tokens: int | None
     cached_tokens: int | None
     cache_write_tokens: int | None
     output_tokens: int | None
+    cache_write_1h_tokens: int | None = None
 
 
 def as_int(value: Any) -> int | None:

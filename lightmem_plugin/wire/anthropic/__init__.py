@@ -30,12 +30,16 @@ def claude_session(user_id: object) -> str | None:
 
 
 def usage(raw: Mapping[str, Any]) -> RealUsage:
-    """Input is split in three (uncached, cache read, cache write): the total is their sum."""
+    """Input is split in three (uncached, cache read, cache write): the total is their sum. The writes
+    are split again by how long they stay (``cache_creation.ephemeral_1h_input_tokens``), which the
+    bill tells apart."""
     parts = [
         as_int(raw.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
     ]
     total = sum(p or 0 for p in parts) if parts[0] is not None else None
-    return RealUsage(total, parts[1], parts[2], as_int(raw.get("output_tokens")))
+    split = raw.get("cache_creation")
+    hour = as_int(split.get("ephemeral_1h_input_tokens")) if isinstance(split, dict) else None
+    return RealUsage(total, parts[1], parts[2], as_int(raw.get("output_tokens")), hour)
 
 
 def owns_usage(raw: Mapping[str, Any]) -> bool:
