@@ -18,6 +18,7 @@ from typing import BinaryIO
 from PIL import Image, ImageDraw, ImageFont
 
 from ..store.ledger import CallRecord
+from ..views.format import usd
 
 WIDTH, HEIGHT = 1100, 440
 LEFT, RIGHT, TOP, BOTTOM = 72, 20, 44, 96
@@ -120,6 +121,8 @@ def _tip(c: CallRecord, cached: int, uncached: int, saved: int) -> str:
         f"hit rate {100 * rate:.1f}% ({'real' if real else 'simulated'})",
         f"K {c.k:,.0f} vs {c.k_baseline:,.0f} vanilla",
     ]
+    if c.cost_usd is not None:
+        lines.append(f"money {usd(c.cost_usd)} vs {usd(c.cost_without_usd)} without lightmem2")
     if c.evicted_tokens:
         lines.append(f"eviction: {c.evicted_tokens:,} tokens paged out")
     if c.prefix_break_at is not None:

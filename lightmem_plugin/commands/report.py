@@ -8,7 +8,13 @@ read off the stubs its outputs show; ``call ids``, the host's long tool call ids
 rows add up to the tokens not sent, see :mod:`lightmem_plugin.metering.savings`), the eviction batches, and
 the "cache killers": every call whose request did not extend the previous one, with the first
 differing message and character and why (a placeholder value, an eviction batch, a pass that changed
-an old message). Without options: the session recorded last.
+an old message). Beside K, money in USD as the provider bills it, output included: the session's
+total against the same calls without lightmem2 ("-" without a price, with a line naming the
+``prices`` config key that would give one). ``--json``
+adds to each session's ``summary`` the keys ``status --json`` has (``costUsd``, ``costUsdWithout``,
+``savedUsd``, ``savedUsdPct``, ``pricedCalls``, ``pricedRealCalls``, ``outputTokens``,
+``priceHint``) and to each call ``model``, ``outputTokens``, ``realCacheWrite1h``, ``costUsd``,
+``costUsdWithout``, ``savedUsd``. Without options: the session recorded last.
 """
 
 from __future__ import annotations

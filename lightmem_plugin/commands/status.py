@@ -3,7 +3,11 @@
 The current session is the one whose call was recorded last (or ``--session ID``). It shows the
 context size now against what the host alone would send, the cache hit rate (the provider's figure
 when it reports one, else simulated), the cost K saved so far against the vanilla estimate, the
-archived originals, and the last pass error if any. Short enough for a chat bubble. When the config
+archived originals, and the last pass error if any; beside K, the session's money in USD as the
+provider bills it (output included) against the same calls without lightmem2 (``--json``: ``costUsd``,
+``costUsdWithout``, ``savedUsd``, ``savedUsdPct``, ``pricedCalls``, ``pricedRealCalls``,
+``outputTokens``, ``priceHint``; prices: :mod:`lightmem_plugin.metering.prices`, the ``prices`` config
+key). Short enough for a chat bubble. When the config
 file is invalid it says so first (file, key, bad value, fix) and which config is in force instead: the
 last good one, or the defaults if the file was never valid. ``--all`` lists every session the ledger
 holds, one line each (on a team gateway, ``store.url``: every session of the fleet, with its user).
@@ -23,7 +27,7 @@ from ..store import CallLedger, open_stores
 from ..store.home import Home
 from ..store.ledger import Ledger, SessionTotals
 from ..store.registry import Registry
-from ..views.format import pct, size, to_json, tokens, totals_dict
+from ..views.format import money_line, pct, size, to_json, tokens, totals_dict, usd
 from .base import Command, Outcome
 
 
@@ -48,6 +52,7 @@ def _session_lines(t: SessionTotals) -> list[str]:
         f"hit rate: {pct(rate)} ({source})",
         f"K so far: {tokens(t.k)} vs {tokens(t.k_baseline)} vanilla "
         f"(saved {tokens(t.k_saved)}, {t.k_saved_pct:.1f}%)",
+        money_line(t),
         f"evictions: {t.evictions} ({tokens(t.evicted_tokens)} tokens); prefix breaks: {t.prefix_breaks}",
     ]
 
@@ -151,7 +156,8 @@ def run_all(ledger: CallLedger, as_json: bool = False) -> str:
         who = f"{user or '-':<{users}}  " if users else ""
         lines.append(
             f"  {who}{sid:<{width}}  {t.calls:>5} calls  {t.mode:<12}  hit {pct(rate)}"
-            f"{'' if real else ' (sim.)'}  K saved {t.k_saved_pct:.1f}%"
+            f"{'' if real else ' (sim.)'}  K saved {t.k_saved_pct:.1f}%  {usd(t.cost_usd)}"
+            + (f" (saved {usd(t.saved_usd)})" if t.saved_usd is not None else "")
         )
     return "\n".join(lines)
 

@@ -1,7 +1,8 @@
 """visual [--session ID] [--out DIR] [--open]: draw a session as an HTML page and a PNG.
 
 Per model call one stacked bar: cached tokens, uncached tokens, and tokens saved against what the host
-alone would have sent; a strip under the bars shows the mode; dashed purple lines mark eviction
+alone would have sent (the summary and each bar's hover text also give money in USD as billed, output
+included, against the same calls without lightmem2); a strip under the bars shows the mode; dashed purple lines mark eviction
 batches and red lines prefix breaks. Hovering a bar shows its figures and, for a break, where and why.
 The page is self-contained (inline SVG and a few lines of JS, a policy that forbids any network
 request), so it opens offline and can be attached anywhere; the PNG is the same chart for chats that
@@ -24,7 +25,7 @@ from ..atomic import write_private_bytes, write_private_text
 from ..errors import UsageError
 from ..store.home import Home
 from ..store.ledger import CallRecord, Ledger, summarize
-from ..views.format import where
+from ..views.format import money_line, where
 from .base import Command, Outcome
 from .chart import HEIGHT, WIDTH, Chart, Label, Line, Rect, layout, render_png
 
@@ -145,7 +146,7 @@ def page(session_id: str, calls: list[CallRecord]) -> str:
     summary = (
         f"{t.calls} calls · mode {t.mode} · hit rate {100 * rate:.1f}% ({'real' if real else 'simulated'}) · "
         f"K {t.k:,.0f} vs {t.k_baseline:,.0f} vanilla estimate ({t.k_saved_pct:.1f}% saved) · "
-        f"{t.evictions} evictions · {t.prefix_breaks} prefix breaks"
+        f"{t.evictions} evictions · {t.prefix_breaks} prefix breaks · {money_line(t)}"
     )
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'

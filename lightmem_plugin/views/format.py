@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..metering.prices import hint
 from ..store.ledger import CallRecord, SessionTotals
 
 
@@ -21,6 +22,39 @@ def to_json(data: Any) -> str:
 def tokens(n: float) -> str:
     """A token count with thousands separators (K values are rounded to whole tokens)."""
     return f"{round(n):,}"
+
+
+def usd(value: float | None) -> str:
+    """Dollars: four decimals below $1 (a call costs cents), two from there; "-" without a price."""
+    if value is None:
+        return "-"
+    sign = "-" if value < 0 else ""
+    amount = abs(value)
+    return f"{sign}${amount:,.4f}" if amount < 1 else f"{sign}${amount:,.2f}"
+
+
+def _usd_json(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def money_line(t: SessionTotals) -> str:
+    """The session's money in one line (status, report): billed against without lightmem2, output
+    included, and how many calls it covers; the hint naming the config key when no call has money."""
+    if t.cost_usd is None:
+        return hint(t.unpriced_model)
+    pct_saved = t.saved_usd_pct or 0.0
+    source = (
+        "the provider's figures"
+        if t.priced_real_calls == t.priced_calls
+        else f"the provider's figures for {t.priced_real_calls} of {t.priced_calls} calls, the rest simulated"
+    )
+    line = (
+        f"money: {usd(t.cost_usd)} vs {usd(t.cost_without_usd)} without lightmem2 "
+        f"(saved {usd(t.saved_usd)}, {pct_saved:.1f}%); output included; {source}"
+    )
+    if t.unpriced_calls:
+        line += f"; {t.unpriced_calls} of {t.calls} calls without a price"
+    return line
 
 
 def pct(ratio: float) -> str:
@@ -72,6 +106,14 @@ def totals_dict(t: SessionTotals) -> dict[str, Any]:
         "prefixBreaks": t.prefix_breaks,
         "errors": t.errors,
         "lastError": t.last_error,
+        "outputTokens": t.output_tokens,
+        "costUsd": _usd_json(t.cost_usd),
+        "costUsdWithout": _usd_json(t.cost_without_usd),
+        "savedUsd": _usd_json(t.saved_usd),
+        "savedUsdPct": None if t.saved_usd_pct is None else round(t.saved_usd_pct, 2),
+        "pricedCalls": t.priced_calls,
+        "pricedRealCalls": t.priced_real_calls,
+        "priceHint": hint(t.unpriced_model) if t.unpriced_calls else None,
     }
 
 
@@ -100,4 +142,10 @@ def call_dict(c: CallRecord) -> dict[str, Any]:
         "prefixBreakAt": list(c.prefix_break_at) if c.prefix_break_at else None,
         "breakReason": c.break_reason,
         "errors": dict(sorted(c.errors.items())),
+        "model": c.model,
+        "outputTokens": c.output_tokens,
+        "realCacheWrite1h": c.real_cache_write_1h,
+        "costUsd": _usd_json(c.cost_usd),
+        "costUsdWithout": _usd_json(c.cost_without_usd),
+        "savedUsd": _usd_json(c.saved_usd),
     }

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..metering.prices import hint
 from ..store.ledger import CallRecord, summarize
-from .format import call_dict, pct, tokens, totals_dict, where
+from .format import call_dict, money_line, pct, tokens, totals_dict, where
 
 # input/vanilla: our estimate of the messages (with and without lightmem2); provider: the input the
 # provider counted for the call (system prompt and tools included), what `visual` draws when reported
@@ -71,12 +72,15 @@ def session_text(session_id: str, calls: list[CallRecord]) -> str:
             if t.real_calls
             else []
         ),
+        money_line(t),
         "",
         _HEADER,
         *(_row(c) for c in calls),
     ]
     if any(not c.hit_rate()[1] for c in calls):
         lines.append("* simulated: the provider reported no cache usage for that call")
+    if t.cost_usd is not None and t.unpriced_calls:  # the line naming the config key, for those calls
+        lines.append(hint(t.unpriced_model))
     lines.append("")
     top = _top_reductions(t.saved_by_pass)
     lines.append("top reductions (tokens not sent, summed over calls):" if top else "top reductions: none")

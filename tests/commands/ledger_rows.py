@@ -110,3 +110,23 @@ def fill(ledger: Ledger, sessions: list[list[CallRecord]]) -> Ledger:
         for rec in calls:
             ledger.record_call(rec)
     return ledger
+
+
+def priced(calls: list[CallRecord], model: str, output: int = 300) -> list[CallRecord]:
+    """``calls`` as a ledger of version 3 has them: the model named, ``output`` tokens a call, and
+    money from the provider's figures at the model's list price (saved: the K saved at its input price,
+    which for every list price here is what pricing both simulated sides gives)."""
+    from dataclasses import replace
+
+    from lightmem_plugin.metering.accounting import billed
+    from lightmem_plugin.metering.prices import price_for
+
+    price = price_for(model)
+    assert price is not None
+    out = []
+    for c in calls:
+        rec = replace(
+            c, model=model, output_tokens=output, saved_usd=(c.k_baseline - c.k) * price.input / 1e6
+        )
+        out.append(billed(rec, price))
+    return out

@@ -162,3 +162,34 @@ def test_a_typo_in_the_config_never_stops_a_read_only_command(
     err = capsys.readouterr().err
     assert code == 0
     assert "turbo" in err and "in force: defaults" in err
+
+
+def test_money_beside_k_in_text_and_json(tmp_path: Path) -> None:
+    from ledger_rows import fill, make_session, priced
+
+    from lightmem_plugin.store.ledger import CallRecord
+
+    calls = priced(make_session("swe-money", "normal", 8, "deepseek"), "deepseek-chat", output=120)
+    calls.append(CallRecord("swe-money", 9, "normal", 10, 10, 0, 10, model="acme-coder-7b"))  # no price
+    with Ledger(tmp_path / "money.sqlite3") as ledger:
+        fill(ledger, [calls])
+        t = ledger.totals("swe-money")
+        text = report.run(ledger)
+        lines = text.splitlines()
+        assert lines[1].startswith("K ") and lines[2].startswith("K by the provider's own figures")
+        assert t.cost_usd is not None and t.cost_without_usd is not None and t.saved_usd is not None
+        assert lines[3] == (
+            f"money: ${t.cost_usd:,.4f} vs ${t.cost_without_usd:,.4f} without lightmem2 "
+            f"(saved ${t.saved_usd:,.4f}, {t.saved_usd_pct:.1f}%); output included; "
+            "the provider's figures; 1 of 9 calls without a price"
+        )
+        assert 'money: - (no price for model "acme-coder-7b"; set prices."acme-coder-7b"' in text
+        (session,) = json.loads(report.run(ledger, as_json=True))["sessions"]
+        summary, rows = session["summary"], session["calls"]
+        assert summary["costUsd"] == round(sum(c.cost_usd or 0 for c in calls), 6)
+        assert summary["pricedCalls"] == 8 and summary["outputTokens"] == 8 * 120
+        assert summary["priceHint"].startswith('money: - (no price for model "acme-coder-7b"')
+        assert rows[0]["model"] == "deepseek-chat" and rows[0]["outputTokens"] == 120
+        assert rows[0]["costUsd"] == round(calls[0].cost_usd or 0, 6) and rows[0]["costUsd"] > 0
+        assert rows[-1]["costUsd"] is None and rows[-1]["savedUsd"] is None
+        assert rows[0]["k"] == round(calls[0].k, 1)  # every earlier key as it was

@@ -9,7 +9,7 @@ from lightmem_plugin.commands import status
 from lightmem_plugin.config import Config
 from lightmem_plugin.errors import UsageError
 from lightmem_plugin.reduction import passes
-from lightmem_plugin.store.ledger import Ledger
+from lightmem_plugin.store.ledger import CallRecord, Ledger
 from lightmem_plugin.store.registry import Registry
 
 
@@ -126,3 +126,40 @@ def test_status_json_reports_the_config_state(isolated_home: Path) -> None:
     assert data["mode"] == "normal"
     assert data["config"]["valid"] is False and data["config"]["inForce"] == "defaults"
     assert "reduction.normal.triggerChars" in data["config"]["error"]
+
+
+def test_money_beside_k(tmp_path: Path, registry: Registry) -> None:
+    """Money as billed (output included) against the same calls without lightmem2, from the ledger."""
+    from ledger_rows import fill, make_session, priced
+
+    with Ledger(tmp_path / "money.sqlite3") as ledger:
+        calls = priced(make_session("cc-money", "aggressive", 12, "anthropic"), "claude-sonnet-4-5")
+        fill(ledger, [calls])
+        t = ledger.totals("cc-money")
+        cost = sum(c.cost_usd or 0 for c in calls)
+        saved = sum(c.saved_usd or 0 for c in calls)
+        assert t.cost_usd == pytest.approx(cost) and cost > 0 and saved > 0
+        text = status.run(ledger, registry, Config())
+        line = next(line for line in text.splitlines() if line.startswith("money: "))
+        assert line == (
+            f"money: ${cost:,.4f} vs ${cost + saved:,.4f} without lightmem2 "
+            f"(saved ${saved:,.4f}, {100 * saved / (cost + saved):.1f}%); output included; "
+            "the provider's figures"
+        )
+        assert text.splitlines().index(line) == 5  # right under K
+        data = json.loads(status.run(ledger, registry, Config(), as_json=True))["session"]
+        assert data["costUsd"] == round(cost, 6) and data["savedUsd"] == round(saved, 6)
+        assert data["costUsdWithout"] == round(cost + saved, 6) and data["outputTokens"] == 12 * 300
+        assert (data["pricedCalls"], data["pricedRealCalls"], data["priceHint"]) == (12, 12, None)
+        assert data["kSaved"] == round(t.k_saved, 1)  # K as it was, beside the money
+        assert f"${cost:,.4f} (saved ${saved:,.4f})" in status.run_all(ledger)
+
+
+def test_a_session_without_money_says_why_and_what_to_set(ledger: Ledger, registry: Registry) -> None:
+    text = status.run(ledger, registry, Config())
+    assert "money: - (calls recorded before lightmem2 kept money)" in text.splitlines()
+    data = json.loads(status.run(ledger, registry, Config(), as_json=True))["session"]
+    assert data["costUsd"] is None and data["pricedCalls"] == 0 and data["priceHint"].startswith("money: -")
+    ledger.record_call(CallRecord("acme", 1, "normal", 10, 12, 0, 10, model="acme-coder-7b"))
+    text = status.run(ledger, registry, Config())
+    assert 'money: - (no price for model "acme-coder-7b"; set prices."acme-coder-7b" in config.json' in text

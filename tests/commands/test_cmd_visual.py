@@ -182,3 +182,16 @@ def test_console_errors_are_detected(tmp_path: Path) -> None:
     bad.write_text("<!DOCTYPE html><html><body><script>notDefined();</script></body></html>")
     _, console = chromium(bad, tmp_path, "--dump-dom")
     assert any("Uncaught ReferenceError" in line for line in console)
+
+
+def test_money_in_the_summary_and_the_hover(tmp_path: Path) -> None:
+    from ledger_rows import priced
+
+    calls = priced(make_session("cc-money", "aggressive", 6, "anthropic"), "claude-opus-4-6")
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        fill(ledger, [calls])
+        t = ledger.totals("cc-money")
+        page = Path(visual.run(ledger, out_dir=tmp_path / "v").splitlines()[0]).read_text(encoding="utf-8")
+    assert f"money: ${t.cost_usd:,.4f} vs ${t.cost_without_usd:,.4f} without lightmem2" in page
+    first = calls[0]
+    assert f"money ${first.cost_usd:,.4f} vs ${first.cost_without_usd:,.4f} without lightmem2" in page
