@@ -579,3 +579,89 @@ def test_a_body_that_is_not_utf8_goes_out_byte_for_byte() -> None:
         raw = text.encode("utf-8", "surrogatepass")
         r = httpx.post(s.url("chat"), content=raw, headers={"content-type": "application/json"}, timeout=10)
         assert r.status_code == 200 and s.fake.received[-1].raw == raw
+
+
+MONEY_MODEL = {"anthropic": "claude-sonnet-4-5-20250929", "chat": "gpt-5-mini", "responses": "gpt-5"}
+
+
+def _followed(api: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` one turn later: the model's "ok" and a new user message appended."""
+    if api == "responses":
+        more = [
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "and now?"}]},
+        ]
+        return {**body, "input": [*body["input"], *more]}
+    more = [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "and now?"}]
+    return {**body, "messages": [*body["messages"], *more]}
+
+
+def _billed(api: str, usage: dict[str, Any], model: str) -> float:
+    """What the provider's ``usage`` costs at the model's list price, read straight off its fields."""
+    from lightmem_plugin.metering.prices import price_for
+
+    p = price_for(model)
+    assert p is not None
+    if api == "anthropic":
+        hit, write, out = (
+            usage["cache_read_input_tokens"],
+            usage["cache_creation_input_tokens"],
+            usage["output_tokens"],
+        )
+        return (
+            hit * p.cache_read + usage["input_tokens"] * p.input + write * p.cache_write_5m + out * p.output
+        ) / 1e6
+    total, out = (
+        (usage["prompt_tokens"], usage["completion_tokens"])
+        if api == "chat"
+        else (usage["input_tokens"], usage["output_tokens"])
+    )
+    hit = usage["prompt_tokens_details" if api == "chat" else "input_tokens_details"]["cached_tokens"]
+    return (hit * p.cache_read + (total - hit) * p.input + out * p.output) / 1e6
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_proxied_call_records_the_money_its_usage_implies(api: str, tmp_path: Any) -> None:
+    """Through the real loopback proxy: each call's ledger row costs what the fake provider's usage
+    says at the model's list price (output included), and names the model and its output tokens."""
+    from lightmem_plugin.store.ledger import Ledger
+
+    fake = FakeUpstream()
+    model = MONEY_MODEL[api]
+    with ServerThread(fake.app) as up:
+        cfg = Config()
+        cfg.server.upstreams.anthropic, cfg.server.upstreams.openai = up.url, up.url + "/v1"
+        ledger = Ledger(tmp_path / "ledger.sqlite3")
+        with ServerThread(create_app(LightMem(cfg, ledger=ledger))) as px:
+            body = {**payload(api, False, user="list the files " * 40), "model": model}
+            usages = []
+            for _ in range(2):
+                fake.queue(Reply(text="ok, listing them now"))
+                headers = {**AUTH[api], "x-lightmem2-session": f"money-{api}"}
+                path = {
+                    "anthropic": "/v1/messages",
+                    "chat": "/v1/chat/completions",
+                    "responses": "/v1/responses",
+                }
+                r = httpx.post(px.url + path[api], json=body, headers=headers, timeout=10)
+                assert r.status_code == 200, r.text
+                usages.append(r.json()["usage"])
+                body = _followed(api, body)
+            deadline = time.monotonic() + 5
+            rows = ledger.calls(f"money-{api}")
+            while (
+                len(rows) < 2 or rows[-1].cost_usd is None or rows[-1].output_tokens is None
+            ) and time.monotonic() < deadline:
+                time.sleep(0.05)
+                rows = ledger.calls(f"money-{api}")
+    assert len(rows) == 2 and [r.model for r in rows] == [model, model]
+    assert [r.real_input_tokens for r in rows] == [f["prompt"] for f in fake.reported]
+    for row, usage in zip(rows, usages, strict=True):
+        assert row.output_tokens == usage.get("output_tokens", usage.get("completion_tokens"))
+        assert row.cost_usd == pytest.approx(_billed(api, usage, model), rel=1e-9)
+        assert row.saved_usd is not None and row.cost_without_usd is not None
+    assert (rows[1].real_hit_tokens or 0) > 0  # the second call read from the cache: priced as a read
+    t = ledger.totals(f"money-{api}")
+    assert (
+        t.cost_usd == pytest.approx(sum(_billed(api, u, model) for u in usages)) and t.priced_real_calls == 2
+    )
