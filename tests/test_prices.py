@@ -124,7 +124,10 @@ def test_money_of_is_what_the_replay_prices_with() -> None:
     )
     assert money_of("openai", "claude-opus-4-6", 1, 1) is None  # not that provider's model
     assert money_of("vllm", "deepseek-chat", 1, 1) is None  # self-hosted: no list price
-    with pytest.raises(UsageError, match=r'unknown provider "anthorpic".*anthropic, openai, deepseek, vllm'):
+    assert money_of("token", "deepseek-chat", 9_000, 1_000) == money_of(None, "deepseek-chat", 9_000, 1_000)
+    with pytest.raises(
+        UsageError, match=r'unknown provider "anthorpic".*anthropic, openai, deepseek, vllm, token'
+    ):
         money_of("anthorpic", "claude-opus-4-6", 1, 1)
     assert prices.PRICED_AS_OF == "2026-12-06"
 

@@ -113,6 +113,9 @@ PROVIDERS = ("anthropic", "openai", "deepseek")
 """Providers with list prices here."""
 SELF_HOSTED = ("vllm",)
 """Providers a replay may name that have no list price (a model you serve yourself): never priced."""
+ANY_PROVIDER = ("token",)
+"""Cache models a replay may name that are no provider (``token``: idealised caching by the token):
+the model name alone decides the price."""
 
 CONFIG_KEY = "prices"
 
@@ -148,11 +151,11 @@ def price_for(
         found = _longest(model, mine)
         if found is not None:
             return found
-    if provider is not None:
+    if provider is not None and provider not in ANY_PROVIDER:
         if provider in SELF_HOSTED:
             return None
         if provider not in PROVIDERS:
-            known = ", ".join((*PROVIDERS, *SELF_HOSTED))
+            known = ", ".join((*PROVIDERS, *SELF_HOSTED, *ANY_PROVIDER))
             raise UsageError(f'unknown provider "{provider}" for prices; use one of {known}')
         return _longest(model, {p: v for p, v in LIST_PRICES.items() if v.provider == provider})
     return _longest(model, LIST_PRICES)
@@ -180,7 +183,8 @@ def money_of(
     output: int = 0,
     overrides: Mapping[str, ModelPrice] | None = None,
 ) -> float | None:
-    """USD of one call of ``model`` on ``provider`` (None: any), as :func:`money` counts it; None when
+    """USD of one call of ``model`` on ``provider`` (None or ``token``: any; the replay's ``--provider``
+    values are all accepted), as :func:`money` counts it; None when
     no price is known (:func:`hint` says what to set). A pure function for the replay: the same figures
     always give the same money."""
     price = price_for(model, overrides, provider)
