@@ -43,6 +43,7 @@ from lightmem_plugin.wire.chat.adapter import ChatAdapter
 
 sys.path.insert(0, str(Path(__file__).parent / "server"))
 from fake_upstream import FakeUpstream
+from fake_wire import Reply
 from server_harness import ServerThread
 
 Chat = list[dict[str, Any]]
@@ -410,6 +411,20 @@ def _anthropic(client: httpx.Client, fakes: list[FakeUpstream]) -> Any:
     return r.status_code, [len(f.received) for f in fakes]
 
 
+def _slow_stream(client: httpx.Client, fakes: list[FakeUpstream]) -> Any:
+    """A stream whose events come 0.5 s apart: whole under the default timeout, cut under 0.2 s."""
+    fakes[0].queue(Reply(text="slow answer", delay_s=0.5, chunk=4))
+    try:
+        r = client.post("/v1/chat/completions", json={**CHAT, "stream": True})
+        return r.status_code, "slow answer" in "".join(
+            json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+            for line in r.text.splitlines()
+            if line.startswith("data: {") and json.loads(line[6:]).get("choices")
+        )
+    except httpx.HTTPError as err:
+        return type(err).__name__
+
+
 def _command(client: httpx.Client, fakes: list[FakeUpstream]) -> Any:
     r = client.post("/sidecar/command", json={"text": "/lightmem2 status"})
     return r.status_code, r.text
@@ -452,6 +467,7 @@ SERVE_PROBES: dict[str, Served | Function] = {
     ),
     "server.maxRequestBytes": Served(1 << 16, lambda c, f: _chat(c, f, pad="y" * 100_000)),
     "server.commandTimeoutS": Served(0.3, _command),
+    "server.upstreamTimeoutS": Served(0.2, _slow_stream),
     "server.commandMaxChars": Served(1000, _command),
     "server.maxSessions": Function(_sessions_probe),
     "server.sessionIdleS": Function(_sessions_probe),

@@ -180,20 +180,25 @@ class Proxy:
     def client(self) -> aiohttp.ClientSession:
         """The pooled upstream session (created in the running loop on first use)."""
         if self._client is None:
-            timeout = self.plugin.config.server.upstreamTimeoutS
             self._client = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(
                     limit=MAX_UPSTREAM_CONNECTIONS, limit_per_host=0, keepalive_timeout=UPSTREAM_IDLE_S
                 ),
-                timeout=aiohttp.ClientTimeout(
-                    total=None, connect=timeout, sock_connect=min(timeout, 30.0), sock_read=timeout
-                ),
+                timeout=self.upstream_timeout(),
                 trust_env=False,  # see env_proxy
                 cookie_jar=aiohttp.DummyCookieJar(),
                 skip_auto_headers=("User-Agent", "Content-Type"),  # only what the host sent
                 auto_decompress=True,  # a provider that compresses anyway is decoded, not relayed as is
             )
         return self._client
+
+    def upstream_timeout(self) -> aiohttp.ClientTimeout:
+        """``server.upstreamTimeoutS`` as in force now: each upstream request reads it (the pooled
+        client outlives config edits; measured before: the value of serve's first request held)."""
+        timeout = self.plugin.config.server.upstreamTimeoutS
+        return aiohttp.ClientTimeout(
+            total=None, connect=timeout, sock_connect=min(timeout, 30.0), sock_read=timeout
+        )
 
     async def aclose(self) -> None:
         """Close pooled upstream connections."""
@@ -286,6 +291,7 @@ class Proxy:
                     allow_redirects=False,
                     proxy=via,
                     proxy_auth=via_auth,
+                    timeout=self.upstream_timeout(),
                 )
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as err:
                 if attempt == 2 or isinstance(err, aiohttp.ClientConnectorError):
