@@ -44,6 +44,7 @@ e2e: $(STAMP)
 test: lint typecheck unit
 
 bench: $(STAMP)
+	$(BIN)/python benchmarks/calibration.py
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/continuous.py
 	$(BIN)/python benchmarks/frontier.py

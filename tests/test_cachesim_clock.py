@@ -109,7 +109,7 @@ def test_the_replay_with_a_clock_bills_what_the_provider_billed_a_short_session(
     """The bundled one-call Claude Code session, whose head an earlier session left warm: the cache
     that never forgets billed it 1.72x what the provider did; with the recorded luck, within 3%."""
     trace = load_trace(DATA / "short.jsonl.gz")
-    never = replay_trace(trace, Vanilla())
+    never = replay_trace(trace, Vanilla(), clock="none")
     timed = replay_trace(trace, Vanilla(), clock="recorded")
     assert never.K / never.recorded_K > 1.5  # both at the five-minute write price it assumed
     assert abs(timed.K / timed.recorded_K - 1) < 0.03, (timed.K, timed.recorded_K)
@@ -120,7 +120,7 @@ def test_a_tool_heavy_session_is_billed_within_3_percent_with_its_unseen_input()
     """The bundled 12-call Claude Code session: its transcript holds 4% less input than was billed
     (thinking kept as a summary); put back where it was sent, the replay bills it within 3%."""
     trace = load_trace(DATA / "tool_heavy.jsonl.gz")
-    never = replay_trace(trace, Vanilla())
+    never = replay_trace(trace, Vanilla(), clock="none")
     timed = replay_trace(trace, Vanilla(), clock="recorded")
     assert timed.input_tokens == timed.recorded_prompt_tokens > never.input_tokens
     assert abs(timed.K / timed.recorded_K - 1) < 0.03, (timed.K, timed.recorded_K)

@@ -7,9 +7,10 @@ a ``session`` header first; docs/HOSTS.md) or Claude Code's own transcript
 calls, tokens, hit rate, K (0.1 x hit + miss, cache writes 1.25x where priced), K charged (plus a
 recover round trip per use that is only recoverable), retention kept / recoverable / lost by span and
 by line, error lines kept, lines changed outside stubs, and the pipeline's own time per call. ``--head volatile`` is a constructed
-scenario: a per-call clock and runtime stats in the system prompt. ``--clock recorded``: the cache
-expires over the recorded pauses and drops where the recorded provider dropped, and the K the
-provider really billed the recorded session is printed beside the simulated one.
+scenario: a per-call clock and runtime stats in the system prompt. The cache expires over the
+recorded pauses and reads what the recorded provider read (``--clock none``: a cache that never
+forgets), and what the provider really billed the recorded session, in K and money, is printed
+beside the simulated figures.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from .base import Command, Outcome
 POLICIES = ("vanilla", "conservative", "normal", "aggressive")
 
 
+def _usd(value: object, before: str, after: str = "") -> str:
+    """A money figure in the line, or nothing where the model has no price."""
+    return f"{before}{value:,.2f}{after}" if isinstance(value, float | int) else ""
+
+
 def render(summary: dict[str, object], mode: str, head: str) -> str:
     """A short human-readable table of one replay."""
     s = summary
@@ -38,7 +44,7 @@ def render(summary: dict[str, object], mode: str, head: str) -> str:
             f"  input tokens {s['input_tokens']:,}, hit rate {float(s['hit_rate']):.1%}"  # type: ignore[arg-type]
             f" (recorded {float(s['recorded_hit_rate']):.1%})",  # type: ignore[arg-type]
             f"  K {float(s['K']):,.0f}, K charged {float(s['K_charged']):,.0f}"  # type: ignore[arg-type]
-            f" ({s['recovers']} recover round trips)",
+            f" ({s['recovers']} recover round trips){_usd(s.get('usd'), '; $', ' at list price, output included')}",
             f"  retention kept {float(s['retention_kept']):.1%}, recoverable "  # type: ignore[arg-type]
             f"{float(s['retention_recoverable']):.1%}, lost {float(s['retention_lost']):.1%}"  # type: ignore[arg-type]
             f" of {s['retention_uses']} uses",
@@ -49,8 +55,9 @@ def render(summary: dict[str, object], mode: str, head: str) -> str:
             f"  overhead per call p50 {s['overhead_ms_p50']} ms, p99 {s['overhead_ms_p99']} ms",
             *(
                 [
-                    f"  clock: recorded; {s['cold_starts']} cold starts (expired), {s['drops']} provider "
-                    f"drops; K the provider billed the recorded session {float(s['recorded_K']):,.0f}"  # type: ignore[arg-type]
+                    f"  clock: recorded; {s['cold_starts']} cold starts (expired), {s['drops']} short "
+                    f"reads; the provider billed the recorded session K {float(s['recorded_K']):,.0f}"  # type: ignore[arg-type]
+                    + _usd(s.get("recorded_usd"), ", $")
                 ]
                 if s.get("clock") == "recorded"
                 else []
@@ -67,7 +74,7 @@ def run(
     dump: str | None = None,
     as_json: bool = False,
     progress: bool = False,
-    clock: str = "none",
+    clock: str = "recorded",
 ) -> str:
     """The text (or JSON) ``lightmem2 replay`` prints."""
     if mode not in POLICIES:
@@ -109,9 +116,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--clock",
-        default="none",
+        default="recorded",
         choices=["none", "recorded"],
-        help="recorded: caches expire over the recorded pauses and drop where the provider dropped",
+        help="recorded (default): caches expire over the recorded pauses and read what the recorded "
+        "provider read; none: a cache that never forgets",
     )
 
 

@@ -39,6 +39,10 @@ DEFAULT_TTL_S: dict[str, float | None] = {
 """Seconds a provider keeps a cached prefix after its last use, where the request asks for nothing
 longer. Anthropic's one-hour cache is chosen per request; a recording shows it in its writes."""
 
+MIN_SHORT_READ = 1024
+"""Tokens a read must fall short by to count as the provider's luck: less is where the provider's
+cache positions (blocks, breakpoints) fall, not a loss (the recorded drops lost 8,000 to 90,000)."""
+
 HOUR_S = 3600.0
 WRITE_FACTOR = {300.0: 1.25, HOUR_S: 2.0}
 """What a cache write costs in uncached-input units, by how long it is kept (Anthropic bills a
@@ -101,7 +105,8 @@ def recorded_luck(trace: Trace, provider: str, block: int = 64) -> Luck:
             continue  # no record of what was written: a short read may be the provider still building
             # its cache (DeepSeek), and capping it moved the swe replay further from the bill (1.036 -> 1.069)
         expected = _left_cached(before) // block * block
-        if paused or now.cached_tokens + block > expected or not _extends(before.prompt, now.prompt):
+        short = expected - now.cached_tokens >= MIN_SHORT_READ
+        if paused or not short or not _extends(before.prompt, now.prompt):
             continue
         caps[i] = now.cached_tokens
     return Luck(ttl, factor, trace.calls[0].cached_tokens, caps)
