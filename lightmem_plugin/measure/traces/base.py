@@ -9,7 +9,9 @@ and the usage the provider really reported.
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -111,3 +113,21 @@ def epoch_seconds(value: object) -> float | None:
     if moment.tzinfo is None:  # a naive time would depend on this machine's zone: not deterministic
         return None
     return moment.timestamp()
+
+
+def typed_lines(
+    lines: Sequence[str], path: Path, fix: str, what: str
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank JSON line, each an object with a ``type`` string, as
+    the Claude Code and OpenClaw formats write them; a line that is not raises one :class:`TraceError`
+    naming it (``fix``: what to pass instead; ``what``: what a line of the format is)."""
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise TraceError(f"trace {path}: line {n} is not JSON ({err.msg}); {fix}") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            raise TraceError(f"trace {path}: line {n} is not {what} (no 'type' string)")
+        yield n, obj

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import TraceError
-from .base import ChatMessage, Trace, TraceCall, as_int, epoch_seconds
+from .base import ChatMessage, Trace, TraceCall, as_int, epoch_seconds, typed_lines
 
 Event = dict[str, Any]
 
@@ -234,17 +234,7 @@ def parse_claude_code(lines: Sequence[str], path: Path) -> Trace:
     """The neutral trace of a Claude Code transcript given as its JSONL lines."""
     events: list[Event] = []
     lines_of: list[int] = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise TraceError(
-                f"trace {path}: line {n} is not JSON ({err.msg}); pass a Claude Code .jsonl transcript"
-            ) from None
-        if not looks_like_claude_code(event):
-            raise TraceError(f"trace {path}: line {n} is not a Claude Code event (no 'type' string)")
+    for n, event in typed_lines(lines, path, "pass a Claude Code .jsonl transcript", "a Claude Code event"):
         events.append(event)
         lines_of.append(n)
     session = _Session(events, path)

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import TraceError
-from .base import ChatMessage, Trace, TraceCall, as_int, epoch_seconds
+from .base import ChatMessage, Trace, TraceCall, as_int, epoch_seconds, typed_lines
 
 Entry = dict[str, Any]
 
@@ -286,18 +286,8 @@ def parse_openclaw(lines: Sequence[str], path: Path) -> Trace:
     header: Entry | None = None
     entries: list[Entry] = []
     lines_of: list[int] = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise TraceError(
-                f"trace {path}: line {n} is not JSON ({err.msg}); the file is cut or damaged, "
-                "pass a complete OpenClaw session .jsonl"
-            ) from None
-        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
-            raise TraceError(f"trace {path}: line {n} is not an OpenClaw session entry (no 'type' string)")
+    fix = "the file is cut or damaged, pass a complete OpenClaw session .jsonl"
+    for n, entry in typed_lines(lines, path, fix, "an OpenClaw session entry"):
         if entry["type"] == "session":
             header = header or entry
             continue
