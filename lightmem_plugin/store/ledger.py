@@ -112,6 +112,12 @@ def k_cost(hit: int, miss: int, write: int = 0) -> float:
     return _k_cost(hit, miss + write, write)
 
 
+def _without(cost: float | None, saved: float | None) -> float | None:
+    """What lightmem2's calls would have cost without it: what they cost plus what it saved (None
+    where either is unknown)."""
+    return None if cost is None or saved is None else cost + saved
+
+
 @dataclass(frozen=True)
 class CallRecord:
     """One model call as the ledger keeps it.
@@ -160,9 +166,7 @@ class CallRecord:
     @property
     def cost_without_usd(self) -> float | None:
         """The call without lightmem2 in USD, priced the same (None without a price)."""
-        if self.cost_usd is None or self.saved_usd is None:
-            return None
-        return self.cost_usd + self.saved_usd
+        return _without(self.cost_usd, self.saved_usd)
 
     @property
     def real_hit_tokens(self) -> int | None:
@@ -243,9 +247,7 @@ class SessionTotals:
     @property
     def cost_without_usd(self) -> float | None:
         """The same calls without lightmem2 in USD, priced the same."""
-        if self.cost_usd is None or self.saved_usd is None:
-            return None
-        return self.cost_usd + self.saved_usd
+        return _without(self.cost_usd, self.saved_usd)
 
     @property
     def saved_usd_pct(self) -> float | None:
