@@ -8,14 +8,13 @@ provider's short reads and warm head, the input its transcript does not show: ``
 provider billed (its own reads, writes at the price of their TTL, and misses). Target (issue #41):
 within 3% on every dev Claude Code session and on the swe totals.
 
-Writes ``benchmarks/results/calibration.json``. Usage: ``python benchmarks/calibration.py
+Writes ``benchmarks/results/calibration.json`` and its block of ``docs/BENCHMARKS.md``. Usage: ``python benchmarks/calibration.py
 [--traces ../shared/traces]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 from lightmem_plugin.measure.replay import SessionResult, replay_paths  # noqa: E402
+
+sys.path.insert(0, str(HERE))
+from readme_table import BENCHMARKS, K_END, K_START, _update, publish, render_calibration  # noqa: E402
 
 TARGET = 0.03
 
@@ -77,9 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", default=str(HERE.parent.parent / "shared" / "traces"))
     parser.add_argument("--out", default=str(HERE / "results" / "calibration.json"))
+    parser.add_argument(
+        "--doc", default=str(BENCHMARKS), help="the file whose block it rewrites ('' for none)"
+    )
     args = parser.parse_args(argv)
     result = calibrate(Path(args.traces))
-    Path(args.out).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    publish(
+        result, Path(args.out), args.doc, lambda doc, r: _update(doc, K_START, K_END, render_calibration(r))
+    )
     print(render(result))
     return 0
 
