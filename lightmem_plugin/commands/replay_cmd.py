@@ -1,7 +1,8 @@
 """replay PATH... [--mode M] [--provider P] [--json]: replay recorded sessions and measure their cost.
 
 PATH is a trace file or a directory of them: the swe JSON format, an OpenClaw session file (JSON lines,
-a ``session`` header first; docs/HOSTS.md) or Claude Code's own transcript
+a ``session`` header first; docs/HOSTS.md), OpenClaw 2026.9.x's SQLite store
+(``~/.openclaw/agents/<agent>/agent/openclaw-agent.sqlite``: every session in it) or Claude Code's own transcript
 (``~/.claude/projects/<project>/<session>.jsonl``). Each call's prompt goes through the chosen mode
 (or ``vanilla``: unchanged), a provider prefix-cache model, and the retention check. Prints sessions,
 calls, tokens, hit rate, K (0.1 x hit + miss, cache writes 1.25x where priced), K charged (plus a
@@ -84,11 +85,13 @@ def run(
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise UsageError(
-            f'no such trace file or directory "{missing[0]}"; give a .json(.gz) or .jsonl(.gz) path'
+            f'no such trace file or directory "{missing[0]}"; give a .json(.gz), .jsonl(.gz) or '
+            "openclaw-agent.sqlite path"
         )
     if not trace_files(paths):
         raise UsageError(
-            f"no trace files under {', '.join(paths)}; expected *.json, *.jsonl (optionally .gz)"
+            f"no trace files under {', '.join(paths)}; expected *.json, *.jsonl (optionally .gz) "
+            "or an OpenClaw store with sessions"
         )
     if head not in ("plain", "volatile"):
         raise UsageError(f'unknown head scenario "{head}"; allowed: plain, volatile')

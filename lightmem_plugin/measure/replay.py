@@ -54,7 +54,7 @@ from ..tokens import TokenCounter
 from .fidelity import ChangedLinesTracker
 from .luck import HOUR_S, Luck, recorded_luck
 from .retention import RetentionTracker, recover_charge
-from .traces import load_trace
+from .traces import TraceSource, is_sqlite, load_trace, store_sessions
 from .traces.base import Trace, TraceCall
 
 Head = Literal["plain", "volatile"]
@@ -531,14 +531,20 @@ def _money_sum(values: Sequence[float | None]) -> float | None:
     return round(sum(v for v in values if v is not None), 4)
 
 
-def trace_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Expand directories into their trace files (sorted, so runs are reproducible)."""
-    out: list[Path] = []
+def trace_files(paths: Iterable[str | Path]) -> list[TraceSource]:
+    """Expand directories into their trace files and OpenClaw SQLite stores into their sessions
+    (both sorted, so runs are reproducible): a store is a directory of sessions kept in one file.
+    A store is told by its content, whatever its name; a directory's own listing goes by suffix."""
+    out: list[TraceSource] = []
     for p in map(Path, paths):
         if p.is_dir():
             out += sorted(
-                f for f in p.iterdir() if f.name.endswith((".json", ".json.gz", ".jsonl", ".jsonl.gz"))
+                f
+                for f in p.iterdir()
+                if f.name.endswith((".json", ".json.gz", ".jsonl", ".jsonl.gz", ".jsonl.zst"))
             )
+        elif is_sqlite(p):
+            out += store_sessions(p)
         else:
             out.append(p)
     return out

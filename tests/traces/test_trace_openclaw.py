@@ -7,13 +7,16 @@ from __future__ import annotations
 import gzip
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 
 from lightmem_plugin.cli import main
 from lightmem_plugin.errors import TraceError
+from lightmem_plugin.measure.replay import replay_paths, result_dicts, trace_files
 from lightmem_plugin.measure.traces import load_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "openclaw"
@@ -367,7 +370,7 @@ def test_bad_session_files(tmp_path: Path, make: Any, message: str) -> None:
             b'{"hello": 1}\n{"hello": 2}\n',
             "is not a swe session .* an OpenClaw session .* or a Claude Code transcript",
         ),
-        (b"\x28\xb5\x2f\xfd\x00\x58", "is zstd-compressed; decompress it first"),
+        (b"\x28\xb5\x2f\xfd\x00\x58", "is a damaged zstd file .*; re-copy the file"),
     ],
 )
 def test_foreign_and_empty_files(tmp_path: Path, content: bytes, message: str) -> None:
@@ -378,14 +381,89 @@ def test_foreign_and_empty_files(tmp_path: Path, content: bytes, message: str) -
     assert str(path) in str(info.value) and "\n" not in str(info.value)
 
 
-def test_openclaw_sqlite_store_is_named_with_the_way_out(tmp_path: Path) -> None:
-    path = tmp_path / "openclaw-agent.sqlite"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE transcript_events (session_id TEXT, seq INTEGER, event_json TEXT)")
-    with pytest.raises(
-        TraceError, match="is an SQLite database, not a session file; export one session"
-    ) as info:
-        load_trace(path)
+def test_zstd_archive_is_read_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "772536c6.jsonl.zst"  # OpenClaw's archive of a cold or deleted session
+    path.write_bytes(zstandard.ZstdCompressor().compress(CHAT.read_bytes()))
+    assert load_trace(path).calls == load_trace(CHAT).calls
+    assert trace_files([tmp_path]) == [path]
+
+
+def _store(path: Path, sessions: dict[str, Path]) -> Path:
+    """An OpenClaw 2026.9.x store holding each file as a session: one row per line in ``seq`` order,
+    long rows zstd-compressed with ``event_json`` NULL, as OpenClaw writes them. OpenClaw compresses
+    from 1 KiB; the recorded lines are all shorter, so this compresses from 512 bytes."""
+    packer = zstandard.ZstdCompressor()
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "CREATE TABLE transcript_events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+            "event_json TEXT, event_zstd BLOB, created_at INTEGER, PRIMARY KEY (session_id, seq))"
+        )
+        for sid, file in sessions.items():
+            lines = file.read_text().splitlines()
+            packed = [len(line.encode()) >= 512 for line in lines]
+            assert any(packed) and not all(packed)  # both kinds of row in each session
+            # rows go in out of order: the store's seq, not its row order, is the file's order
+            for seq in reversed(range(len(lines))):
+                line = lines[seq]
+                row = (None, packer.compress(line.encode())) if packed[seq] else (line, None)
+                conn.execute("INSERT INTO transcript_events VALUES (?, ?, ?, ?, 0)", (sid, seq, *row))
+    return path
+
+
+def test_replay_reads_every_session_of_an_openclaw_store(tmp_path: Path) -> None:
+    store = _store(tmp_path / "openclaw-agent.sqlite", {"b-chat": CHAT, "a-anthropic": ANTHROPIC})
+    with closing(sqlite3.connect(store)) as conn, conn:  # not a session: no header, skipped
+        conn.execute("INSERT INTO transcript_events VALUES ('c-other', 0, '{\"type\": \"note\"}', NULL, 0)")
+    sources = trace_files([store])
+    assert [str(s) for s in sources] == [f"{store}#a-anthropic", f"{store}#b-chat"]  # sorted by id
+    assert load_trace(sources[1]) == load_trace(CHAT)
+    from_store = result_dicts(replay_paths([store], "vanilla"))
+    from_files = result_dicts(replay_paths([ANTHROPIC, CHAT], "vanilla"))
+    assert [r["calls"] for r in from_store] == [5, 5]
+    assert from_store == from_files
+
+
+def test_replay_command_takes_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = _store(tmp_path / "openclaw-agent.sqlite", {"s1": CHAT, "s2": ANTHROPIC})
+    assert main(["replay", str(store), "--json", "--mode", "vanilla"]) == 0
+    from_store = json.loads(capsys.readouterr().out)
+    assert main(["replay", str(CHAT), str(ANTHROPIC), "--json", "--mode", "vanilla"]) == 0
+    from_files = json.loads(capsys.readouterr().out)
+    assert (from_store["sessions"], from_store["calls"]) == (2, 10)
+    assert {k: v for k, v in from_store.items() if "overhead" not in k} == {
+        k: v for k, v in from_files.items() if "overhead" not in k
+    }
+
+
+def test_a_sqlite_file_that_is_not_a_store_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "other.sqlite"
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+    with pytest.raises(TraceError, match="is an SQLite database but not an OpenClaw session store") as info:
+        trace_files([path])
+    assert str(path) in str(info.value) and "openclaw-agent.sqlite" in str(info.value)
+    assert "\n" not in str(info.value) and info.value.exit_code == 2
+    assert main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "no such table: transcript_events" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_damaged_store_is_one_line(tmp_path: Path) -> None:
+    store = _store(tmp_path / "openclaw-agent.sqlite", {"s1": CHAT})
+    data = bytearray(store.read_bytes())
+    data[100:] = b"\xff" * (len(data) - 100)  # the header survives, the pages do not
+    store.write_bytes(bytes(data))
+    with pytest.raises(TraceError, match="is a damaged or unreadable SQLite database") as info:
+        trace_files([store])
+    assert str(store) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_store_is_not_one_session_file(tmp_path: Path) -> None:
+    store = _store(tmp_path / "openclaw-agent.sqlite", {"s1": CHAT})
+    with pytest.raises(TraceError, match=r"is an SQLite database .* pass it to lightmem2 replay") as info:
+        load_trace(store)  # continuous, resume: one session each
     assert "\n" not in str(info.value)
 
 

@@ -17,6 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+import zstandard
+
 from ...errors import TraceError
 
 ChatMessage = dict[str, Any]
@@ -63,20 +65,37 @@ class Trace:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+def unzstd(raw: bytes) -> bytes:
+    """zstd data decompressed, every frame of it; raises ``zstandard.ZstdError`` for data that is not
+    zstd or ends inside a frame. Why frame by frame: zstandard's readers return what they have at
+    the end of the input, so a cut copy would read as a shorter session rather than an error."""
+    out: list[bytes] = []
+    while raw:
+        frame = zstandard.ZstdDecompressor().decompressobj()
+        out.append(frame.decompress(raw))
+        if not frame.eof:
+            raise zstandard.ZstdError("the data ends inside a frame")
+        raw = frame.unused_data
+    return b"".join(out)
+
+
 def read_text(path: Path) -> str:
-    """The file's text, gunzipped when it is gzip (by its magic bytes, whatever its name)."""
+    """The file's text, gunzipped or zstd-decompressed (OpenClaw's ``.jsonl.zst`` archives) by its
+    magic bytes, whatever its name. An SQLite file is refused here: a store holds many sessions, and
+    only replay's :func:`~lightmem_plugin.measure.replay.trace_files` expands it into them."""
     try:
         raw = path.read_bytes()
     except OSError as err:
         raise TraceError(f"cannot read trace {path}: {err.strerror or err}; pass an existing file") from None
     if raw[:4] == b"\x28\xb5\x2f\xfd":  # OpenClaw's cold and deleted-session archives (.jsonl.zst)
+        try:
+            raw = unzstd(raw)
+        except zstandard.ZstdError as err:
+            raise TraceError(f"trace {path} is a damaged zstd file ({err}); re-copy the file") from None
+    if raw[:16] == b"SQLite format 3\x00":  # OpenClaw 2026.9.x keeps its sessions in SQLite
         raise TraceError(
-            f"trace {path} is zstd-compressed; decompress it first (zstd -d) and pass the .jsonl"
-        )
-    if raw[:16] == b"SQLite format 3\x00":  # OpenClaw 2026.x keeps its sessions in SQLite
-        raise TraceError(
-            f"trace {path} is an SQLite database, not a session file; export one session as JSONL first "
-            "(docs/HOSTS.md, OpenClaw session files)"
+            f"trace {path} is an SQLite database (OpenClaw's session store holds many sessions), not one "
+            "session file; pass it to lightmem2 replay, which replays every session in it"
         )
     if raw[:2] == b"\x1f\x8b":
         try:

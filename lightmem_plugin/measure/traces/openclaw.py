@@ -3,7 +3,7 @@
 Where such a file comes from: OpenClaw releases before its SQLite store wrote one per session to
 ``~/.openclaw/agents/<agent>/sessions/<id>.jsonl``. 2026.9.x keeps the very same entries as rows of
 ``transcript_events`` in ``~/.openclaw/agents/<agent>/agent/openclaw-agent.sqlite``: the session's
-``event_json`` in ``seq`` order is this file, line for line (docs/HOSTS.md shows the export).
+``event_json`` in ``seq`` order is this file, line for line (:mod:`.openclaw_store` reads them).
 
 The format (header ``version`` 1 to 4; checked on OpenClaw 2026.9.6, which writes 4):
 
