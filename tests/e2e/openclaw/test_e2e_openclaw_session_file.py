@@ -6,6 +6,7 @@ session file older releases wrote to ``agents/<agent>/sessions/<id>.jsonl``. The
 ``openclaw agent --local`` (no lightmem2: the provider gets what OpenClaw has) over a scripted session
 with parallel tool calls, exports the session that way, and checks, on both wire APIs:
 
+- ``lightmem2 replay STORE`` (the SQLite store OpenClaw wrote) gives the figures of the file;
 - ``lightmem2 replay FILE --json --mode vanilla --dump-requests DIR`` counts one call per model request
   the fake provider received, and the recorded hit rate is the provider's;
 - each replayed prompt is the request the provider received, in chat form, less what a session file
@@ -204,6 +205,14 @@ def test_a_recorded_session_replays_as_sent(make_env: Any, tmp_path: Path, api: 
         names = dict(zip(ours, theirs, strict=True))
         assert len(set(names.values())) == len(names), names  # one to one
         assert with_ids(prompt, names) == sent, f"call {n + 1}"
+
+    # the store OpenClaw itself wrote replays to the same figures as the session written out of it
+    store = env.root / "state" / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    direct = env.lightmem2_cli("replay", str(store), "--json", "--mode", "vanilla")
+    assert direct.returncode == 0, direct.stderr.decode()[-2000:]
+    same = ("sessions", "calls", "K", "recorded_K", "hit_rate", "recorded_hit_rate", "input_tokens")
+    from_store = json.loads(direct.stdout)
+    assert {k: from_store[k] for k in same} == {k: summary[k] for k in same}
 
     trace = load_trace(path)
     assert (trace.kind, trace.id, trace.model) == ("openclaw", session_id, "fake-model")
