@@ -412,8 +412,8 @@ def _anthropic(client: httpx.Client, fakes: list[FakeUpstream]) -> Any:
 
 
 def _slow_stream(client: httpx.Client, fakes: list[FakeUpstream]) -> Any:
-    """A stream whose events come 0.5 s apart: whole under the default timeout, cut under 0.2 s."""
-    fakes[0].queue(Reply(text="slow answer", delay_s=0.5, chunk=4))
+    """A stream whose events come 0.25 s apart: whole under the default timeout, cut under 0.1 s."""
+    fakes[0].queue(Reply(text="slow answer", delay_s=0.25, chunk=16))
     try:
         r = client.post("/v1/chat/completions", json={**CHAT, "stream": True})
         return r.status_code, "slow answer" in "".join(
@@ -467,7 +467,7 @@ SERVE_PROBES: dict[str, Served | Function] = {
     ),
     "server.maxRequestBytes": Served(1 << 16, lambda c, f: _chat(c, f, pad="y" * 100_000)),
     "server.commandTimeoutS": Served(0.3, _command),
-    "server.upstreamTimeoutS": Served(0.2, _slow_stream),
+    "server.upstreamTimeoutS": Served(0.1, _slow_stream),
     "server.commandMaxChars": Served(1000, _command),
     "server.maxSessions": Function(_sessions_probe),
     "server.sessionIdleS": Function(_sessions_probe),
