@@ -219,3 +219,34 @@ def test_a_version_2_ledger_keeps_its_rows_with_no_money(tmp_path: Path) -> None
     assert version == _SCHEMA_VERSION == 3
     with Ledger(path) as again:  # opened again: nothing migrates twice
         assert len(again.calls("old")) == 3
+
+
+def test_a_routed_model_name_is_priced_as_the_model_after_its_last_slash() -> None:
+    """The bundled demo session names ``deepseek/deepseek-chat`` (LiteLLM's spelling): priced as
+    ``deepseek-chat``; a whole-name entry of the config still wins."""
+    assert price_for("deepseek/deepseek-chat") == price_for("deepseek-chat") is not None
+    assert price_for("openrouter/anthropic/claude-sonnet-4-5") == price_for("claude-sonnet-4-5")
+    assert price_for("nosuch/model") is None
+
+
+def test_the_python_api_prices_a_call_as_the_model_its_host_names(tmp_path: Path) -> None:
+    """``before_model_call(model=...)``: the row is priced as that model (the proxy reads it from the
+    request body; the Python API has no body, so the host says it); without it, no money."""
+    from lightmem_plugin.config import Config
+    from lightmem_plugin.pipeline import LightMem
+    from lightmem_plugin.store.ledger import Ledger
+    from lightmem_plugin.store.registry import Registry
+
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        lm = LightMem(config=Config(), registry=Registry(tmp_path / "reg"), ledger=ledger)
+        named, unnamed = lm.session("named"), lm.session("unnamed")
+        messages = [{"role": "user", "content": "hello " * 400}]
+        named.before_model_call(messages, model="claude-sonnet-4-5")
+        named.after_model_call({"role": "assistant", "content": "hi"})
+        unnamed.before_model_call(messages)
+        unnamed.after_model_call({"role": "assistant", "content": "hi"})
+        lm.settle()
+        (row,) = ledger.calls("named")
+        (bare,) = ledger.calls("unnamed")
+    assert row.model == "claude-sonnet-4-5" and row.cost_usd is not None and row.cost_usd > 0
+    assert bare.model == "" and bare.cost_usd is None

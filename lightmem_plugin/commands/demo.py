@@ -63,7 +63,7 @@ def _record(path: Path, ledger: Ledger) -> None:
     # stubs name the recovery the recorded host has, as the table's replay does
     session.prefer_shell = prefers_shell(called_tools(trace))
     for call in trace.calls:
-        session.before_model_call(call.prompt)
+        session.before_model_call(call.prompt, model=trace.model)
         session.after_model_call(call.output)
 
 

@@ -143,9 +143,18 @@ def price_for(
 ) -> Price | None:
     """The price of ``model``: the longest matching prefix of ``overrides`` (the ``prices`` config
     key), else of the built-in table (only ``provider``'s entries when one is named); None when nothing
-    matches, the model is unknown, or ``provider`` is self-hosted."""
+    matches, the model is unknown, or ``provider`` is self-hosted. A routed name (``deepseek/deepseek-chat``,
+    as LiteLLM and OpenRouter spell it) is priced as the model after its last ``/`` when the whole name
+    matches nothing."""
     if not model:
         return None
+    found = _price_for(model, overrides, provider)
+    if found is None and "/" in model.strip("/"):
+        found = _price_for(model.rstrip("/").rsplit("/", 1)[1], overrides, provider)
+    return found
+
+
+def _price_for(model: str, overrides: Mapping[str, ModelPrice] | None, provider: str | None) -> Price | None:
     if overrides:
         mine = {prefix: from_config(entry) for prefix, entry in overrides.items()}
         found = _longest(model, mine)

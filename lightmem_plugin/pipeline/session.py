@@ -222,6 +222,7 @@ class Session(SessionChain):
         tools: list[dict[str, Any]] | None = None,
         whole_turn: bool = False,
         api: str | None = None,
+        model: str | None = None,
     ) -> list[dict[str, Any]]:
         """OpenAI chat-form messages in and out (the Python API for any agent loop).
 
@@ -229,12 +230,16 @@ class Session(SessionChain):
         ``whole_turn``: the host assembles the context once per turn and makes the turn's model calls
         itself (OpenClaw); report them with :meth:`record_turn` so the ledger has a row per model call.
         ``api``: the wire API the host's provider speaks, when the host says (:meth:`process`).
+        ``model``: the model the call goes to, when the host says; its ledger row is priced as that
+        model (:mod:`lightmem_plugin.metering.prices`), as the proxy prices a request naming one.
         """
         try:
             req = self.chat.decode(messages, tools)
         except Exception as err:  # fail-open (I5): the caller's messages go out as they were
             self.fail.report("codec", err)
             return messages
+        if model:
+            req = replace(req, extra={**req.extra, "model": model})
         out = self.process(req, whole_turn, api=api)
         encoded = self.fail.run("codec", lambda: self.chat.encode(out), {"messages": messages})
         result: list[dict[str, Any]] = encoded["messages"]
