@@ -44,17 +44,6 @@ def test_a_prefix_expires_after_its_ttl_unless_read_again(provider: str) -> None
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "deepseek"])
-def test_a_drop_keeps_only_what_the_provider_kept(provider: str) -> None:
-    cache = make_cache(provider)
-    marks = [len(HEAD), len(HEAD) + 640] if provider == "anthropic" else None
-    cache.observe(_prompt(640), marks)
-    again = [len(HEAD), len(HEAD) + 704] if provider == "anthropic" else None
-    cache.drop(len(HEAD))
-    usage = cache.observe(_prompt(704), again)
-    assert usage.hit_tokens == len(HEAD) and not usage.cold
-
-
-@pytest.mark.parametrize("provider", ["anthropic", "deepseek"])
 def test_a_cap_limits_one_read_and_keeps_what_was_cached(provider: str) -> None:
     cache = make_cache(provider)
     a, b, c = list(range(5000, 5640)), list(range(6000, 6064)), list(range(7000, 7064))

@@ -11,11 +11,10 @@ Time and luck: a call may say when it was made (``at``, seconds); a cache built 
 forgets an entry that was neither written nor read for longer than that (Anthropic keeps a prefix five
 minutes after its last use, or an hour where the request asks; reading it starts the time again), and
 the call says it found its cache expired (``CallUsage.cold``). Without ``at`` nothing expires (the swe
-trajectories have no clock). The provider also loses entries on its own: :meth:`PrefixCache.drop`
-forgets every cached prefix longer than the tokens it kept, and :meth:`PrefixCache.warm` starts a
-session with the head an earlier session left cached; a replay takes both from what the recorded
-session's provider reported (:mod:`lightmem_plugin.measure.luck`), so every policy meets the same
-provider.
+trajectories have no clock). The provider also reads short on its own: ``observe(cap=)`` limits one
+call's read to what the recorded provider read, and :meth:`PrefixCache.warm` starts a session with the
+head an earlier session left cached; a replay takes both from what the recorded session's provider
+reported (:mod:`lightmem_plugin.measure.luck`), so every policy meets the same provider.
 
 The models (``make_cache(name)``):
 
@@ -155,7 +154,6 @@ class PrefixCache:
         self._prefix = _Prefix(self.block)
         self.ttl = ttl
         self._touched: dict[int, float] = {}  # prefix hash -> when last written or read (0.0: no clock)
-        self._ends: dict[int, int] = {}  # prefix hash -> the prefix's length in tokens (for drop)
         self._warm = 0
 
     def observe(
@@ -175,13 +173,6 @@ class PrefixCache:
         """
         raise NotImplementedError
 
-    def drop(self, keep_tokens: int) -> None:
-        """The provider lost what it cached beyond the first ``keep_tokens`` tokens (as recorded: a
-        call read less than the previous call left cached, with nothing changed and no pause)."""
-        for h in [h for h, end in self._ends.items() if end > keep_tokens]:
-            del self._ends[h]
-            self._touched.pop(h, None)
-
     def warm(self, tokens: int) -> None:
         """The next prompt's first ``tokens`` tokens are already cached (an earlier session left the
         shared head warm: the recorded first call read them)."""
@@ -194,9 +185,9 @@ class PrefixCache:
             return None
         return at is None or self.ttl is None or at - touched <= self.ttl
 
-    def _keep(self, h: int, end: int, at: float | None) -> None:
+    def _keep(self, h: int, at: float | None) -> None:
+        """``h`` is cached (written or read) at ``at``."""
         self._touched[h] = at if at is not None else 0.0
-        self._ends[h] = end
 
 
 class BlockCache(PrefixCache):
@@ -226,7 +217,7 @@ class BlockCache(PrefixCache):
         n = len(self._prefix.flat)
         if self._warm:
             for k in range(min(len(hashes), self._warm // size)):
-                self._keep(hashes[k], (k + 1) * size, at)
+                self._keep(hashes[k], at)
             self._warm = 0
         clocked = at is not None and self.ttl is not None
         if clocked and self._last_at is not None and at - self._last_at > self.ttl:  # type: ignore[operator]
@@ -250,16 +241,13 @@ class BlockCache(PrefixCache):
                 self._touched[hashes[k]] = at  # type: ignore[assignment]
         if n >= self.min_tokens:
             for k in range(j, len(hashes)):
-                self._keep(hashes[k], (k + 1) * size, at)
+                self._keep(hashes[k], at)
             self._known = len(hashes)
         else:
             self._known = j
         self._last_at = at
         return CallUsage(n, hit, n - hit, 0, cold)
 
-    def drop(self, keep_tokens: int) -> None:
-        super().drop(keep_tokens)
-        self._known = min(self._known, keep_tokens // self.block)
 
 
 class DeepSeekCache(BlockCache):
@@ -324,7 +312,7 @@ class AnthropicCache(PrefixCache):
         if self._warm:  # a head an earlier session cached ends at a block boundary or breakpoint
             for pos in [*prefix.bounds, *marks]:
                 if pos <= self._warm:
-                    self._keep(prefix.position_hash(pos), pos, at)
+                    self._keep(prefix.position_hash(pos), at)
             self._warm = 0
         hit = 0
         cold = False
@@ -345,11 +333,11 @@ class AnthropicCache(PrefixCache):
                     break
                 cold = cold or alive is False
         for h in read:  # read: its time starts again
-            self._keep(h, self._ends[h], at)
+            self._keep(h, at)
         top = hit
         for bp in marks:
             if bp > hit and bp >= self.min_tokens:
-                self._keep(prefix.position_hash(bp), bp, at)
+                self._keep(prefix.position_hash(bp), at)
                 top = bp
         return CallUsage(n, hit, n - hit, top - hit, cold and hit < n)
 
