@@ -37,7 +37,7 @@ def _row(r: SessionResult) -> dict[str, Any]:
         "recorded_K": round(r.recorded_K, 1),
         "ratio": round(r.K / r.recorded_K, 4) if r.recorded_K else None,
         "cold_starts": r.cold_starts,
-        "short_reads": r.drops,
+        "short_reads": r.short_reads,
         "usd": None if r.usd is None else round(r.usd, 4),
         "recorded_usd": None if r.recorded_usd is None else round(r.recorded_usd, 4),
     }

@@ -56,7 +56,7 @@ def render(summary: dict[str, object], mode: str, head: str) -> str:
             f"  overhead per call p50 {s['overhead_ms_p50']} ms, p99 {s['overhead_ms_p99']} ms",
             *(
                 [
-                    f"  clock: recorded; {s['cold_starts']} cold starts (expired), {s['drops']} short "
+                    f"  clock: recorded; {s['cold_starts']} cold starts (expired), {s['short_reads']} short "
                     f"reads; the provider billed the recorded session K {float(s['recorded_K']):,.0f}"  # type: ignore[arg-type]
                     + _usd(s.get("recorded_usd"), ", $")
                 ]

@@ -23,11 +23,9 @@ history), or a pause the TTL explains.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from .traces.base import Trace, TraceCall
+from .traces.base import Trace, appends_to
 
 DEFAULT_TTL_S: dict[str, float | None] = {
     "anthropic": 300.0,  # ephemeral cache_control: 5 minutes from the last use
@@ -41,7 +39,7 @@ longer. Anthropic's one-hour cache is chosen per request; a recording shows it i
 
 MIN_SHORT_READ = 1024
 """Tokens a read must fall short by to count as the provider's luck: less is where the provider's
-cache positions (blocks, breakpoints) fall, not a loss (the recorded drops lost 8,000 to 90,000)."""
+cache positions (blocks, breakpoints) fall, not a loss (the recorded short reads fell 8,000 to 90,000 tokens short)."""
 
 HOUR_S = 3600.0
 WRITE_FACTOR = {300.0: 1.25, HOUR_S: 2.0}
@@ -75,22 +73,7 @@ def ttl_of(trace: Trace, provider: str) -> float | None:
     return DEFAULT_TTL_S.get(provider)
 
 
-def _extends(before: Sequence[Any], after: Sequence[Any]) -> bool:
-    """True when ``after`` starts with every message of ``before`` (the host only appended)."""
-    if len(after) < len(before):
-        return False
-    return all(a is b or a == b for a, b in zip(before, after, strict=False))
-
-
-def _left_cached(call: TraceCall) -> int:
-    """Tokens of its prompt a recorded call left in the cache: what it read plus what it wrote
-    (Anthropic), or its whole prompt (providers that cache every prompt)."""
-    if call.cache_read_input_tokens is not None and call.cache_creation_input_tokens is not None:
-        return call.cache_read_input_tokens + call.cache_creation_input_tokens
-    return call.prompt_tokens
-
-
-def recorded_luck(trace: Trace, provider: str, block: int = 64) -> Luck:
+def recorded_luck(trace: Trace, provider: str) -> Luck:
     """The luck of ``trace`` for a replay on ``provider``: none unless the replay runs on the provider
     that recorded it (another provider's cache would have had its own)."""
     ttl = ttl_of(trace, provider)
@@ -104,9 +87,9 @@ def recorded_luck(trace: Trace, provider: str, block: int = 64) -> Luck:
         if before.cache_creation_input_tokens is None:
             continue  # no record of what was written: a short read may be the provider still building
             # its cache (DeepSeek), and capping it moved the swe replay further from the bill (1.036 -> 1.069)
-        expected = _left_cached(before) // block * block
-        short = expected - now.cached_tokens >= MIN_SHORT_READ
-        if paused or not short or not _extends(before.prompt, now.prompt):
+        left = (before.cache_read_input_tokens or 0) + before.cache_creation_input_tokens  # cached after it
+        short = left - now.cached_tokens >= MIN_SHORT_READ
+        if paused or not short or not appends_to(before.prompt, now.prompt):
             continue
         caps[i] = now.cached_tokens
     return Luck(ttl, factor, trace.calls[0].cached_tokens, caps)

@@ -12,7 +12,7 @@ error lines still shown while their output is the newest of its command, and the
 lightmem2 stubs that are not lines of the original output (``fidelity``).
 
 The cache has time (``clock="recorded"``, the default): prefixes expire over the recorded pauses,
-and the provider's own drops and warm heads are taken from the recording (:mod:`.luck`), so every
+and the provider's own short reads and warm heads are taken from the recording (:mod:`.luck`), so every
 policy meets the provider the recorded session met; each session also gives the K the provider
 really billed for it (``recorded_K``), the residual the calibration is judged by: simulated vanilla
 K within 1.3% of the bill on every dev Claude Code session. ``clock="none"`` is the earlier model, a
@@ -55,7 +55,7 @@ from .fidelity import ChangedLinesTracker
 from .luck import HOUR_S, Luck, recorded_luck
 from .retention import RetentionTracker, recover_charge
 from .traces import TraceSource, is_sqlite, load_trace, store_sessions
-from .traces.base import Trace, TraceCall
+from .traces.base import Trace, TraceCall, appends_to
 
 Head = Literal["plain", "volatile"]
 Clock = Literal["recorded", "none"]
@@ -177,7 +177,7 @@ class SessionResult:
     """What the provider billed the recorded session, in K (its own reads, writes and misses)."""
     cold_starts: int = 0
     """Calls that found their cached prefix expired after a pause."""
-    drops: int = 0
+    short_reads: int = 0
     """Calls at which the recorded provider read less than it held (every policy reads as little)."""
     output_tokens: int = 0
     """What the recorded model wrote (the same for every policy: the answers are the recorded ones)."""
@@ -240,7 +240,7 @@ def replay_trace(
     chunker = ChatChunker(counter.encode, head=0)
     head_tokens = _head_tokens(trace, counter)
     cache = make_cache(provider)
-    luck = recorded_luck(trace, provider, cache.block) if clock == "recorded" else Luck()
+    luck = recorded_luck(trace, provider) if clock == "recorded" else Luck()
     cache.ttl = luck.ttl
     if luck.warm:
         cache.warm(luck.warm)
@@ -277,7 +277,7 @@ def replay_trace(
                 chunks = [*chunks, list(counter.encode(tail))]
                 keys.append(("tail", tail))
             cap = luck.caps.get(i)
-            res.drops += cap is not None
+            res.short_reads += cap is not None
             usage = cache.observe(chunks, marks, keys, call.at if clock == "recorded" else None, cap)
             res.cold_starts += usage.cold
             res.recorded_K += _recorded_k(call, luck.write_factor)
@@ -358,7 +358,7 @@ class HiddenInput:
             counted = head_tokens + sum(len(c) for c in chunker.pieces(call.prompt)[0])
             if before is None:
                 extra, at = call.prompt_tokens - counted, 0
-            elif _starts_with(before.prompt, call.prompt):
+            elif appends_to(before.prompt, call.prompt):
                 extra = (call.prompt_tokens - before.prompt_tokens) - (counted - counted_before)
                 at = len(before.prompt)
             else:
@@ -402,10 +402,6 @@ def _pad_key(message: ChatMessage) -> int:
 def _pad(key: int, n: int) -> tuple[int, ...]:
     """``n`` stand-in tokens for unseen input, distinct per message (no false prefix match)."""
     return (-(1_000_000 + key % 1_000_000),) * n
-
-
-def _starts_with(before: Sequence[Any], after: Sequence[Any]) -> bool:
-    return len(after) >= len(before) and all(a is b or a == b for a, b in zip(before, after, strict=False))
 
 
 def _recorded_k(call: TraceCall, write_factor: float) -> float:
@@ -492,7 +488,7 @@ def summarize(results: Iterable[SessionResult]) -> dict[str, Any]:
         "usd": _money_sum([r.usd for r in rs]),
         "recorded_usd": _money_sum([r.recorded_usd for r in rs]),
         "cold_starts": sum(r.cold_starts for r in rs),
-        "drops": sum(r.drops for r in rs),
+        "short_reads": sum(r.short_reads for r in rs),
         "retention_uses": uses,
         "retention_kept": round(sum(r.kept for r in rs) / uses, 4) if uses else 1.0,
         "retention_recoverable": round(sum(r.recoverable for r in rs) / uses, 4) if uses else 0.0,

@@ -249,7 +249,6 @@ class BlockCache(PrefixCache):
         return CallUsage(n, hit, n - hit, 0, cold)
 
 
-
 class DeepSeekCache(BlockCache):
     """DeepSeek context caching: 64-token units, no minimum, free writes."""
 

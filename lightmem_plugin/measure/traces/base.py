@@ -134,6 +134,12 @@ def epoch_seconds(value: object) -> float | None:
     return moment.timestamp()
 
 
+def appends_to(before: Sequence[Any], after: Sequence[Any]) -> bool:
+    """True when prompt ``after`` starts with every message of ``before``: the host only appended
+    (messages compared by identity first: readers share message dicts between calls)."""
+    return len(after) >= len(before) and all(a is b or a == b for a, b in zip(before, after, strict=False))
+
+
 def typed_lines(
     lines: Sequence[str], path: Path, fix: str, what: str
 ) -> Iterator[tuple[int, dict[str, Any]]]:
