@@ -117,6 +117,8 @@ def test_default_breakpoints() -> None:
     assert default_breakpoints([toks(10), toks(5), toks(7)]) == [10, 22]
     assert default_breakpoints([toks(10)]) == [10]
     assert default_breakpoints([]) == []
+    # a head sent in two blocks (the tool definitions, then the system prompt): a breakpoint after each
+    assert default_breakpoints([toks(10), toks(5), toks(7)], head_chunks=2) == [10, 15, 22]
 
 
 @pytest.mark.parametrize(

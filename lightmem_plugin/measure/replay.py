@@ -40,6 +40,7 @@ from typing import Any, Literal, Protocol
 
 import xxhash
 
+from ..codecs.memo import PerObject
 from ..config import Config, Mode
 from ..errors import LightMemError
 from ..metering.cachesim import default_breakpoints, k_cost, make_cache
@@ -271,8 +272,6 @@ def replay_trace(
             chunks = [*head_blocks, *chunks]
             keys += body_keys
             marks = default_breakpoints(chunks, len(head_blocks)) if provider == "anthropic" else None
-            if marks is not None and len(head_blocks) == 2:
-                marks = sorted({*marks, len(head_blocks[0])})
             if tail is not None:  # the per-call tail is its own block after the breakpoint
                 chunks = [*chunks, list(counter.encode(tail))]
                 keys.append(("tail", tail))
@@ -347,6 +346,8 @@ class HiddenInput:
 
     def __init__(self, pads: dict[int, int]) -> None:
         self.pads = pads
+        # a message's key costs a JSON dump; the same message objects come back every call
+        self._keys: PerObject[ChatMessage, int] = PerObject(_pad_key)
 
     @classmethod
     def of(cls, trace: Trace, chunker: ChatChunker, head_tokens: int) -> HiddenInput | None:
@@ -376,10 +377,9 @@ class HiddenInput:
         """``chunks``/``keys`` of ``prompt`` with each message's unseen input right after it."""
         out_chunks: list[Any] = []
         out_keys: list[Any] = []
-        for message, chunk, key in zip(prompt, chunks, keys, strict=True):
+        for pad_key, chunk, key in zip(self._keys.map(prompt), chunks, keys, strict=True):
             out_chunks.append(chunk)
             out_keys.append(key)
-            pad_key = _pad_key(message)
             n = self.pads.get(pad_key, 0)
             if n:
                 out_chunks.append(_pad(pad_key, n))

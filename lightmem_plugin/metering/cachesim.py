@@ -362,7 +362,8 @@ def make_cache(provider: str, ttl: float | None = None) -> PrefixCache:
 
 
 def default_breakpoints(chunks: Sequence[Chunk], head_chunks: int = 1) -> list[int]:
-    """Where Claude Code puts ``cache_control``: after the head (system prompt) and on the last message."""
+    """Where Claude Code puts ``cache_control``: after each of the first ``head_chunks`` chunks (the
+    head's blocks: tool definitions, system prompt) and on the last message."""
     ends: list[int] = []
     total = 0
     for chunk in chunks:
@@ -371,6 +372,5 @@ def default_breakpoints(chunks: Sequence[Chunk], head_chunks: int = 1) -> list[i
     if not ends:
         return []
     marks = {ends[-1]}
-    if 0 < head_chunks <= len(ends) and ends[head_chunks - 1] > 0:
-        marks.add(ends[head_chunks - 1])
+    marks.update(end for end in ends[: max(0, head_chunks)] if end > 0)
     return sorted(marks)
