@@ -134,6 +134,31 @@ def epoch_seconds(value: object) -> float | None:
     return moment.timestamp()
 
 
+def chat_content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Chat-form content from text and ``image_url`` parts: the text itself when it is one text part
+    (as a host sends a plain message), else the parts."""
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        return str(parts[0]["text"])
+    return parts
+
+
+def assistant_message(
+    content: str | list[dict[str, Any]], thinking: list[str], calls: list[tuple[str, str, str]]
+) -> ChatMessage:
+    """One model answer in chat form: its content, its thinking as ``reasoning_content`` (the field
+    DeepSeek and OpenAI-compatible APIs use; signatures are not kept) and its tool calls, each
+    (id, name, arguments as JSON text)."""
+    message: ChatMessage = {"role": "assistant", "content": content}
+    if thinking:
+        message["reasoning_content"] = "\n".join(thinking)
+    if calls:
+        message["tool_calls"] = [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for cid, name, arguments in calls
+        ]
+    return message
+
+
 def appends_to(before: Sequence[Any], after: Sequence[Any]) -> bool:
     """True when prompt ``after`` starts with every message of ``before``: the host only appended
     (messages compared by identity first: readers share message dicts between calls)."""

@@ -32,7 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import TraceError
-from .base import ChatMessage, Trace, TraceCall, as_int, epoch_seconds, typed_lines
+from .base import (
+    ChatMessage,
+    Trace,
+    TraceCall,
+    as_int,
+    assistant_message,
+    chat_content,
+    epoch_seconds,
+    typed_lines,
+)
 
 Event = dict[str, Any]
 
@@ -58,9 +67,7 @@ def _parts(blocks: Sequence[Any]) -> str | list[dict[str, Any]]:
             else:
                 url = str(source.get("url", ""))
             parts.append({"type": "image_url", "image_url": {"url": url}})
-    if len(parts) == 1 and parts[0]["type"] == "text":
-        return str(parts[0]["text"])
-    return parts
+    return chat_content(parts)
 
 
 def _tool_message(block: dict[str, Any]) -> ChatMessage:
@@ -75,7 +82,7 @@ def _assistant(events: Sequence[Event]) -> ChatMessage:
     """One chat assistant message from the events of one API call, blocks in recorded order."""
     texts: list[dict[str, Any]] = []
     thinking: list[str] = []
-    calls: list[dict[str, Any]] = []
+    calls: list[tuple[str, str, str]] = []
     for event in events:
         for block in event["message"].get("content") or ():
             if not isinstance(block, dict):
@@ -87,19 +94,8 @@ def _assistant(events: Sequence[Event]) -> ChatMessage:
                 thinking.append(str(block.get("thinking", "")))
             elif kind == "tool_use":
                 arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
-                calls.append(
-                    {
-                        "id": str(block.get("id", "")),
-                        "type": "function",
-                        "function": {"name": str(block.get("name", "")), "arguments": arguments},
-                    }
-                )
-    message: ChatMessage = {"role": "assistant", "content": _parts(texts) if texts else ""}
-    if thinking:
-        message["reasoning_content"] = "\n".join(thinking)
-    if calls:
-        message["tool_calls"] = calls
-    return message
+                calls.append((str(block.get("id", "")), str(block.get("name", "")), arguments))
+    return assistant_message(_parts(texts) if texts else "", thinking, calls)
 
 
 class _Session:

@@ -51,7 +51,16 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import TraceError
-from .base import ChatMessage, Trace, TraceCall, as_int, epoch_seconds, typed_lines
+from .base import (
+    ChatMessage,
+    Trace,
+    TraceCall,
+    as_int,
+    assistant_message,
+    chat_content,
+    epoch_seconds,
+    typed_lines,
+)
 
 Entry = dict[str, Any]
 
@@ -85,9 +94,7 @@ def _parts(content: object) -> str | list[dict[str, Any]]:
         elif block.get("type") == "image":
             url = f"data:{block.get('mimeType', 'image/png')};base64,{block.get('data', '')}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
-    if len(parts) == 1 and parts[0]["type"] == "text":
-        return str(parts[0]["text"])
-    return parts if parts else ""
+    return chat_content(parts) or ""
 
 
 def _arguments(value: object) -> str:
@@ -99,7 +106,7 @@ def _arguments(value: object) -> str:
 def _assistant(message: dict[str, Any]) -> ChatMessage:
     texts: list[dict[str, Any]] = []
     thinking: list[str] = []
-    calls: list[dict[str, Any]] = []
+    calls: list[tuple[str, str, str]] = []
     content = message.get("content")
     for block in content if isinstance(content, list) else ():
         if not isinstance(block, dict):
@@ -111,24 +118,9 @@ def _assistant(message: dict[str, Any]) -> ChatMessage:
             thinking.append(str(block.get("thinking", "")))
         elif kind == "toolCall":
             calls.append(
-                {
-                    "id": str(block.get("id", "")),
-                    "type": "function",
-                    "function": {
-                        "name": str(block.get("name", "")),
-                        "arguments": _arguments(block.get("arguments")),
-                    },
-                }
+                (str(block.get("id", "")), str(block.get("name", "")), _arguments(block.get("arguments")))
             )
-    out: ChatMessage = {
-        "role": "assistant",
-        "content": content if isinstance(content, str) else _parts(texts),
-    }
-    if thinking:
-        out["reasoning_content"] = "\n".join(thinking)
-    if calls:
-        out["tool_calls"] = calls
-    return out
+    return assistant_message(content if isinstance(content, str) else _parts(texts), thinking, calls)
 
 
 def _bash(message: dict[str, Any]) -> str:
