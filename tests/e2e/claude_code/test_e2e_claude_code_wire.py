@@ -235,4 +235,7 @@ def test_claude_code_wire_audit(
     out = results / f"wire-claude-code-{version}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    # the requests themselves, for a person to read side by side (outside the repository)
+    bodies = {"with_lightmem2": with_bodies, "without": without_bodies}
+    out.with_suffix(".requests.json").write_text(json.dumps(bodies, indent=1) + "\n", encoding="utf-8")
     print(f"claude-code {version} wire figures ({out}):", json.dumps(figures))
