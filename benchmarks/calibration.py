@@ -40,6 +40,7 @@ def _row(r: SessionResult) -> dict[str, Any]:
         "short_reads": r.short_reads,
         "usd": None if r.usd is None else round(r.usd, 4),
         "recorded_usd": None if r.recorded_usd is None else round(r.recorded_usd, 4),
+        "compacted_before": r.compacted_before,
     }
 
 
@@ -47,8 +48,10 @@ def calibrate(traces: Path) -> dict[str, Any]:
     """Per Claude Code session and for the swe totals, both cache models' simulated/billed K."""
     out: dict[str, Any] = {"target": TARGET}
     for clock in ("recorded", "none"):
-        cc = replay_paths([traces / "claude-code"], "vanilla", clock=clock)
-        swe = replay_paths([traces / "swe"], "vanilla", clock=clock)
+        # the prompts as the host sent them: the bill is of those (its summarising calls are not in
+        # the transcripts, so a modelled compaction would add a call the bill does not show)
+        cc = replay_paths([traces / "claude-code"], "vanilla", clock=clock, compaction="recorded")
+        swe = replay_paths([traces / "swe"], "vanilla", clock=clock, compaction="recorded")
         k, billed = sum(r.K for r in swe), sum(r.recorded_K for r in swe)
         out[clock] = {
             "claude_code": [_row(r) for r in cc],
@@ -59,6 +62,22 @@ def calibrate(traces: Path) -> dict[str, Any]:
                 "ratio": round(k / billed, 4),
             },
         }
+    # the host's compaction modelled on the history as if it had not compacted: vanilla should meet
+    # the threshold at the call the recorded host compacted before, and pay the summarising call
+    modelled = replay_paths([traces / "claude-code"], "vanilla")
+    recorded = {r["id"]: r for r in out["recorded"]["claude_code"]}
+    out["compaction"] = [
+        {
+            "id": r.id,
+            "recorded_before": recorded[r.id]["compacted_before"],
+            "modelled_before": r.compacted_before,
+            "summary_tokens": r.compaction_output_tokens,
+            "K": round(r.K, 1),
+            "K_recorded_prompts": recorded[r.id]["K"],
+        }
+        for r in modelled
+        if r.compacted_before or recorded[r.id]["compacted_before"]
+    ]
     return out
 
 
@@ -72,6 +91,12 @@ def render(result: dict[str, Any]) -> str:
             residual = row["ratio"] - 1
             mark = "ok" if abs(residual) <= TARGET else f"{abs(residual) - TARGET:.1%} over the 3% target"
             lines.append(f"  {row['id'][:36]:<36} {row['ratio']:.3f}  ({residual:+.1%}; {mark})")
+    lines.append("host compaction, vanilla: before call (recorded / modelled), summarising call's K")
+    for row in result["compaction"]:
+        extra = row["K"] - row["K_recorded_prompts"]
+        lines.append(
+            f"  {row['id'][:36]:<36} {row['recorded_before']} / {row['modelled_before']}  (+{extra:,.0f} K)"
+        )
     return "\n".join(lines)
 
 

@@ -11,7 +11,10 @@ by line, error lines kept, lines changed outside stubs, and the pipeline's own t
 scenario: a per-call clock and runtime stats in the system prompt. The cache expires over the
 recorded pauses and reads what the recorded provider read (``--clock none``: a cache that never
 forgets), and what the provider really billed the recorded session, in K and money, is printed
-beside the simulated figures.
+beside the simulated figures. The host compacts where its rule says, on the context the mode sent,
+starting from the history as if the recorded host had not compacted (``--compaction recorded``: the
+prompts as the host sent them); compactions and the uses they lost are counted. ``--json`` gives the
+totals and, under ``per_session``, each session's figures.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from ..measure.replay import Clock, Head, replay_paths, summarize, trace_files
+from ..measure.replay import Clock, Compaction, Head, replay_paths, result_dicts, summarize, trace_files
 from ..metering.cachesim import PROVIDERS
 from .base import Command, Outcome
 
@@ -63,6 +66,9 @@ def render(summary: dict[str, object], mode: str, head: str) -> str:
                 if s.get("clock") == "recorded"
                 else []
             ),
+            f"  host compactions {s['host_compactions']} ({s['compaction']}; recorded "
+            f"{s['recorded_compactions']}), {s['compaction_output_tokens']:,} summary tokens written, "
+            f"{s['lost_to_compaction']} uses lost to them",
         ]
     )
 
@@ -76,6 +82,7 @@ def run(
     as_json: bool = False,
     progress: bool = False,
     clock: str = "recorded",
+    compaction: str = "modelled",
 ) -> str:
     """The text (or JSON) ``lightmem2 replay`` prints."""
     if mode not in POLICIES:
@@ -97,16 +104,30 @@ def run(
         raise UsageError(f'unknown head scenario "{head}"; allowed: plain, volatile')
     if clock not in ("none", "recorded"):
         raise UsageError(f'unknown clock "{clock}"; allowed: none, recorded')
+    if compaction not in ("modelled", "recorded"):
+        raise UsageError(f'unknown compaction "{compaction}"; allowed: modelled, recorded')
     scenario: Head = "volatile" if head == "volatile" else "plain"
     timed: Clock = "recorded" if clock == "recorded" else "none"
+    compacted: Compaction = "recorded" if compaction == "recorded" else "modelled"
     results = replay_paths(
-        paths, mode, provider, scenario, Path(dump) if dump else None, progress, clock=timed
+        paths,
+        mode,
+        provider,
+        scenario,
+        Path(dump) if dump else None,
+        progress,
+        clock=timed,
+        compaction=compacted,
     )
     summary = summarize(results)
     summary["mode"] = mode
     summary["head"] = head
     summary["clock"] = clock
-    return json.dumps(summary, sort_keys=True) if as_json else render(summary, mode, head)
+    summary["compaction"] = compaction
+    if as_json:
+        summary["per_session"] = result_dicts(results)
+        return json.dumps(summary, sort_keys=True)
+    return render(summary, mode, head)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -124,6 +145,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="recorded (default): caches expire over the recorded pauses and read what the recorded "
         "provider read; none: a cache that never forgets",
     )
+    parser.add_argument(
+        "--compaction",
+        default="modelled",
+        choices=["modelled", "recorded"],
+        help="modelled (default): the history as if the host had not compacted, compacted where the "
+        "host's threshold says on what the mode sent; recorded: the prompts as the host sent them",
+    )
 
 
 def main(args: argparse.Namespace) -> Outcome:
@@ -137,6 +165,7 @@ def main(args: argparse.Namespace) -> Outcome:
         args.json,
         sys.stderr.isatty(),
         args.clock,
+        args.compaction,
     )
 
 

@@ -52,14 +52,16 @@ from ..reduction.base import prefers_shell
 from ..store.registry import Registry
 from ..store.sealing import Sealer
 from ..tokens import TokenCounter
+from .compaction import INSTRUCTION_TOKENS, HostCompactor, host_limit
 from .fidelity import ChangedLinesTracker
 from .luck import HOUR_S, Luck, recorded_luck
-from .retention import RetentionTracker, recover_charge
+from .retention import RetentionTracker, prompt_text, recover_charge
 from .traces import TraceSource, is_sqlite, load_trace, store_sessions
 from .traces.base import Trace, TraceCall, appends_to
 
 Head = Literal["plain", "volatile"]
 Clock = Literal["recorded", "none"]
+Compaction = Literal["modelled", "recorded"]
 ChatMessage = dict[str, Any]
 
 
@@ -181,7 +183,18 @@ class SessionResult:
     short_reads: int = 0
     """Calls at which the recorded provider read less than it held (every policy reads as little)."""
     output_tokens: int = 0
-    """What the recorded model wrote (the same for every policy: the answers are the recorded ones)."""
+    """What the model wrote: the recorded answers (the same for every policy) and the summaries of the
+    host's compactions."""
+    host_compactions: int = 0
+    """Compactions the host made in this replay (modelled past its threshold, or as recorded)."""
+    compacted_before: list[int] = field(default_factory=list)
+    """The calls (0-based) before which the host compacted in this replay."""
+    recorded_compactions: int = 0
+    """Compactions the host made in the recorded session."""
+    compaction_output_tokens: int = 0
+    """The summaries the host's compactions wrote (output tokens, in ``output_tokens`` too)."""
+    lost_to_compaction: int = 0
+    """Uses lost because the host's compaction took their output out of the history (of ``lost``)."""
     usd: float | None = None
     """The session in money at the model's list price (:mod:`..metering.prices`), output included;
     None when no price is known for the model."""
@@ -234,8 +247,14 @@ def replay_trace(
     dump: Path | None = None,
     counter: TokenCounter | None = None,
     clock: Clock = "recorded",
+    compaction: Compaction = "modelled",
 ) -> SessionResult:
-    """Replay one trace through ``policy``; optionally write each transformed prompt to ``dump``."""
+    """Replay one trace through ``policy``; optionally write each transformed prompt to ``dump``.
+
+    ``compaction``: ``modelled`` starts from the history as if the host had not compacted and
+    compacts where the host's rule (:mod:`.compaction`) says, on the context the policy sent;
+    ``recorded`` replays the prompts as the host sent them, compacted where it compacted.
+    """
     provider = provider or trace.provider
     counter = counter or TokenCounter()
     chunker = ChatChunker(counter.encode, head=0)
@@ -256,11 +275,30 @@ def replay_trace(
     tracker = RetentionTracker(policy.lookup)
     fidelity = ChangedLinesTracker()
     res = SessionResult(trace.id, trace.kind, provider)
+    res.recorded_compactions = len(trace.compactions)
+    host = None
+    if compaction == "modelled":
+        host = HostCompactor(trace, host_limit(trace).threshold, lambda ms: sum(map(len, chunker.chunks(ms))))
+    summarised = ""  # the text of the history the latest compaction took away
     sink = dump.open("w", encoding="utf-8") if dump else None
     used = 0
+    reported = 0  # the previous call's input and output, as the provider reported them to the host
+    scale = 1.0  # the provider's tokens per token counted here (its tokenizer is not ours)
+    sent: tuple[list[Any], list[Any]] = ([], [])  # the previous call's chunks and their keys
     try:
         for i, call in enumerate(trace.calls):
-            prompt = volatile_head(call.prompt, i, used) if head == "volatile" else call.prompt
+            size = host.due(i, reported, scale) if host else None
+            if host and size is not None:
+                host.compact(i, size)
+                summary = _summarising_call(trace, i, sent, chunker, provider, len(head_blocks))
+                usage = cache.observe(*summary, call.at if clock == "recorded" else None)
+                _add_usage(res, usage)
+                res.compaction_output_tokens += host.done[-1].summary_tokens
+                summarised = prompt_text(trace.calls[i].uncompacted)
+            elif host is None and any(c.before_call == i for c in trace.compactions):
+                summarised = prompt_text(trace.calls[i].uncompacted)
+            original = host.prompt(i) if host else call.prompt
+            prompt = volatile_head(original, i, used) if head == "volatile" else original
             t0 = time.perf_counter()
             out = policy.transform(i, prompt)
             res.overhead_ms.append((time.perf_counter() - t0) * 1000)
@@ -278,18 +316,25 @@ def replay_trace(
             cap = luck.caps.get(i)
             res.short_reads += cap is not None
             usage = cache.observe(chunks, marks, keys, call.at if clock == "recorded" else None, cap)
+            sent = (chunks, keys)
+            if host and call.prompt_tokens:
+                # what the host reads in the provider's usage: our count of what the policy sent, in the
+                # provider's tokens (so that vanilla meets its threshold at the recorded call)
+                recorded = head_tokens + sum(map(len, chunker.chunks(call.prompt)))
+                scale = call.prompt_tokens / (recorded + (hidden.tokens(call.prompt) if hidden else 0))
+            reported = round(usage.input_tokens * scale) + (call.completion_tokens or 0)
             res.cold_starts += usage.cold
             res.recorded_K += _recorded_k(call, luck.write_factor)
             used += usage.input_tokens
             res.calls += 1
-            res.input_tokens += usage.input_tokens
-            res.hit_tokens += usage.hit_tokens
-            res.miss_tokens += usage.miss_tokens
-            res.write_tokens += usage.write_tokens
+            _add_usage(res, usage)
             res.recorded_prompt_tokens += call.prompt_tokens
             res.recorded_cached_tokens += call.cached_tokens
-            tracker.add_call(call.prompt, out, call.output)
-            fidelity.add_call(call.prompt, out)
+            # the agent's history is the whole one: a use of what the host's compaction took away is lost
+            uses = tracker.add_call(call.uncompacted if host else call.prompt, out, call.output)
+            if summarised:
+                res.lost_to_compaction += sum(u.verdict == "lost" and u.span in summarised for u in uses)
+            fidelity.add_call(original, out)
             if sink:
                 sink.write(json.dumps({"messages": out}, ensure_ascii=False) + "\n")
     finally:
@@ -313,7 +358,9 @@ def replay_trace(
     res.lines_shown, res.lines_changed_outside_stubs = fidelity.shown, fidelity.changed
     writes = res.write_tokens if provider == "anthropic" else 0
     res.K = k_cost(res.hit_tokens, res.miss_tokens, writes, write_factor=luck.write_factor)
-    res.output_tokens = sum(c.completion_tokens or 0 for c in trace.calls)
+    res.compacted_before = [c.before_call for c in (host.done if host else trace.compactions)]
+    res.host_compactions = len(res.compacted_before)
+    res.output_tokens = sum(c.completion_tokens or 0 for c in trace.calls) + res.compaction_output_tokens
     hourly = writes if luck.ttl == HOUR_S else 0
     res.usd = money_of(
         provider,
@@ -329,6 +376,36 @@ def replay_trace(
     res.K_charged = res.K + recover_charge(recovers, res.calls)
     res.K_charged_all = res.K_charged + recover_charge(said, res.calls)
     return res
+
+
+def _add_usage(res: SessionResult, usage: Any) -> None:
+    """Count one billed call's input in the session's totals."""
+    res.input_tokens += usage.input_tokens
+    res.hit_tokens += usage.hit_tokens
+    res.miss_tokens += usage.miss_tokens
+    res.write_tokens += usage.write_tokens
+
+
+def _summarising_call(
+    trace: Trace,
+    i: int,
+    sent: tuple[list[Any], list[Any]],
+    chunker: ChatChunker,
+    provider: str,
+    head_blocks: int,
+) -> tuple[list[Any], list[int] | None, list[Any]]:
+    """Chunks, breakpoints and keys of the host's summarising call before call ``i``: what the
+    previous call sent (as the policy made it), the messages the host added since, and the
+    instruction to summarise."""
+    calls = trace.calls
+    before, now = calls[i - 1].uncompacted, calls[i].uncompacted
+    added = now[len(before) :] if appends_to(before, now) else []
+    more, more_keys = chunker.pieces(added)
+    instruction = _pad(-1, INSTRUCTION_TOKENS)
+    chunks = [*sent[0], *more, instruction]
+    keys = [*sent[1], *more_keys, ("compact", i)]
+    marks = default_breakpoints(chunks, head_blocks) if provider == "anthropic" else None
+    return chunks, marks, keys
 
 
 class HiddenInput:
@@ -370,6 +447,10 @@ class HiddenInput:
                 pads[key] = pads.get(key, 0) + extra
             before, counted_before = call, counted
         return cls(pads) if pads else None
+
+    def tokens(self, prompt: list[ChatMessage]) -> int:
+        """The unseen input ``prompt`` carries."""
+        return sum(self.pads.get(k, 0) for k in self._keys.map(prompt))
 
     def place(
         self, prompt: list[ChatMessage], chunks: list[Any], keys: list[Any]
@@ -489,6 +570,10 @@ def summarize(results: Iterable[SessionResult]) -> dict[str, Any]:
         "recorded_usd": _money_sum([r.recorded_usd for r in rs]),
         "cold_starts": sum(r.cold_starts for r in rs),
         "short_reads": sum(r.short_reads for r in rs),
+        "host_compactions": sum(r.host_compactions for r in rs),
+        "recorded_compactions": sum(r.recorded_compactions for r in rs),
+        "compaction_output_tokens": sum(r.compaction_output_tokens for r in rs),
+        "lost_to_compaction": sum(r.lost_to_compaction for r in rs),
         "retention_uses": uses,
         "retention_kept": round(sum(r.kept for r in rs) / uses, 4) if uses else 1.0,
         "retention_recoverable": round(sum(r.recoverable for r in rs) / uses, 4) if uses else 0.0,
@@ -555,6 +640,7 @@ def replay_paths(
     progress: bool = False,
     config: Config | None = None,
     clock: Clock = "recorded",
+    compaction: Compaction = "modelled",
 ) -> list[SessionResult]:
     """Replay every trace under ``paths`` through ``policy`` (a name or a factory)."""
     files = trace_files(paths)
@@ -576,7 +662,9 @@ def replay_paths(
             dump = dump_dir / f"{trace.id}.jsonl" if dump_dir else None
             if provider:  # the policy prices its decisions on the cache the replay simulates
                 trace = dataclasses.replace(trace, provider=provider)
-            results.append(replay_trace(trace, factory(trace), provider, head, dump, counter, clock))
+            results.append(
+                replay_trace(trace, factory(trace), provider, head, dump, counter, clock, compaction)
+            )
         if progress:
             print(file=sys.stderr)
     return results

@@ -158,6 +158,47 @@ def test_compaction_starts_a_new_chain(tmp_path: Path) -> None:
     assert trace.calls[1].prompt == [{"role": "user", "content": "Summary of the earlier conversation"}]
 
 
+def _compacted(t: Transcript, logical: str | None) -> None:
+    t.user("old task")
+    t.assistant("m1", tool_use("a", command="ls"))
+    t.user(result("a", "a.py b.py"))
+    t.add(
+        "system",
+        parent=None,
+        subtype="compact_boundary",
+        logicalParentUuid=logical,
+        compactMetadata={"trigger": "auto", "preTokens": 167094},
+    )
+    t.user("Summary of the earlier conversation", isCompactSummary=True)
+    t.progress()
+    t.assistant("m2", tool_use("b", command="cat a.py"))
+    t.user(result("b", "print(1)"))
+    t.assistant("m3", {"type": "text", "text": "done"})
+
+
+@pytest.mark.parametrize("logical", ["u2", "gone-from-the-file"])
+def test_a_compacted_call_also_has_its_history_as_if_the_host_had_not_compacted(
+    tmp_path: Path, logical: str
+) -> None:
+    """The whole prompt goes on from the event the compaction followed (by ``logicalParentUuid``, or
+    the last message written before the boundary where that event is not in the file, as in a dev
+    session), without the summary; the recorded compaction names the first call that saw it."""
+    t = Transcript()
+    _compacted(t, logical)
+    trace = load_trace(t.write(tmp_path))
+    assert trace.calls[0].whole is None and trace.calls[0].uncompacted is trace.calls[0].prompt
+    summary = {"role": "user", "content": "Summary of the earlier conversation"}
+    assert trace.calls[1].prompt == [summary]
+    assert [m["role"] for m in trace.calls[1].uncompacted] == ["user", "assistant", "tool"]
+    assert trace.calls[1].uncompacted[2]["content"] == "a.py b.py"
+    assert [m.get("content") for m in trace.calls[2].prompt] == [summary["content"], "", "print(1)"]
+    assert trace.calls[2].uncompacted[:3] == trace.calls[1].uncompacted
+    assert trace.calls[2].uncompacted[3:] == trace.calls[2].prompt[1:]
+    [compaction] = trace.compactions
+    assert (compaction.before_call, compaction.trigger, compaction.pre_tokens) == (1, "auto", 167094)
+    assert compaction.summary is trace.calls[1].prompt[0]
+
+
 def test_result_recorded_after_the_call_is_not_in_its_prompt(tmp_path: Path) -> None:
     """A prompt only takes what was recorded before the call (no look-ahead)."""
     t = Transcript()

@@ -50,6 +50,31 @@ class TraceCall:
     cache_creation_input_tokens: int | None = None
     at: float | None = None
     cache_write_1h_tokens: int | None = None
+    whole: list[ChatMessage] | None = None
+    """The prompt as it would have been had the host not compacted: the history before each recorded
+    compaction, then what came after it (the host's summary left out). None where no compaction
+    happened before this call, so ``prompt`` is whole."""
+
+    @property
+    def uncompacted(self) -> list[ChatMessage]:
+        """The prompt without the host's compactions (``whole`` where there was one, else ``prompt``)."""
+        return self.prompt if self.whole is None else self.whole
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCompaction:
+    """A compaction the host made in a recorded session.
+
+    ``before_call``: index of the first call that saw the compacted history; ``trigger``: ``auto``
+    (the host's threshold) or ``manual`` (the user asked); ``pre_tokens``: the context size the host
+    counted when it compacted, where it says; ``summary``: the message that stands for the history in
+    the calls after it (the same object those calls' prompts hold).
+    """
+
+    before_call: int
+    trigger: str
+    pre_tokens: int | None
+    summary: ChatMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +88,7 @@ class Trace:
     kind: TraceKind = "swe"
     model: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    compactions: list[RecordedCompaction] = field(default_factory=list)
 
 
 def unzstd(raw: bytes) -> bytes:

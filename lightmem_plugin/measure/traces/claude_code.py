@@ -34,6 +34,7 @@ from typing import Any
 from ...errors import TraceError
 from .base import (
     ChatMessage,
+    RecordedCompaction,
     Trace,
     TraceCall,
     as_int,
@@ -134,8 +135,13 @@ class _Session:
             raise TraceError(f"trace {self.path}: event {i + 1} ({kind}) has no 'message' object")
         return message
 
-    def chain(self, start: int) -> list[int]:
-        """Event indices from the root down to the parent of event ``start``."""
+    def chain(self, start: int, whole: bool = False) -> list[int]:
+        """Event indices from the root down to the parent of event ``start``.
+
+        ``whole``: through the host's compactions, as if it had not compacted: at a
+        ``compact_boundary`` the chain goes on from the event it compacted after
+        (``logicalParentUuid``), and the summaries are left out.
+        """
         out: list[int] = []
         seen: set[int] = set()
         parent = self.events[start].get("parentUuid")
@@ -144,10 +150,28 @@ class _Session:
             if i in seen:
                 raise TraceError(f"trace {self.path}: parentUuid cycle at {parent!r}; the file is corrupt")
             seen.add(i)
-            out.append(i)
-            parent = self.events[i].get("parentUuid")
+            event = self.events[i]
+            if not (whole and event.get("isCompactSummary")):
+                out.append(i)
+            parent = event.get("parentUuid")
+            if whole and parent is None and is_boundary(event):
+                parent = self.compacted_after(i)
         out.reverse()
         return out
+
+    def compacted_after(self, boundary: int) -> str | None:
+        """The uuid of the event a compaction followed: its ``logicalParentUuid``, or where that is
+        not in the file (seen in a recorded session), the last message event of the main chain
+        written before the boundary."""
+        logical = self.events[boundary].get("logicalParentUuid")
+        if isinstance(logical, str) and logical in self.by_uuid:
+            return logical
+        for i in range(boundary - 1, -1, -1):
+            event = self.events[i]
+            if event.get("type") in ("user", "assistant") and not event.get("isSidechain"):
+                uuid = event.get("uuid")
+                return uuid if isinstance(uuid, str) else None
+        return None
 
     def assistant(self, group: tuple[int, ...]) -> ChatMessage:
         if group not in self._assistants:
@@ -173,15 +197,15 @@ class _Session:
             self._users[i] = message
         return self._users[i]
 
-    def prompt(self, before: int) -> list[ChatMessage]:
+    def prompt(self, before: int, whole: bool = False) -> list[ChatMessage]:
         """The chat-form prompt of the call whose first event is ``before``.
 
         An assistant message is every event of its ``message.id`` recorded before the call, on the
         chain or not: parallel ``tool_use`` blocks branch off each other and the chain keeps only
         one branch, and tool results may sit between the blocks. Each ``tool_use`` is followed by
-        its result, as Claude Code sends them.
+        its result, as Claude Code sends them. ``whole``: as :meth:`chain`.
         """
-        chain = self.chain(before)
+        chain = self.chain(before, whole)
         seen: set[str] = set()
         slots: list[tuple[int, ...] | ChatMessage] = []
         for i in chain:
@@ -212,6 +236,34 @@ class _Session:
                 if at is not None and at[0] < before:
                     out.append(self.tool(at))
         return out
+
+
+def is_boundary(event: Event) -> bool:
+    """True for the system event with which Claude Code starts a compacted history."""
+    return event.get("type") == "system" and event.get("subtype") == "compact_boundary"
+
+
+def _compaction(
+    session: _Session, boundary: int, before_call: int, path: Path, line: int
+) -> RecordedCompaction:
+    """The recorded compaction that ``boundary`` opens, first seen by call ``before_call``."""
+    meta = session.events[boundary].get("compactMetadata")
+    meta = meta if isinstance(meta, dict) else {}
+    pre = meta.get("preTokens")
+    summary = next(
+        (
+            session.user(i)
+            for i, e in enumerate(session.events)
+            if e.get("isCompactSummary") and e.get("parentUuid") == session.events[boundary].get("uuid")
+        ),
+        None,
+    )
+    return RecordedCompaction(
+        before_call=before_call,
+        trigger=str(meta.get("trigger") or "auto"),
+        pre_tokens=as_int(pre, path, f"line {line} compactMetadata.preTokens") if pre is not None else None,
+        summary=summary or {"role": "user", "content": ""},
+    )
 
 
 def _usage(event: Event, path: Path, line: int) -> dict[str, int]:
@@ -245,12 +297,18 @@ def parse_claude_code(lines: Sequence[str], path: Path) -> Trace:
             continue
         groups.setdefault(mid, []).append(i)
     calls: list[TraceCall] = []
+    compactions: dict[int, RecordedCompaction] = {}  # boundary event -> the compaction it opens
     for group in groups.values():
         usage = _usage(events[group[-1]], path, lines_of[group[-1]])
         read, write = usage["cache_read_input_tokens"], usage["cache_creation_input_tokens"]
+        chain = session.chain(group[0])
+        compacted = bool(chain) and is_boundary(events[chain[0]])
+        if compacted and chain[0] not in compactions:
+            compactions[chain[0]] = _compaction(session, chain[0], len(calls), path, lines_of[chain[0]])
         calls.append(
             TraceCall(
                 prompt=session.prompt(group[0]),
+                whole=session.prompt(group[0], whole=True) if compacted else None,
                 output=session.assistant(tuple(group)),
                 prompt_tokens=usage["input_tokens"] + read + write,
                 cached_tokens=read,
@@ -272,4 +330,5 @@ def parse_claude_code(lines: Sequence[str], path: Path) -> Trace:
         calls=calls,
         kind="claude-code",
         model=next((str(m) for m in models if m), None),
+        compactions=list(compactions.values()),
     )
