@@ -5,10 +5,11 @@ what the provider billed (issue #41)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from lightmem_plugin.measure.luck import HOUR_S, recorded_luck, ttl_of
+from lightmem_plugin.measure.luck import HOUR_S, answers_cached, recorded_luck, ttl_of
 from lightmem_plugin.measure.replay import Vanilla, replay_trace
 from lightmem_plugin.measure.traces import load_trace
 from lightmem_plugin.measure.traces.base import Trace, TraceCall
@@ -114,3 +115,88 @@ def test_a_tool_heavy_session_is_billed_within_3_percent_with_its_unseen_input()
     assert timed.input_tokens == timed.recorded_prompt_tokens > never.input_tokens
     assert abs(timed.K / timed.recorded_K - 1) < 0.03, (timed.K, timed.recorded_K)
     assert abs(never.K / never.recorded_K - 1) > 0.10
+
+
+def test_deepseek_caches_the_answer_with_its_prompt() -> None:
+    """The next prompt reads the previous prompt and answer, in whole 64-token units, where the
+    caller says what the model generated; a cache told nothing reads only the prompt."""
+    head, answer, tool = list(range(1000)), list(range(1000, 1100)), list(range(2000, 2100))
+    told, untold = make_cache("deepseek"), make_cache("deepseek")
+    for cache in (told, untold):
+        cache.observe([head])
+    told.generated([head, answer], None, None)
+    assert told.observe([head, answer, tool]).hit_tokens == 1088  # 1,100 tokens: 17 whole units
+    assert untold.observe([head, answer, tool]).hit_tokens == 960  # the prompt's 15 whole units
+    assert make_cache("deepseek").caches_output and not make_cache("anthropic").caches_output
+
+
+def test_answers_cached_and_deepseek_short_reads_come_from_the_recording() -> None:
+    """deepseek-chat read past the previous prompt (the answer was cached); a call reading 1,024+
+    tokens short of the prompt and answer the last call left is a short read every policy meets."""
+    a, b, c, d = ({"role": "user", "content": str(n)} for n in range(4))
+    out = {"role": "assistant", "content": "ok"}
+    chat = [
+        TraceCall([a], out, 5_000, 0, 100),
+        TraceCall([a, b], out, 6_000, 5_056, 100),  # prompt and answer: 5,100 tokens, 79 units
+        TraceCall([a, b, c], out, 7_000, 2_048, 100),  # 6,100 were cached: read 4,052 short
+        TraceCall([a, b, c, d], out, 8_000, 7_040, 100),  # back to prompt and answer
+    ]
+    trace = Trace("d", "test", "deepseek", chat, "swe")
+    assert answers_cached(trace) is True
+    assert recorded_luck(trace, "deepseek").caps == {2: 2_048}
+    thinking = [TraceCall(c.prompt, out, c.prompt_tokens, min(c.cached_tokens, 4_992), 100) for c in chat]
+    assert answers_cached(Trace("r", "test", "deepseek", thinking, "swe")) is False
+    chained = [TraceCall(c.prompt, out, 0, 0) for c in chat]  # a chained session: no usage recorded
+    assert answers_cached(Trace("x", "test", "deepseek", chained, "swe")) is None
+
+
+def test_a_bundled_deepseek_session_is_billed_within_3_percent() -> None:
+    """The bundled deepseek-chat session: with its answers cached as the provider did, within 3%."""
+    trace = load_trace(DATA / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz")
+    result = replay_trace(trace, Vanilla())
+    assert abs(result.K / result.recorded_K - 1) < 0.03, (result.K, result.recorded_K)
+
+
+class _Respell(Vanilla):
+    """Renames every tool-call id (as lightmem2's call-id pass does), or also edits each answer."""
+
+    def __init__(self, edit: bool) -> None:
+        self.edit = edit
+
+    def transform(self, index: int, prompt: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for m in prompt:
+            if m.get("role") == "assistant":
+                calls = [{**c, "id": "x" + c["id"][1:]} for c in m.get("tool_calls", ())]
+                m = {**m, "tool_calls": calls, "content": m["content"] + (" (edited)" if self.edit else "")}
+            out.append(m)
+        return out
+
+
+def test_a_policy_that_respells_tool_call_ids_keeps_the_cached_answer() -> None:
+    """The provider assigns tool-call ids outside what the model generates: the answer sent back with
+    other ids still hits what the provider cached; an answer sent back changed does not."""
+    system = {"role": "system", "content": "You code. " * 300}
+    answers = [
+        {
+            "role": "assistant",
+            "content": f"Step {n}: " + "reading the module and its tests carefully " * 40,
+            "tool_calls": [
+                {"id": f"c{n}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+            ],
+        }
+        for n in range(4)
+    ]
+    history: list[dict[str, Any]] = [system, {"role": "user", "content": "Fix it."}]
+    calls = []
+    for n, answer in enumerate(answers):
+        # as recorded: each call read past the previous prompt (DeepSeek cached the answer)
+        calls.append(TraceCall(list(history), answer, 1_000 * (n + 1), 1_000 * n + 64 if n else 0, 300))
+        history += [answer, {"role": "tool", "tool_call_id": f"c{n}", "content": f"ok {n}"}]
+    trace = Trace("ids", "test", "deepseek", calls, "swe")
+    vanilla = replay_trace(trace, Vanilla())
+    respelled = replay_trace(trace, _Respell(edit=False))
+    edited = replay_trace(trace, _Respell(edit=True))
+    assert respelled.input_tokens == vanilla.input_tokens  # ids of the same length
+    assert respelled.hit_tokens == vanilla.hit_tokens
+    assert edited.hit_tokens < vanilla.hit_tokens - 3 * 300  # three answers missed, ~400 tokens each

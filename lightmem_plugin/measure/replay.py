@@ -54,7 +54,7 @@ from ..store.sealing import Sealer
 from ..tokens import TokenCounter
 from .compaction import INSTRUCTION_TOKENS, HostCompactor, host_limit
 from .fidelity import ChangedLinesTracker
-from .luck import HOUR_S, Luck, recorded_luck
+from .luck import HOUR_S, Luck, answers_cached, recorded_luck
 from .retention import RetentionTracker, prompt_text, recover_charge
 from .traces import TraceSource, is_sqlite, load_trace, store_sessions
 from .traces.base import Trace, TraceCall, appends_to
@@ -262,6 +262,9 @@ def replay_trace(
     cache = make_cache(provider)
     luck = recorded_luck(trace, provider) if clock == "recorded" else Luck()
     cache.ttl = luck.ttl
+    # the answer cached with its prompt: as the recording shows, else as the provider does
+    shown = answers_cached(trace) if provider == trace.provider else None
+    answers = cache.caches_output if shown is None else shown
     if luck.warm:
         cache.warm(luck.warm)
     # the head in the blocks the host sends it in: where an earlier session left part of it cached
@@ -285,6 +288,7 @@ def replay_trace(
     reported = 0  # the previous call's input and output, as the provider reported them to the host
     scale = 1.0  # the provider's tokens per token counted here (its tokenizer is not ours)
     sent: tuple[list[Any], list[Any]] = ([], [])  # the previous call's chunks and their keys
+    sent_body: list[ChatMessage] = []  # and its messages
     try:
         for i, call in enumerate(trace.calls):
             size = host.due(i, reported, scale) if host else None
@@ -315,8 +319,11 @@ def replay_trace(
                 keys.append(("tail", tail))
             cap = luck.caps.get(i)
             res.short_reads += cap is not None
-            usage = cache.observe(chunks, marks, keys, call.at if clock == "recorded" else None, cap)
-            sent = (chunks, keys)
+            at = call.at if clock == "recorded" else None
+            if answers and i:
+                _cache_answer(cache, chunker, sent, len(sent_body), trace.calls[i - 1], body)
+            usage = cache.observe(chunks, marks, keys, at, cap)
+            sent, sent_body = (chunks, keys), body
             if host and call.prompt_tokens:
                 # what the host reads in the provider's usage: our count of what the policy sent, in the
                 # provider's tokens (so that vanilla meets its threshold at the recorded call)
@@ -384,6 +391,28 @@ def _add_usage(res: SessionResult, usage: Any) -> None:
     res.hit_tokens += usage.hit_tokens
     res.miss_tokens += usage.miss_tokens
     res.write_tokens += usage.write_tokens
+
+
+def _cache_answer(
+    cache: Any,
+    chunker: ChatChunker,
+    sent: tuple[list[Any], list[Any]],
+    count: int,
+    before: TraceCall,
+    body: list[ChatMessage],
+) -> None:
+    """What the model generated at the previous call, cached after that call's prompt, where the
+    provider caches answers: as this call sends it back (``body[count]``), when that is the answer
+    the model wrote. Tool-call ids do not count: the provider assigns them outside what the model
+    generates (DeepSeek's rendering of a message has none), so a policy that respells them keeps the
+    hit. A model that wrote its thinking first generated that, not the answer: nothing to hit."""
+    if before.output.get("reasoning_content") or len(body) <= count:
+        return
+    answer = body[count]
+    if _pad_key(answer) != _pad_key(before.output):
+        return
+    chunks, keys = chunker.pieces([answer])
+    cache.generated([*sent[0], *chunks], [*sent[1], *keys], before.at)
 
 
 def _summarising_call(

@@ -27,8 +27,9 @@ def test_every_dev_claude_code_session_is_billed_within_3_percent() -> None:
     assert not off, f"simulated/billed K beyond 3%: {off}"
     # the cache that never forgets missed by 17-72% on the same sessions: the check can fail
     assert any(abs(r["ratio"] - 1) > TARGET for r in result["none"]["claude_code"])
-    # swe (DeepSeek, no times): 1.034 when this was written, 0.4 pt over the target; held there until explained
-    assert abs(result["recorded"]["swe_total"]["ratio"] - 1) < 0.035
+    # swe (DeepSeek, no times): 1.034 until the answers DeepSeek caches and its short reads were
+    # taken from the recording; 0.995 since
+    assert abs(result["recorded"]["swe_total"]["ratio"] - 1) <= TARGET
     # the host's compaction, modelled on the uncompacted history: vanilla compacts where the host did
     compacted = result["compaction"]
     assert len(compacted) >= 3
