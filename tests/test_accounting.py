@@ -97,3 +97,30 @@ def test_without_lightmem2_leaves_out_the_tools_the_host_sends_only_because_of_u
 
     counted = replace(rec, real_input_tokens=1000)
     assert counted.real_baseline_tokens == 1000 - acct.footprint(tools)  # the provider's count, less ours
+
+
+@pytest.mark.parametrize("answers", [True, False])
+def test_a_simulated_deepseek_call_reads_the_answer_the_previous_call_generated(
+    monkeypatch: pytest.MonkeyPatch, answers: bool
+) -> None:
+    """DeepSeek caches each answer with its prompt (the swe recordings: 86% of calls read exactly
+    the previous prompt and answer): the ledger's simulated hit at the next call includes it."""
+    from lightmem_plugin.metering.accounting import Accountant, CallFacts
+    from lightmem_plugin.metering.cachesim import DeepSeekCache
+    from lightmem_plugin.model import Message, Request, TextPart
+    from lightmem_plugin.tokens import TokenCounter
+
+    monkeypatch.setattr(DeepSeekCache, "caches_output", answers)
+    prompt = [Message("user", [TextPart("Explain the module. " * 100)])]
+    answer = Message("assistant", [TextPart("The module reads its config first, then the plugins. " * 40)])
+    follow = Message("user", [TextPart("And the plugins?")])
+    acct = Accountant(TokenCounter(), "deepseek")
+    first = acct.account(CallFacts("s", 1, "normal"), Request(prompt, []), Request(prompt, []))
+    second = [*prompt, answer, follow]
+    rec = acct.account(CallFacts("s", 2, "normal"), Request(second, []), Request(second, []))
+    grown = rec.input_tokens - first.input_tokens  # the answer (~400 tokens) and the follow-up
+    assert grown > 300
+    if answers:  # all but the follow-up and the last partial 64-token unit
+        assert rec.hit_tokens >= rec.input_tokens - 64 - 20
+    else:  # the first prompt's whole units only
+        assert rec.hit_tokens <= first.input_tokens

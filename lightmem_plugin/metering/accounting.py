@@ -178,6 +178,10 @@ class Accountant:
         self._cache_ours = make_cache(provider)
         self._cache_base = make_cache(provider)
         self._prev: list[str] = []
+        # the previous call's chunks and keys, ours and the host's: where the provider caches the
+        # answer with its prompt, the next call hits it
+        self._sent_before: tuple[list[Any], list[str]] = ([], [])
+        self._host_before: tuple[list[Any], list[str]] = ([], [])
         self._encode = counter.encode
         self._footprint: tuple[str, int] = ("", 0)
         self._changes: PerObject[Message, list[tuple[str, int]]] = PerObject(self._message_changes)
@@ -249,8 +253,12 @@ class Accountant:
         """The ledger row of one call (real usage still unknown). The baseline leaves out our own
         tools (:meth:`footprint`): the host alone would not send them."""
         chunks, texts = self._ours.pieces(sent.messages)
-        ours = self._cache_ours.observe([_HEAD, *chunks], keys=["<head>", *texts])
         base_chunks, base_texts = self._base.pieces(original.messages)
+        if self._cache_ours.caches_output:
+            _cache_answer(self._cache_ours, self._sent_before, sent.messages, chunks, texts)
+            _cache_answer(self._cache_base, self._host_before, original.messages, base_chunks, base_texts)
+        self._sent_before, self._host_before = (chunks, texts), (base_chunks, base_texts)
+        ours = self._cache_ours.observe([_HEAD, *chunks], keys=["<head>", *texts])
         base = self._cache_base.observe([_HEAD, *base_chunks], keys=["<head>", *base_texts])
         baseline = max(0, base.input_tokens - self.footprint(sent.tools))
         brk = _first_break(self._prev, texts) if self._prev else None
@@ -292,6 +300,24 @@ class Accountant:
             last_error=facts.last_error,
             writer=facts.writer,
         )
+
+
+def _cache_answer(
+    cache: Any,
+    before: tuple[list[Any], list[str]],
+    messages: Sequence[Message],
+    chunks: list[Any],
+    texts: list[str],
+) -> None:
+    """Where the provider caches the answer with its prompt (DeepSeek): the previous call's prompt
+    followed by the assistant message that comes right after it in this one (the answer, as this
+    call sends it back) is cached before this call reads. Which answers a provider caches a replay
+    takes from the recording (:func:`~lightmem_plugin.measure.luck.answers_cached`); a live session
+    assumes it does."""
+    n = len(before[1])
+    if not n or len(texts) <= n or messages[n].role != "assistant" or texts[:n] != before[1]:
+        return
+    cache.generated([_HEAD, *before[0], chunks[n]], ["<head>", *before[1], texts[n]], None)
 
 
 def detect_api(usage: Mapping[str, Any]) -> str:
