@@ -4,10 +4,16 @@ The format (``traces/README.md``): ``messages`` is the whole conversation in cha
 of ``calls`` names the ``message_index`` of the assistant message it produced; the agent only appends,
 so call ``c``'s prompt is ``messages[:c.message_index]``. The prompts are slices of one list: they
 share the message dicts, so 190 calls cost 190 lists of references, not 190 copies.
+
+A call may carry ``at``, when it was made in seconds since the epoch (optional: the recorded
+mini-swe-agent sessions have none; ``lightmem2 continuous`` writes them from its declared pause
+model). Times must be finite, non-negative and never go back: a cache model with time reads the
+pauses between calls from them, and a wrong time would expire (or keep) prefixes silently.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -42,6 +48,7 @@ def parse_swe(doc: dict[str, Any], path: Path) -> Trace:
     if not isinstance(raw_calls, list):
         raise TraceError(f"trace {path}: 'calls' is {type(raw_calls).__name__}, expected a list")
     calls: list[TraceCall] = []
+    before: float | None = None
     for i, call in enumerate(raw_calls):
         if not isinstance(call, dict):
             raise TraceError(f"trace {path}: calls[{i}] is {type(call).__name__}, expected an object")
@@ -52,6 +59,8 @@ def parse_swe(doc: dict[str, Any], path: Path) -> Trace:
                 f"(there are {len(messages)} messages)"
             )
         completion = call.get("completion_tokens")
+        at = _at(call.get("at"), before, path, i)
+        before = at if at is not None else before
         calls.append(
             TraceCall(
                 prompt=messages[:index],
@@ -61,6 +70,7 @@ def parse_swe(doc: dict[str, Any], path: Path) -> Trace:
                 completion_tokens=None
                 if completion is None
                 else as_int(completion, path, f"calls[{i}].completion_tokens"),
+                at=at,
             )
         )
     ident = doc.get("id")
@@ -74,3 +84,20 @@ def parse_swe(doc: dict[str, Any], path: Path) -> Trace:
         model=str(doc["model"]) if doc.get("model") else None,
         meta=meta,
     )
+
+
+def _at(value: object, before: float | None, path: Path, i: int) -> float | None:
+    """``calls[i].at`` as epoch seconds (None when absent), or a TraceError naming the value."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise TraceError(
+            f"trace {path}: calls[{i}].at is {value!r}, expected seconds since the epoch (a non-negative "
+            "number); fix the time or leave 'at' out"
+        )
+    if before is not None and value < before:
+        raise TraceError(
+            f"trace {path}: calls[{i}].at {value!r} is before the previous call's {before!r}; "
+            "calls are listed in the order they were made, so their times must not go back"
+        )
+    return float(value)
