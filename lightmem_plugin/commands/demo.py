@@ -1,21 +1,35 @@
-"""demo [--trace PATH]: replay a bundled real agent session through vanilla and every mode.
+"""demo [--trace PATH]: replay a bundled real multi-task session through vanilla and every mode.
 
-The bundled session is a real mini-swe-agent run (130 model calls of a DeepSeek model fixing a Django
-bug, MIT). For each policy it prints input tokens, cache hit rate, cost K (0.1 x hit + miss) relative
-to vanilla, and retention (what the agent later used that is still in context, recoverable, or lost).
-Then it records the normal-mode run in the ledger and prints ``report`` for it and writes ``visual``.
+The bundled session is three real mini-swe-agent runs (a DeepSeek model fixing a Django, a pydicom
+and a pvlib bug, MIT) chained into one session as an assistant agent runs tasks back to back, the
+user away 30 minutes before each new task (``lightmem2 continuous``'s declared pause model). It is
+replayed on Anthropic's cache, whose five-minute TTL turns each pause into a cold start, and priced
+at a named Claude model's list price (the recorded model is DeepSeek's, which Anthropic does not
+serve). For each policy it prints input tokens, cold starts, cache hit rate, cost K (0.1 x hit +
+miss, writes at 1.25x) and money relative to vanilla, and retention (what the agent later used
+that is still in context, recoverable, or lost); then one line on why the modes differ, computed
+from those figures. Then it records the normal-mode run in the ledger and prints ``report`` for it
+(the ledger's cache model has no clock: a line says what it counts) and writes ``visual``.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from ..config import Config
+import xxhash
+
+from ..config import Config, Mode
 from ..eviction.record_store import RecordStore
-from ..measure.replay import called_tools, replay_paths, summarize
+from ..measure.luck import DEFAULT_TTL_S
+from ..measure.priced import ANTHROPIC_STAND_IN, usd_as
+from ..measure.replay import LightMemPolicy, PolicyFactory, called_tools, replay_paths, summarize
 from ..measure.traces import load_trace
+from ..measure.traces.base import Trace
 from ..pipeline import LightMem
 from ..reduction.base import prefers_shell
 from ..store.home import Home
@@ -24,37 +38,105 @@ from . import report, visual
 from .base import Command, Outcome
 
 POLICIES = ("vanilla", "conservative", "normal", "aggressive")
-DEMO_SESSION_ID = "demo-django-14997"
+DEMO_SESSION_ID = "demo-three-tasks"
+CACHE = "anthropic"
+"""The cache the table replays on: five minutes, so a user's pause is a cold start."""
 
 
 def bundled_trace() -> Path:
-    """Path of the bundled demo session."""
-    return Path(str(resources.files("lightmem_plugin").joinpath("data", "demo_session.json.gz")))
+    """Path of the bundled single-task demo session (one of the chain's sources)."""
+    return _data("demo_session.json.gz")
 
 
-def _table(path: Path) -> list[str]:
-    # the report under the table counts the session as the ledger does, with a cache that never
-    # forgets: the table uses the same model, so the two agree to the token
-    rows = {p: summarize(replay_paths([path], p, clock="none")) for p in POLICIES}
-    base_k = float(rows["vanilla"]["K"]) or 1.0
-    base_in = int(rows["vanilla"]["input_tokens"]) or 1
+def bundled_chain() -> Path:
+    """Path of the bundled multi-task session the demo replays (``benchmarks/demo_chain.py``)."""
+    return _data("demo_chain.json.gz")
+
+
+def _data(name: str) -> Path:
+    return Path(str(resources.files("lightmem_plugin").joinpath("data", name)))
+
+
+def _replay(path: Path, root: Path) -> tuple[dict[str, dict[str, Any]], int]:
+    """Each policy's figures on :data:`CACHE` with the recorded clock (``usd`` priced as the stand-in
+    Claude model, ``usd_no_pause``: the same calls on a cache that never forgets), and the finished
+    tasks aggressive collapsed."""
+    collapsed: list[LightMemPolicy] = []
+
+    def keep(mode: str) -> str | PolicyFactory:
+        if mode == "vanilla":
+            return mode
+        chosen: Mode = mode  # type: ignore[assignment]
+
+        def make(trace: Trace) -> LightMemPolicy:
+            policy = LightMemPolicy(trace, chosen, root / mode / xxhash.xxh3_64_hexdigest(trace.id.encode()))
+            if mode == "aggressive":
+                collapsed.append(policy)
+            return policy
+
+        return make
+
+    rows: dict[str, dict[str, Any]] = {}
+    for name in POLICIES:
+        results = replay_paths([path], keep(name), provider=CACHE)
+        rows[name] = summarize(results)
+        rows[name]["usd"] = usd_as(results, ANTHROPIC_STAND_IN)
+        rows[name]["usd_no_pause"] = usd_as(
+            replay_paths([path], name, provider=CACHE, clock="none"), ANTHROPIC_STAND_IN
+        )
+    tasks = sum(len(p.session.evictor.state.collapses) for p in collapsed)
+    return rows, tasks
+
+
+def _table(rows: dict[str, dict[str, Any]]) -> list[str]:
+    base = rows["vanilla"]
+    base_in, base_k, base_usd = int(base["input_tokens"]) or 1, float(base["K"]) or 1.0, base["usd"] or 1.0
     lines = [
-        f"{'policy':<13} {'input tokens':>13} {'vs vanilla':>10} {'hit rate':>9} {'K':>11} {'K/vanilla':>9} "
-        f"{'kept':>6} {'recov.':>6} {'lost':>5}"
+        f"{'policy':<13} {'input tokens':>13} {'vs vanilla':>10} {'cold':>5} {'hit rate':>9} {'K':>11} "
+        f"{'K/vanilla':>9} {'money':>9} {'$/vanilla':>9} {'kept':>6} {'recov.':>6} {'lost':>5}"
     ]
     for name, s in rows.items():
         lines.append(
-            f"{name:<13} {int(s['input_tokens']):>13,} {int(s['input_tokens']) / base_in:>10.3f} "
-            f"{float(s['hit_rate']):>9.1%} {float(s['K']):>11,.0f} {float(s['K']) / base_k:>9.3f} "
+            f"{name:<13} {int(s['input_tokens']):>13,} {int(s['input_tokens']) / base_in:>10.4f} "
+            f"{int(s['cold_starts']):>5} {float(s['hit_rate']):>9.1%} {float(s['K']):>11,.0f} "
+            f"{float(s['K']) / base_k:>9.4f} {'$' + format(s['usd'], '.4f'):>9} {s['usd'] / base_usd:>9.4f} "
             f"{float(s['retention_kept']):>6.1%} {float(s['retention_recoverable']):>6.1%} "
             f"{float(s['retention_lost']):>5.1%}"
         )
     return lines
 
 
-def _record(path: Path, ledger: Ledger) -> None:
+def _pauses(trace: Trace) -> list[float]:
+    """The gaps between calls (seconds) longer than :data:`CACHE`'s TTL: where a cached prefix expires."""
+    ttl = DEFAULT_TTL_S[CACHE] or float("inf")
+    times = [c.at for c in trace.calls]
+    return [b - a for a, b in itertools.pairwise(times) if a is not None and b is not None and b - a > ttl]
+
+
+def why(rows: dict[str, dict[str, Any]], tasks_collapsed: int, pauses: list[float]) -> str:
+    """One line on why the rows differ, from the replay's own figures."""
+    con, nor, agg, van = (rows[p] for p in ("conservative", "normal", "aggressive", "vanilla"))
+    parts = [
+        f"normal (lossy cuts of long tool outputs allowed; conservative keeps every pass lossless) sent "
+        f"{int(con['input_tokens']) - int(nor['input_tokens']):,} input tokens fewer than conservative",
+        f"aggressive {int(nor['input_tokens']) - int(agg['input_tokens']):,} fewer than normal "
+        f"({1 - int(agg['input_tokens']) / max(1, int(nor['input_tokens'])):.0%}): it collapsed "
+        f"{tasks_collapsed} finished task{'s' if tasks_collapsed != 1 else ''}, each into one stub",
+    ]
+    if pauses:
+        cost = {p: rows[p]["usd"] - rows[p]["usd_no_pause"] for p in ("vanilla", "aggressive")}
+        parts.append(
+            f"the {len(pauses)} pause{'s' if len(pauses) != 1 else ''} of {max(pauses) / 60:.0f} minutes outlived the "
+            f"cache's {DEFAULT_TTL_S[CACHE] or 0:.0f} s: {int(van['cold_starts'])} cold start(s) in every policy, costing "
+            f"vanilla ${cost['vanilla']:.4f} and aggressive ${cost['aggressive']:.4f} (a smaller prompt to write again)"
+        )
+    else:
+        parts.append("the session has no pause longer than the cache's TTL, so no cold start")
+    return "why: " + "; ".join(parts) + "."
+
+
+def _record(trace: Trace, ledger: Ledger) -> None:
     """Run the session through the Python API in normal mode, as a host would, writing the ledger."""
-    trace = load_trace(path)
     lm = LightMem(config=Config(mode="normal"), ledger=ledger)
     lm.records = RecordStore(Home.default().records_dir, lm.registry.redactor)
     lm.attach_search_index()
@@ -67,14 +149,35 @@ def _record(path: Path, ledger: Ledger) -> None:
         session.after_model_call(call.output)
 
 
+def _ledger_note(path: Path, trace: Trace) -> str:
+    """What the report under the table counts, with the same calls replayed that way to match it."""
+    flat = {p: summarize(replay_paths([path], p, clock="none")) for p in ("vanilla", "normal")}
+    return (
+        f"The report below is the normal run as the ledger records a live session: on the recorded "
+        f"provider's cache ({trace.provider}) with no clock, so without the pauses and cold starts above, "
+        f"priced at {trace.model or 'the recorded model'}. Replayed that way, normal is K "
+        f"{flat['normal']['K']:,.0f} vs {flat['vanilla']['K']:,.0f} vanilla."
+    )
+
+
 def run(trace: str | None = None) -> str:
     """The text ``lightmem2 demo`` prints."""
-    path = Path(trace) if trace else bundled_trace()
+    path = Path(trace) if trace else bundled_chain()
     t = load_trace(path)
-    out = [f"lightmem2 demo: {t.id} ({len(t.calls)} model calls, provider cache model {t.provider})", ""]
-    out += _table(path)
+    pauses = _pauses(t)
+    paused = f"{len(pauses)} pause(s) of up to {max(pauses) / 60:.0f} minutes" if pauses else "no pauses"
+    out = [
+        f"lightmem2 demo: {t.id} ({len(t.calls)} model calls, {paused}); replayed on {CACHE}'s cache "
+        f"({DEFAULT_TTL_S[CACHE] or 0:.0f} s TTL), money at {ANTHROPIC_STAND_IN}'s list price (the recorded "
+        f"model, {t.model}, has none there)",
+        "",
+    ]
+    with tempfile.TemporaryDirectory(prefix="lightmem2-demo-") as tmp:
+        rows, collapsed = _replay(path, Path(tmp))
+    out += _table(rows)
+    out += ["", why(rows, collapsed, pauses), "", _ledger_note(path, t)]
     ledger = Ledger.default()
-    _record(path, ledger)
+    _record(t, ledger)
     out += ["", report.run(ledger, DEMO_SESSION_ID), "", visual.run(ledger, DEMO_SESSION_ID)]
     return "\n".join(out)
 

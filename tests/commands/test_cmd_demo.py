@@ -1,14 +1,35 @@
 from __future__ import annotations
 
+import re
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from lightmem_plugin.commands import demo
+import pytest
 
-TRACE = (
-    Path(__file__).resolve().parents[1]
-    / "data"
-    / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
-)
+from lightmem_plugin.commands import demo
+from lightmem_plugin.measure.traces import load_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE = ROOT / "tests" / "data" / "deepseek_lite_dev_noparallel__pydicom__pydicom-901.json.gz"
+NUMBER = r"[\d,]+"
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``lightmem2 demo`` on the bundled session, once for the module (it replays 184 calls 10 times)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LIGHTMEM2_HOME", str(tmp_path_factory.mktemp("demo-home")))
+        yield demo.run()
+
+
+def _rows(text: str) -> dict[str, list[str]]:
+    lines = text.splitlines()
+    return {p: next(line for line in lines if line.startswith(p + " ")).split() for p in demo.POLICIES}
+
+
+def _int(cell: str) -> int:
+    return int(cell.replace(",", ""))
 
 
 def test_demo_prints_every_policy_then_report_and_visual_and_reruns_cleanly() -> None:
@@ -17,6 +38,7 @@ def test_demo_prints_every_policy_then_report_and_visual_and_reruns_cleanly() ->
     for policy in demo.POLICIES:
         assert any(line.startswith(policy + " ") for line in lines), policy
     assert f"session {demo.DEMO_SESSION_ID}" in first and "38 calls" in first
+    assert "no pause longer than the cache's TTL, so no cold start" in first  # a session without times
     html, png = (Path(p) for p in lines[-2:])
     assert html.suffix == ".html" and html.exists()
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -24,25 +46,53 @@ def test_demo_prints_every_policy_then_report_and_visual_and_reruns_cleanly() ->
     assert "38 calls" in second
 
 
-def test_the_report_under_the_table_gives_the_tables_figures() -> None:
-    """One cost model: the ledger (status, report) counts a session as the benchmark's replay does.
-    Before: the bundled demo's table said normal saved 6.8% of K and the report under it 6.3%."""
-    import re
+def test_the_three_modes_give_three_rows_and_the_why_line_is_their_figures(bundled: str) -> None:
+    """Issue 41: the single-task demo printed K/vanilla 0.906 for all three modes. On the bundled
+    three-task session with pauses, each mode is its own row, and the line under the table gives the
+    differences the table shows and the cold starts the pauses made."""
+    rows = _rows(bundled)
+    sent = {p: _int(r[1]) for p, r in rows.items()}
+    money = {p: float(r[7].lstrip("$")) for p, r in rows.items()}
+    assert sent["vanilla"] > sent["conservative"] > sent["normal"] > sent["aggressive"]
+    assert money["vanilla"] > money["conservative"] > money["normal"] > money["aggressive"]
+    why = next(line for line in bundled.splitlines() if line.startswith("why: "))
+    m = re.search(rf"sent ({NUMBER}) input tokens fewer than conservative; aggressive ({NUMBER}) fewer", why)
+    assert m is not None, why
+    assert _int(m[1]) == sent["conservative"] - sent["normal"]
+    assert _int(m[2]) == sent["normal"] - sent["aggressive"]
+    assert re.search(r"collapsed [1-9]\d* finished tasks?, each into one stub", why), why
+    cold = {p: int(r[3]) for p, r in rows.items()}
+    assert set(cold.values()) == {2}  # two pauses of 30 minutes, each a cold start on a 5-minute cache
+    assert "the 2 pauses of 30 minutes outlived the cache's 300 s: 2 cold start(s) in every policy" in why
 
-    text = demo.run(str(TRACE))
-    row = next(line for line in text.splitlines() if line.startswith("normal "))
-    vanilla = next(line for line in text.splitlines() if line.startswith("vanilla "))
-    table_input, table_k = int(row.split()[1].replace(",", "")), float(row.split()[4].replace(",", ""))
-    vanilla_input, vanilla_k = (
-        int(vanilla.split()[1].replace(",", "")),
-        float(vanilla.split()[4].replace(",", "")),
+
+def test_the_report_says_what_it_counts_and_gives_the_figures_it_names(bundled: str) -> None:
+    """The table counts with time on Anthropic's cache; the report under it is the ledger's model, with
+    no clock. The demo says so, and the figures it names for that model are the report's."""
+    note = re.search(rf"no clock.*normal is K ({NUMBER}) vs ({NUMBER}) vanilla\.$", bundled, re.M)
+    assert note is not None, bundled
+    report = re.search(
+        rf"^K ({NUMBER}) vs ({NUMBER}) vanilla.*input ({NUMBER}) vs ({NUMBER}) tokens$", bundled, re.M
     )
-    m = re.search(r"^K ([\d,]+) vs ([\d,]+) vanilla.*input ([\d,]+) vs ([\d,]+) tokens$", text, re.M)
-    assert m is not None, text
-    k, k_vanilla, sent, sent_vanilla = (int(g.replace(",", "")) for g in m.groups())
-    assert (sent, sent_vanilla) == (table_input, vanilla_input)
-    assert abs(k - table_k) <= 1 and abs(k_vanilla - vanilla_k) <= 1  # the table rounds K to whole tokens
+    assert report is not None, bundled
+    assert (_int(report[1]), _int(report[2])) == (_int(note[1]), _int(note[2]))
+    rows = _rows(bundled)
+    assert (_int(report[3]), _int(report[4])) == (_int(rows["normal"][1]), _int(rows["vanilla"][1]))
+    assert "top reductions (tokens not sent" in bundled and "top reductions: none" not in bundled
 
 
-def test_bundled_session_is_shipped_in_the_package() -> None:
-    assert demo.bundled_trace().exists()
+def test_the_bundled_chain_is_what_its_script_builds_and_stays_small() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import demo_chain
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    bundled = demo.bundled_chain().read_bytes()
+    assert bundled == demo_chain.build(), "stale: run `python benchmarks/demo_chain.py`"
+    assert len(bundled) < 300_000
+    trace = load_trace(demo.bundled_chain())
+    assert trace.id == demo.DEMO_SESSION_ID and all(c.at is not None for c in trace.calls)
+
+
+def test_bundled_sessions_are_shipped_in_the_package() -> None:
+    assert demo.bundled_trace().exists() and demo.bundled_chain().exists()
