@@ -113,9 +113,17 @@ def _pauses(trace: Trace) -> list[float]:
     return [b - a for a, b in itertools.pairwise(times) if a is not None and b is not None and b - a > ttl]
 
 
+def _cold(rows: dict[str, dict[str, Any]]) -> str:
+    """The cold starts per policy, said once when every policy had as many."""
+    cold = {p: int(s["cold_starts"]) for p, s in rows.items()}
+    if len(set(cold.values())) == 1:
+        return f"{cold['vanilla']} cold start(s) in every policy"
+    return "cold starts " + ", ".join(f"{p} {n}" for p, n in cold.items())
+
+
 def why(rows: dict[str, dict[str, Any]], tasks_collapsed: int, pauses: list[float]) -> str:
     """One line on why the rows differ, from the replay's own figures."""
-    con, nor, agg, van = (rows[p] for p in ("conservative", "normal", "aggressive", "vanilla"))
+    con, nor, agg = (rows[p] for p in ("conservative", "normal", "aggressive"))
     parts = [
         f"normal (lossy cuts of long tool outputs allowed; conservative keeps every pass lossless) sent "
         f"{int(con['input_tokens']) - int(nor['input_tokens']):,} input tokens fewer than conservative",
@@ -127,7 +135,7 @@ def why(rows: dict[str, dict[str, Any]], tasks_collapsed: int, pauses: list[floa
         cost = {p: rows[p]["usd"] - rows[p]["usd_no_pause"] for p in ("vanilla", "aggressive")}
         parts.append(
             f"the {len(pauses)} pause{'s' if len(pauses) != 1 else ''} of {max(pauses) / 60:.0f} minutes outlived the "
-            f"cache's {DEFAULT_TTL_S[CACHE] or 0:.0f} s: {int(van['cold_starts'])} cold start(s) in every policy, costing "
+            f"cache's {DEFAULT_TTL_S[CACHE] or 0:.0f} s: {_cold(rows)}, costing "
             f"vanilla ${cost['vanilla']:.4f} and aggressive ${cost['aggressive']:.4f} (a smaller prompt to write again)"
         )
     else:
@@ -165,11 +173,14 @@ def run(trace: str | None = None) -> str:
     path = Path(trace) if trace else bundled_chain()
     t = load_trace(path)
     pauses = _pauses(t)
+    counted = (
+        "output included" if any(c.completion_tokens for c in t.calls) else "input only (no output counts)"
+    )
     paused = f"{len(pauses)} pause(s) of up to {max(pauses) / 60:.0f} minutes" if pauses else "no pauses"
     out = [
         f"lightmem2 demo: {t.id} ({len(t.calls)} model calls, {paused}); replayed on {CACHE}'s cache "
         f"({DEFAULT_TTL_S[CACHE] or 0:.0f} s TTL), money at {ANTHROPIC_STAND_IN}'s list price (the recorded "
-        f"model, {t.model}, has none there)",
+        f"model, {t.model}, has none there), {counted}",
         "",
     ]
     with tempfile.TemporaryDirectory(prefix="lightmem2-demo-") as tmp:
