@@ -6,6 +6,14 @@ calls are sorted by name and chained in groups of ``--group`` (``lightmem2 conti
 same for your own transcripts); each chain is replayed through vanilla and the three modes.
 Writes ``benchmarks/results/continuous.json`` (K, K charged, hit rate, kept lines/spans, lost) and its
 block of ``docs/BENCHMARKS.md``.
+
+Time: the swe sessions have no call times, so the chains get them from the declared pause model
+(``traces.continuous.Pauses``: ``--call-seconds`` apart within a task, ``--pause-minutes`` before each
+new task). Every mode is replayed on two caches, each with pauses off and on: DeepSeek's (the
+recorded provider; it keeps prefixes for hours, so a pause costs nothing) and Anthropic's (five
+minutes: a pause is a cold start). Money: on DeepSeek each chain's recorded model at DeepSeek's list
+price; on Anthropic, where a DeepSeek model has no price, the replayed tokens priced as
+``--anthropic-model`` (default ``measure.priced.ANTHROPIC_STAND_IN``), named in the results file.
 """
 
 from __future__ import annotations
@@ -16,21 +24,29 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
 import xxhash  # noqa: E402
 
+from lightmem_plugin.measure.priced import ANTHROPIC_STAND_IN, usd_as  # noqa: E402
 from lightmem_plugin.measure.replay import (  # noqa: E402
     LightMemPolicy,
     PolicyFactory,
     SessionPolicy,
+    SessionResult,
     replay_paths,
     summarize,
 )
 from lightmem_plugin.measure.traces import load_trace  # noqa: E402
 from lightmem_plugin.measure.traces.base import Trace  # noqa: E402
-from lightmem_plugin.measure.traces.continuous import chain  # noqa: E402
+from lightmem_plugin.measure.traces.continuous import (  # noqa: E402
+    CALL_SECONDS,
+    TASK_PAUSE_MINUTES,
+    Pauses,
+    chain,
+)
 
 sys.path.insert(0, str(HERE))
 import record_recall  # noqa: E402
@@ -53,14 +69,28 @@ KEYS = (
     "error_lines_kept",
     "calls",
 )
+TIMED_KEYS = (
+    "K",
+    "K_charged",
+    "cold_starts",
+    "hit_rate",
+    "retention_kept_lines",
+    "retention_lost",
+    "retention_lost_lines",
+    "calls",
+)
+"""The figures of each run on a cache with time (``timed`` in the results file)."""
+CACHES = ("deepseek", "anthropic")
 
 
-def build(swe: Path, out: Path, group: int) -> list[Path]:
-    """Chains of ``group`` sessions (sorted by file name) written under ``out``; their paths."""
+def build(swe: Path, out: Path, group: int, pauses: Pauses | None = None) -> list[Path]:
+    """Chains of ``group`` sessions (sorted by file name) written under ``out``, their calls timed by
+    ``pauses`` (None: no times); their paths."""
     traces = [t for t in (load_trace(p) for p in sorted(swe.glob("*.json.gz"))) if t.calls]
+    out.mkdir(parents=True, exist_ok=True)
     paths = []
     for n, start in enumerate(range(0, len(traces) - group + 1, group)):
-        doc = chain(traces[start : start + group], f"chain-{n:02d}")
+        doc = chain(traces[start : start + group], f"chain-{n:02d}", pauses)
         path = out / f"chain-{n:02d}.json.gz"
         path.write_bytes(gzip.compress(json.dumps(doc, sort_keys=True).encode(), mtime=0))
         paths.append(path)
@@ -87,10 +117,42 @@ def oracle(root: Path) -> PolicyFactory:
     return make
 
 
+def timed(
+    cache: str, minutes: float, model: str | None, runs: dict[str, list[SessionResult]]
+) -> dict[str, Any]:
+    """One run of every mode on ``cache`` (``runs``: mode -> its replayed chains), with the clock the
+    chains carry: :data:`TIMED_KEYS`, and money (``usd``: the replay's own, or priced as ``model`` when
+    one is named) with its ratio to vanilla's."""
+    rows: dict[str, dict[str, Any]] = {}
+    for mode in MODES:
+        s = summarize(runs[mode])
+        rows[mode] = {k: s[k] for k in TIMED_KEYS}
+        rows[mode]["usd"] = usd_as(runs[mode], model) if model else s["usd"]
+    base_k, base_usd = float(rows["vanilla"]["K"]) or 1.0, rows["vanilla"]["usd"]
+    for row in rows.values():
+        row["K_vs_vanilla"] = round(float(row["K"]) / base_k, 4)
+        row["K_charged_vs_vanilla"] = round(float(row["K_charged"]) / base_k, 4)
+        row["usd_vs_vanilla"] = (
+            round(row["usd"] / base_usd, 4) if row["usd"] is not None and base_usd else None
+        )
+    return {"cache": cache, "pause_minutes": minutes, "priced_as": model or "recorded model", "rows": rows}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--traces", default=str(HERE.parent.parent / "shared" / "traces"))
     ap.add_argument("--group", type=int, default=5)
+    ap.add_argument(
+        "--pause-minutes", type=float, default=TASK_PAUSE_MINUTES, help="the pause before each new task, 'on'"
+    )
+    ap.add_argument(
+        "--call-seconds", type=float, default=CALL_SECONDS, help="seconds between calls of a task"
+    )
+    ap.add_argument(
+        "--anthropic-model",
+        default=ANTHROPIC_STAND_IN,
+        help="the Claude model the runs on Anthropic's cache are priced as (the chains' models are DeepSeek's)",
+    )
     ap.add_argument("--out", default=str(HERE / "results" / "continuous.json"))
     ap.add_argument(
         "--doc", "--readme", dest="readme", default=str(BENCHMARKS), help="the file to update; '' for none"
@@ -101,24 +163,46 @@ def main() -> int:
         print(f"continuous: no swe traces at {swe}; pass --traces DIR", file=sys.stderr)
         return 2
     rows: dict[str, dict[str, float]] = {}
+    runs_timed: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="lightmem2-continuous-") as tmp:
-        paths = build(swe, Path(tmp), args.group)
+        # pauses off: calls a step apart and no more, so no cache expires (the whole-session table)
+        off = build(swe, Path(tmp) / "off", args.group, Pauses(args.call_seconds, 0.0))
+        on = build(swe, Path(tmp) / "on", args.group, Pauses(args.call_seconds, args.pause_minutes))
         runs: dict[str, str | PolicyFactory] = {m: m for m in MODES}
         runs["aggressive (oracle horizon)"] = oracle(Path(tmp) / "oracle")
+        replayed: dict[str, list[SessionResult]] = {}
         for mode, policy in runs.items():
-            s = summarize(replay_paths(paths, policy))
+            replayed[mode] = replay_paths(off, policy)
+            s = summarize(replayed[mode])
             rows[mode] = {k: s[k] for k in KEYS}
             print(f"  continuous {mode:<27} K {s['K']:>14,.0f}", file=sys.stderr)
-        record = record_recall.measure_tasks(paths)
+        runs_timed.append(timed("deepseek", 0.0, None, replayed))
+        for cache, minutes, paths in (
+            ("deepseek", args.pause_minutes, on),
+            ("anthropic", 0.0, off),
+            ("anthropic", args.pause_minutes, on),
+        ):
+            model = args.anthropic_model if cache == "anthropic" else None
+            results = {m: replay_paths(paths, m, provider=cache) for m in MODES}
+            runs_timed.append(timed(cache, minutes, model, results))
+            v = runs_timed[-1]["rows"]
+            print(
+                f"  continuous {cache}, {minutes:g}-minute pauses: money / vanilla "
+                + ", ".join(f"{m} {v[m]['usd_vs_vanilla']}" for m in MODES[1:]),
+                file=sys.stderr,
+            )
+        record = record_recall.measure_tasks(off)
     base = float(rows["vanilla"]["K"]) or 1.0
     for row in rows.values():
         row["K_vs_vanilla"] = round(float(row["K"]) / base, 4)
         row["K_charged_vs_vanilla"] = round(float(row["K_charged"]) / base, 4)
         row["K_charged_all_vs_vanilla"] = round(float(row["K_charged_all"]) / base, 4)
     result = {
-        "chains": len(paths),
+        "chains": len(on),
         "group": args.group,
+        "call_seconds": args.call_seconds,
         "rows": rows,
+        "timed": runs_timed,
         "record": {k: v for k, v in record.items() if k != "task_misses"},
     }
     publish(result, Path(args.out), args.readme, update_readme_continuous)

@@ -38,6 +38,7 @@ from readme_table import (  # noqa: E402
     START,
     render,
     render_continuous,
+    render_headline,
 )
 
 from lightmem_plugin.measure.traces import load_trace  # noqa: E402
@@ -121,6 +122,49 @@ def test_doc_continuous_table_matches_its_results_file() -> None:
     # aggressive pages finished tasks out: it must cost less than normal and lose nothing more
     assert rows["aggressive"]["K_charged"] < rows["normal"]["K_charged"]
     assert rows["aggressive"]["retention_lost"] <= rows["normal"]["retention_lost"] + 0.001
+    # on a cache with time: DeepSeek keeps prefixes for hours, so a pause costs nothing there; on
+    # Anthropic's five minutes every pause is a cold start in every policy
+    timed = {(r["cache"], r["pause_minutes"] > 0): r["rows"] for r in result["timed"]}
+    assert timed[("deepseek", True)] == timed[("deepseek", False)]
+    paused, flat = timed[("anthropic", True)], timed[("anthropic", False)]
+    assert all(flat[m]["cold_starts"] == 0 < paused[m]["cold_starts"] for m in FIRST_ROWS)
+    assert all(paused[m]["usd"] > flat[m]["usd"] for m in FIRST_ROWS)
+
+
+def _results() -> tuple[dict[str, Any], dict[str, Any]]:
+    folder = ROOT / "benchmarks" / "results"
+    return tuple(
+        json.loads((folder / n).read_text(encoding="utf-8")) for n in ("results.json", "continuous.json")
+    )  # type: ignore[return-value]
+
+
+def test_the_headline_costs_are_each_modes_money_over_vanillas() -> None:
+    """README's first table: money, not K; the several-tasks row is the run with pauses on Anthropic."""
+    results, continuous = _results()
+    lines = [line for line in render_headline(results, continuous).splitlines() if line.startswith("| ")]
+    assert lines[0].startswith("| kind of session | replayed | money, vanilla | cost, conservative")
+    paused = next(r for r in continuous["timed"] if r["cache"] == "anthropic" and r["pause_minutes"] > 0)
+    want = [
+        results["traces"]["swe"]["plain"],
+        paused["rows"],
+        results["traces"]["claude-code"]["plain"],
+        results["traces"]["claude-code"]["volatile_head"],
+    ]
+    assert len(lines) == 1 + len(want)
+    for line, rows in zip(lines[1:], want, strict=True):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        vanilla = rows["vanilla"]["usd"]
+        assert cells[2] == f"${vanilla:,.2f}"
+        costs = [c.strip("*") for c in cells[3:6]]
+        assert costs == [f"{rows[m]['usd'] / vanilla:.3f}" for m in ("conservative", "normal", "aggressive")]
+    assert f"priced as {paused['priced_as']}" in render_headline(results, continuous)
+
+
+def test_the_headline_refuses_results_without_a_paused_anthropic_run() -> None:
+    results, continuous = _results()
+    stripped = {**continuous, "timed": [r for r in continuous["timed"] if r["cache"] != "anthropic"]}
+    with pytest.raises(ValueError, match="no run on Anthropic's cache with pauses"):
+        render_headline(results, stripped)
 
 
 def test_results_cover_vanilla_modes_and_oracle_on_both_trace_sets() -> None:
