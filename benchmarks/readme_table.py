@@ -183,8 +183,8 @@ def render_timed(result: dict[str, Any]) -> list[str]:
     stand_in = sorted({run["priced_as"] for run in runs if run["cache"] == "anthropic"})
     out += [
         "",
-        "money: list prices (`lightmem_plugin/metering/prices.py`), input only (a chain carries no recorded "
-        "usage, so no output tokens). On DeepSeek's cache, each "
+        "money: list prices (`lightmem_plugin/metering/prices.py`), output included (each answer's recorded "
+        "output tokens). On DeepSeek's cache, each "
         "chain's recorded DeepSeek model. On Anthropic's cache the chains' DeepSeek models have no price, so the "
         f"replayed tokens are priced as {', '.join(stand_in)} (a declared stand-in: "
         "`benchmarks/continuous.py --anthropic-model`), every write a five-minute write at 1.25x input. "
@@ -411,8 +411,8 @@ def render_headline(results: dict[str, Any], continuous: dict[str, Any]) -> str:
         "Priced: swe at its recorded DeepSeek models' prices on DeepSeek's cache; the Claude Code rows at their "
         "recorded Claude models' prices on Anthropic's cache (five-minute or one-hour writes as recorded); the "
         "several-tasks row on Anthropic's five-minute cache priced as "
-        f"{paused['priced_as']} (its sessions' DeepSeek model has no Anthropic price), input only (the chains "
-        "carry no output counts), the pause before each task a cold start. Money leaves out the recover round trips that K charged adds "
+        f"{paused['priced_as']} (its sessions' DeepSeek model has no Anthropic price), output included, the "
+        "pause before each task a cold start. Money leaves out the recover round trips that K charged adds "
         "(`docs/BENCHMARKS.md`). kept: of the lines of earlier tool outputs the agent used later, the share "
         "still whole in its prompt. lost: the share in neither the prompt nor an archive a stub names (the "
         "rest can be recovered, `lightmem2 recover KEY`).",

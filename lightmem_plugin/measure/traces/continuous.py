@@ -8,7 +8,8 @@ prompt dropped), every tool call answered as recorded. Call ``c`` of task ``k`` 
 tasks ``1..k-1`` (through their last reply) before its own prompt.
 
 The result is a document in the swe trace format (``traces/README.md``), so ``lightmem2 replay``
-reads it like any recorded session. Its recorded usage is zero: no provider ever saw these prompts.
+reads it like any recorded session. Its recorded input usage is zero (no provider ever saw these
+prompts); each answer keeps its recorded output tokens, so money counts output.
 ``tasks`` in the document lists, per task, the source id and the index of its first message.
 
 Time: the recorded swe sessions carry no call times, so a chain of them would never pause and no
@@ -104,7 +105,11 @@ def chain(
         messages.append(last.output)
         for call in trace.calls:
             index = base + len(call.prompt)
-            calls.append({"message_index": index, "prompt_tokens": 0, "cached_tokens": 0})
+            # the prompt's usage is of another conversation, so none; the answer is the recorded one
+            entry = {"message_index": index, "prompt_tokens": 0, "cached_tokens": 0}
+            if call.completion_tokens is not None:
+                entry["completion_tokens"] = call.completion_tokens
+            calls.append(entry)
     name = session_id or "chain-" + "+".join(t.id for t in traces)[:180]
     doc: dict[str, Any] = {
         "id": name,
