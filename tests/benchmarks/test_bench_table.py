@@ -48,12 +48,14 @@ CLAUDE = ("tool_heavy.jsonl.gz", "short.jsonl.gz")
 COLUMNS = (
     "K charged / vanilla",
     "K / vanilla",
+    "money",
     "to oracle",
     "hit rate",
     "kept lines",
     "kept spans",
     "error lines kept",
     "lost",
+    "host compactions (uses lost to them)",
     "changed lines",
     "task stmt",
     "p50 ms",
@@ -264,6 +266,12 @@ def test_table_cells_are_the_measured_figures(measured: dict[str, Any]) -> None:
             ):
                 assert shown(cells[col], 100 * r[key], 0.1), (name, col, cells)
             assert shown(cells["changed lines"], r["lines_changed_outside_stubs"], 1), (name, cells)
+            usd = r.get("usd")
+            assert cells["money"] == (f"${usd:,.2f}" if usd is not None else "-"), (name, cells)
+            compacted = (
+                f"{r['host_compactions']} ({r['lost_to_compaction']})" if "host_compactions" in r else "-"
+            )
+            assert cells["host compactions (uses lost to them)"] == compacted, (name, cells)
             assert shown(cells["p50 ms"], r["overhead_ms_p50"], 0.01), (name, cells)
             assert shown(cells["p99 ms"], r["overhead_ms_p99"], 0.01), (name, cells)
             if scenario == "plain":
