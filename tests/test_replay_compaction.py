@@ -3,6 +3,7 @@ compacted, past the host's threshold, on the context the policy sent."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -163,3 +164,18 @@ def test_a_host_without_compaction_never_compacts() -> None:
     swe = Trace(trace.id, "test", "deepseek", [TraceCall(c.uncompacted, c.output, 0, 0) for c in trace.calls])
     result = replay_trace(swe, Vanilla())
     assert (result.host_compactions, result.lost) == (0, 0)
+
+
+def test_a_host_that_keeps_recent_messages_keeps_them_after_the_summary(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """OpenClaw keeps its latest messages (compaction.keepRecentTokens) after the summary, starting at
+    a message that is not a tool result: here the last call and its output (~620 tokens of 700)."""
+    monkeypatch.setitem(compaction.HOST_LIMITS, "openclaw", compaction.HostLimit(THRESHOLD, "test", 700))
+    trace = dataclasses.replace(compacted_trace(), kind="openclaw")
+    replay_trace(trace, Vanilla(), dump=tmp_path / "m.jsonl")
+    prompts = _prompts(tmp_path / "m.jsonl")
+    whole = trace.calls[4].uncompacted
+    assert prompts[4] == [trace.compactions[0].summary, *whole[-2:]]
+    assert [m["role"] for m in whole[-2:]] == ["assistant", "tool"]
+    assert prompts[5][:3] == prompts[4]

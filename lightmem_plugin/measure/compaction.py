@@ -27,10 +27,12 @@ from .traces.base import ChatMessage, RecordedCompaction, Trace, TraceKind, appe
 @dataclass(frozen=True)
 class HostLimit:
     """When a host compacts: past ``threshold`` context tokens (a call's input plus its output plus
-    what was added since), before its next call; ``None``: the host never compacts."""
+    what was added since), before its next call; ``None``: the host never compacts. ``keep_recent``:
+    tokens of the latest messages the host keeps whole after the summary (0: it keeps none)."""
 
     threshold: int | None
     source: str
+    keep_recent: int = 0
 
 
 HOST_LIMITS: dict[TraceKind, HostLimit] = {
@@ -41,8 +43,11 @@ HOST_LIMITS: dict[TraceKind, HostLimit] = {
         "tokens, each right after the first call past 167,000",
     ),
     "openclaw": HostLimit(
-        200_000 - 16_384,
-        "OpenClaw with a 200k-token model: the window less compaction.reserveTokens (16,384 by default)",
+        200_000 - 20_000,
+        "OpenClaw 2026.9.6 with a 200k-token model: the window less compaction.reserveTokens (16,384 by "
+        "default, raised to its floor of 20,000); it keeps the latest 20,000 tokens "
+        "(compaction.keepRecentTokens) after the summary",
+        keep_recent=20_000,
     ),
     "swe": HostLimit(None, "mini-swe-agent does not compact: a session past the window ends in an error"),
 }
@@ -76,9 +81,11 @@ class HostCompactor:
     trace: Trace
     threshold: int | None
     count_tokens: Callable[[list[ChatMessage]], int]
+    keep_recent: int = 0
     done: list[HostCompaction] = field(default_factory=list)
     _summary: ChatMessage | None = None
-    _base: list[ChatMessage] = field(default_factory=list)  # the history the summary stands for
+    _base: list[ChatMessage] = field(default_factory=list)  # the history when the host compacted
+    _kept: int = 0  # where the messages it kept whole start in it
 
     def context(self, i: int, before_tokens: int, scale: float = 1.0) -> int:
         """What the host counts before call ``i``: the previous call's input and output as the
@@ -106,16 +113,29 @@ class HostCompactor:
             summary = stand_in(n + 1, _summary_size(recorded, self.count_tokens))
         self._summary = summary
         self._base = self.trace.calls[i].uncompacted
+        self._kept = self._kept_from(self._base)
         self.done.append(HostCompaction(i, size, self.count_tokens([summary])))
         return summary
+
+    def _kept_from(self, history: list[ChatMessage]) -> int:
+        """Where the latest messages of at most ``keep_recent`` tokens start, at a message that is
+        not a tool result (a result stays with its call); ``len(history)`` when none are kept."""
+        start, total = len(history), 0
+        for k in range(len(history) - 1, -1, -1):
+            total += self.count_tokens([history[k]])
+            if total > self.keep_recent:
+                break
+            if history[k].get("role") not in ("tool", "system"):
+                start = k
+        return start
 
     def prompt(self, i: int) -> list[ChatMessage]:
         """The prompt the host sends at call ``i``."""
         whole = self.trace.calls[i].uncompacted
         if self._summary is None or not appends_to(self._base, whole):
             return whole  # not compacted yet, or a history the host rewrote itself since
-        system = [m for m in self._base if m.get("role") == "system"][:1]
-        return [*system, self._summary, *whole[len(self._base) :]]
+        system = [m for m in self._base[: self._kept] if m.get("role") == "system"][:1]
+        return [*system, self._summary, *whole[self._kept :]]
 
 
 def stand_in(n: int, tokens: int) -> ChatMessage:

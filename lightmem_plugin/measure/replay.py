@@ -281,7 +281,10 @@ def replay_trace(
     res.recorded_compactions = len(trace.compactions)
     host = None
     if compaction == "modelled":
-        host = HostCompactor(trace, host_limit(trace).threshold, lambda ms: sum(map(len, chunker.chunks(ms))))
+        limit = host_limit(trace)
+        host = HostCompactor(
+            trace, limit.threshold, lambda ms: sum(map(len, chunker.chunks(ms))), limit.keep_recent
+        )
     summarised = ""  # the text of the history the latest compaction took away
     sink = dump.open("w", encoding="utf-8") if dump else None
     used = 0

@@ -499,3 +499,28 @@ def test_an_aborted_call_counts_but_is_in_no_later_prompt(tmp_path: Path) -> Non
         {"role": "user", "content": "go"},
         {"role": "user", "content": "go again"},
     ]
+
+
+def test_a_compacted_call_also_has_its_history_as_if_openclaw_had_not_compacted(tmp_path: Path) -> None:
+    """Its compaction is left out of the whole history (a reset still opens a window), and the trace
+    records it: the first call that saw it, the tokens OpenClaw counted, the summary the calls see."""
+    s = Session()
+    s.user("first task")
+    s.assistant(text("done 1"))
+    kept = s.user("second task")
+    s.assistant(text("done 2"))
+    s.add("compaction", summary="they did two tasks", firstKeptEntryId=kept, tokensBefore=999)
+    s.user("third task")
+    s.assistant(text("done 3"))
+    trace = load_trace(s.write(tmp_path))
+    assert trace.calls[1].whole is None
+    assert [m["content"] for m in trace.calls[2].uncompacted] == [
+        "first task",
+        "done 1",
+        "second task",
+        "done 2",
+        "third task",
+    ]
+    [compaction] = trace.compactions
+    assert (compaction.before_call, compaction.pre_tokens) == (2, 999)
+    assert compaction.summary is trace.calls[2].prompt[0]

@@ -106,7 +106,7 @@ def chain(
         for call in trace.calls:
             index = base + len(call.prompt)
             # the prompt's usage is of another conversation, so none; the answer is the recorded one
-            entry = {"message_index": index, "prompt_tokens": 0, "cached_tokens": 0}
+            entry: dict[str, Any] = {"message_index": index, "prompt_tokens": 0, "cached_tokens": 0}
             if call.completion_tokens is not None:
                 entry["completion_tokens"] = call.completion_tokens
             calls.append(entry)

@@ -20,7 +20,8 @@ The format (header ``version`` 1 to 4; checked on OpenClaw 2026.9.6, which write
   rest, for Chat Completions as for Anthropic: all input is ``input + cacheRead + cacheWrite``.
   A ``toolResult`` has ``toolCallId``, ``toolName``, ``content`` blocks and ``isError``.
 - ``custom_message``, ``branch_summary`` and ``compaction`` entries enter the model's context too (as
-  user messages); ``reset`` and ``compaction`` open a new window; ``model_change``,
+  user messages); ``reset`` and ``compaction`` open a new window (each call also gets its history as
+  if OpenClaw had not compacted, ``TraceCall.whole``, for a replay that models the compaction); ``model_change``,
   ``thinking_level_change``, ``custom``, ``label``, ``session_info`` and ``leaf`` do not.
 
 The prompt of a call is rebuilt the way OpenClaw builds its context: the ``parentId`` chain from the
@@ -53,6 +54,7 @@ from typing import Any
 from ...errors import TraceError
 from .base import (
     ChatMessage,
+    RecordedCompaction,
     Trace,
     TraceCall,
     as_int,
@@ -196,8 +198,13 @@ class _Session:
             return index - 1  # the line among the file's entries, the header being line 0
         return None
 
-    def context(self, chain: list[int]) -> list[ChatMessage]:
-        """The chat-form messages a call sees whose parent chain is ``chain`` (root first)."""
+    def context(self, chain: list[int], whole: bool = False) -> list[ChatMessage]:
+        """The chat-form messages a call sees whose parent chain is ``chain`` (root first).
+
+        ``whole``: as if OpenClaw had not compacted: its compactions are left out (a reset, which
+        the user asked for, still opens a new window)."""
+        if whole:
+            chain = [i for i in chain if self.entries[i].get("type") != "compaction"]
         cut = next((k for k in range(len(chain) - 1, -1, -1) if chain[k] in self.windows), None)
         order: list[int] = chain
         if cut is not None:
@@ -289,6 +296,7 @@ def parse_openclaw(lines: Sequence[str], path: Path) -> Trace:
     version = header.get("version")
     session = _Session(entries, lines_of, version if isinstance(version, int) else 1, path)
     calls: list[TraceCall] = []
+    compactions: dict[int, RecordedCompaction] = {}  # compaction entry -> the compaction it records
     firsts: list[dict[str, Any]] = []
     for i, entry in enumerate(entries):
         if entry["type"] != "message":
@@ -308,9 +316,22 @@ def parse_openclaw(lines: Sequence[str], path: Path) -> Trace:
         stamp = message.get("timestamp")
         at = stamp / 1000 if isinstance(stamp, int | float) and not isinstance(stamp, bool) else None
         output = session.message(i) or _assistant(message)  # a failed call's reply is in no later prompt
+        chain = session.chain(i)
+        compacted = [k for k in chain if entries[k].get("type") == "compaction"]
+        for k in compacted:
+            if k not in compactions:
+                summary = session.message(k)
+                before = entries[k].get("tokensBefore")
+                compactions[k] = RecordedCompaction(
+                    before_call=len(calls),
+                    trigger="auto",
+                    pre_tokens=before if isinstance(before, int) and not isinstance(before, bool) else None,
+                    summary=summary if summary is not None else {"role": "user", "content": ""},
+                )
         calls.append(
             TraceCall(
-                prompt=session.context(session.chain(i)),
+                prompt=session.context(chain),
+                whole=session.context(chain, whole=True) if compacted else None,
                 output=output,
                 prompt_tokens=fresh + read + write,
                 cached_tokens=read,
@@ -332,4 +353,5 @@ def parse_openclaw(lines: Sequence[str], path: Path) -> Trace:
         kind="openclaw",
         model=str(first["model"]) if first.get("model") else None,
         meta=meta,
+        compactions=list(compactions.values()),
     )
