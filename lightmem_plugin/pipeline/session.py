@@ -115,7 +115,7 @@ class Session(SessionChain):
         or by a drop its usage showed (the ledger keeps them for ``status`` and ``report``)."""
         self._last_use: float | None = None  # when the provider's cache was last used, as far as seen
         self._clocked = False  # this call's time came from :attr:`clock` (not from the caller's ``now``)
-        self._left: tuple[int, int] | None = None  # (call, tokens it left cached), from its usage
+        self._left: tuple[int, int | None] | None = None  # (call, tokens it left cached), from its usage
         self.persistence = SessionPersistence(plugin, session_id, self.fail)
         self.persistence.load(self)
 
