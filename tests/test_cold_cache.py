@@ -42,11 +42,13 @@ def _asking(ttl: str | None) -> Request:
 
 
 def test_the_ttl_in_force_is_the_setting_else_the_request_s_else_the_provider_s() -> None:
-    assert cold_cache.requested_ttl(_asking("1h")) == HOUR_S
-    assert cold_cache.requested_ttl(_asking(None)) is None  # a five-minute breakpoint asks nothing longer
+    assert cold_cache.requested_ttl(_asking("1h"), "anthropic") == HOUR_S
+    assert cold_cache.requested_ttl(_asking(None), "anthropic") is None  # five minutes: nothing longer
     hour_tool = Request([], [{"name": "t", "cache_control": {"type": "ephemeral", "ttl": "1h"}}])
-    assert cold_cache.requested_ttl(hour_tool) == HOUR_S
-    assert cold_cache.requested_ttl(Request(extra={"prompt_cache_retention": "24h"})) == 24 * HOUR_S
+    assert cold_cache.requested_ttl(hour_tool, "anthropic") == HOUR_S
+    day = Request(extra={"prompt_cache_retention": "24h"})
+    assert cold_cache.requested_ttl(day, "openai") == 24 * HOUR_S
+    assert cold_cache.requested_ttl(day, "deepseek") is None
     assert cold_cache.ttl_in_force("anthropic", None, None) == 300.0
     assert cold_cache.ttl_in_force("anthropic", HOUR_S, None) == HOUR_S
     assert cold_cache.ttl_in_force("openai", None, None) == 600.0
@@ -176,3 +178,17 @@ def test_a_replayed_session_meets_the_recorded_pauses(tmp_path: Path, clock: Any
         assert result.session_cold_starts == 1
     else:  # a cache that never forgets: no time in the session either
         assert result.cold_starts == 0 and policy.session.cold_starts == []
+
+
+def test_a_session_whose_request_asks_for_an_hour_keeps_a_20_minute_pause_warm(tmp_path: Path) -> None:
+    _, s = _session(tmp_path)
+    mark = {"type": "ephemeral", "ttl": "1h"}
+    system = {"role": "system", "content": [{"type": "text", "text": "You code.", "cache_control": mark}]}
+    msgs: list[dict[str, Any]] = [system, {"role": "user", "content": "a"}]
+    s.before_model_call(msgs, api="anthropic", now=0.0)
+    msgs += [{"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
+    s.before_model_call(msgs, api="anthropic", now=1200.0)
+    assert not s.cold.cold  # 20 minutes: past the default five, within the hour the request asked
+    msgs += [{"role": "assistant", "content": "d"}, {"role": "user", "content": "e"}]
+    s.before_model_call(msgs, api="anthropic", now=5000.0)
+    assert s.cold == Verdict(True, "pause 3800 3600")

@@ -61,27 +61,37 @@ class Verdict:
 WARM = Verdict(False)
 
 
-def _hour_mark(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and isinstance(value.get("cache_control"), dict)
-        and (value["cache_control"].get("ttl") == "1h")
-    )
+def _mark(value: Any) -> dict[str, Any] | None:
+    """The ``cache_control`` breakpoint of a tool, a message or a block (None: it has none)."""
+    mark = value.get("cache_control") if isinstance(value, dict) else None
+    return mark if isinstance(mark, dict) else None
 
 
-def requested_ttl(req: Request) -> float | None:
-    """The TTL the request asks the provider for, when it asks for a longer one than the default: an
-    hour where any ``cache_control`` breakpoint says ``ttl: "1h"`` (Anthropic: a tool, the system prompt
-    or a message block), a day where the request says ``prompt_cache_retention: "24h"`` (OpenAI); None
-    otherwise. The scan stops at the first mark, so a request that asks costs little."""
-    if req.extra.get("prompt_cache_retention") == "24h":
-        return OPENAI_EXTENDED_S
-    if any(_hour_mark(t) for t in req.tools) or _hour_mark(req.extra):
-        return HOUR_S
+def _first_mark(req: Request) -> dict[str, Any] | None:
+    """The request's first ``cache_control`` breakpoint, in the order the provider reads them (tools,
+    system, messages)."""
+    for tool in req.tools:
+        if (mark := _mark(tool)) is not None:
+            return mark
     for msg in req.messages:
-        if _hour_mark(msg.extra) or any(_hour_mark(getattr(p, "extra", None)) for p in msg.parts):
-            return HOUR_S
+        for holder in (msg.extra, *(getattr(p, "extra", None) for p in msg.parts)):
+            if (mark := _mark(holder)) is not None:
+                return mark
     return None
+
+
+def requested_ttl(req: Request, provider: str | None) -> float | None:
+    """The TTL the request asks ``provider`` for, when longer than its default: a day where it says
+    ``prompt_cache_retention: "24h"`` (OpenAI), an hour where its breakpoints ask ``ttl: "1h"``
+    (Anthropic); None otherwise. Anthropic requires longer-lived breakpoints before shorter ones, so
+    the first breakpoint says whether any asks for an hour: the scan stops there (hosts mark the tools
+    or the system prompt), and only an Anthropic request is scanned at all."""
+    if provider == "openai":
+        return OPENAI_EXTENDED_S if req.extra.get("prompt_cache_retention") == "24h" else None
+    if provider != "anthropic":
+        return None
+    mark = _first_mark(req)
+    return HOUR_S if mark is not None and mark.get("ttl") == "1h" else None
 
 
 def ttl_in_force(provider: str | None, requested: float | None, override: float | None) -> float | None:

@@ -232,9 +232,11 @@ class Session(SessionChain):
     def _verdict(self, req: Request, api: str | None, at: float | None) -> cold_cache.Verdict:
         """Whether this call finds the provider's cache cold: a pause since the cache was last used
         longer than the TTL in force (``eviction.cacheTtlS``, else the request's, else the provider's)."""
-        ttl = cold_cache.ttl_in_force(
-            self._provider(req, api), cold_cache.requested_ttl(req), self.cfg.eviction.cacheTtlS
-        )
+        setting = self.cfg.eviction.cacheTtlS
+        if setting is not None:  # what the request asks would not count: no need to read it
+            return cold_cache.by_pause(self._last_use, at, setting)
+        provider = self._provider(req, api)
+        ttl = cold_cache.ttl_in_force(provider, cold_cache.requested_ttl(req, provider), None)
         return cold_cache.by_pause(self._last_use, at, ttl)
 
     def _used_now(self) -> None:
