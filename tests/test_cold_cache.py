@@ -19,6 +19,7 @@ from lightmem_plugin.model import Message, Request, TextPart
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.store.ledger import Ledger
 from lightmem_plugin.store.registry import Registry
+from lightmem_plugin.store.session_state import StateStore
 
 
 # -- the decision ----------------------------------------------------------------------------------
@@ -192,3 +193,21 @@ def test_a_session_whose_request_asks_for_an_hour_keeps_a_20_minute_pause_warm(t
     msgs += [{"role": "assistant", "content": "d"}, {"role": "user", "content": "e"}]
     s.before_model_call(msgs, api="anthropic", now=5000.0)
     assert s.cold == Verdict(True, "pause 3800 3600")
+
+
+def test_a_session_reloaded_from_the_store_still_sees_the_pause(tmp_path: Path) -> None:
+    """A session that left memory (idle past ``server.sessionIdleS``, a restart) keeps when the cache
+    was last used, so the call after a long pause, the very one that is cold, is still told."""
+    cfg = Config.model_validate({"mode": "normal"})
+
+    def plugin() -> LightMem:
+        return LightMem(
+            config=cfg, registry=Registry(tmp_path / "reg"), states=StateStore(tmp_path / "s.sqlite3")
+        )
+
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "a"}]
+    plugin().session("s").before_model_call(msgs, api="anthropic", now=100.0)
+    msgs += [{"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
+    again = plugin().session("s")  # another process: the decisions come from the store
+    again.before_model_call(msgs, api="anthropic", now=2000.0)
+    assert again.calls == 2 and again.cold == Verdict(True, "pause 1900 300")

@@ -113,7 +113,10 @@ class Session(SessionChain):
         self.cold_starts: list[tuple[int, str]] = []
         """(call number, code) of every call of this session object that met a cold cache, by a pause
         or by a drop its usage showed (the ledger keeps them for ``status`` and ``report``)."""
-        self._last_use: float | None = None  # when the provider's cache was last used, as far as seen
+        self.cache_used_at: float | None = None
+        """When the provider last used this session's cache, as far as seen (epoch seconds): the last
+        call's start, when it processed the prompt, or later (an answer, a turn's calls). Persisted, so
+        a session reloaded after it left memory still sees the pause."""
         self._clocked = False  # this call's time came from :attr:`clock` (not from the caller's ``now``)
         self._left: tuple[int, int | None] | None = None  # (call, tokens it left cached), from its usage
         self.persistence = SessionPersistence(plugin, session_id, self.fail)
@@ -194,7 +197,7 @@ class Session(SessionChain):
         self._follow(self.plugin.config)
         at = now if now is not None else self.fail.run("cold_cache", self.clock, None)
         self.cold = self.fail.run("cold_cache", lambda: self._verdict(req, api, at), cold_cache.WARM)
-        self._last_use, self._clocked = at, now is None
+        self.cache_used_at, self._clocked = at, now is None
         if self.cold.cold:
             self.cold_starts.append((self.calls, self.cold.code))
         self.evictor.break_cost = break_cost(
@@ -234,18 +237,20 @@ class Session(SessionChain):
         longer than the TTL in force (``eviction.cacheTtlS``, else the request's, else the provider's)."""
         setting = self.cfg.eviction.cacheTtlS
         if setting is not None:  # what the request asks would not count: no need to read it
-            return cold_cache.by_pause(self._last_use, at, setting)
+            return cold_cache.by_pause(self.cache_used_at, at, setting)
         provider = self._provider(req, api)
         ttl = cold_cache.ttl_in_force(provider, cold_cache.requested_ttl(req, provider), None)
-        return cold_cache.by_pause(self._last_use, at, ttl)
+        return cold_cache.by_pause(self.cache_used_at, at, ttl)
 
     def _used_now(self) -> None:
-        """The provider used the session's cache until now (an answer came, a turn's calls ended): a
-        pause counts from here, not from when the call was sent (a long turn is no pause). Only on the
-        session's own clock: a caller that passes each call's time (a replay) keeps its time line."""
+        """The provider used the session's cache until now at the latest (an answer came, a turn's
+        calls ended): a long OpenClaw turn, whose own calls read the cache, is no pause. Later than
+        the real use (the prompt is cached as it is read, before the answer), so a pause is never
+        overstated. Only on the session's own clock: a caller that passes each call's time (a replay)
+        keeps its time line."""
         at = self.fail.run("cold_cache", self.clock, None) if self._clocked else None
         if at is not None:
-            self._last_use = at
+            self.cache_used_at = at
 
     def _drop_shown(self) -> None:
         """The last call's usage, against what the call before it left cached: a drop makes that call a
