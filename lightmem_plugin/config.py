@@ -219,6 +219,15 @@ class EvictionConfig(_Model):
         'every message after the system prompt is written again at 1.25x), or "auto": from the wire '
         "API the request came in on (prefix for the Python API).",
     )
+    cacheTtlS: float | None = Field(
+        None,
+        ge=0,
+        description="Seconds the provider keeps a cached prefix after its last use, for telling a cold "
+        "call (a pause longer than this: the whole prompt is written again, so a batch's break there "
+        "is free). null: from the request (Anthropic's cache_control ttl \"1h\", OpenAI's "
+        'prompt_cache_retention "24h"), else the provider\'s default (Anthropic 300, OpenAI 600, '
+        "others none known).",
+    )
 
 
 class EstimatorConfig(_Model):

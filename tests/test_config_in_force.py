@@ -274,6 +274,10 @@ SESSION_PROBES: dict[str, Call2] = {
     "eviction.cacheModel": Call2(
         "anthropic", TASK_FIRST, TASK_SECOND, EVICTING, observe=lambda s, out: s.evictor.break_cost
     ),
+    # how long the provider keeps a prefix: at 0 s any pause makes the next call cold (its break free)
+    "eviction.cacheTtlS": Call2(
+        0, TASK_FIRST, TASK_SECOND, EVICTING, observe=lambda s, out: (s.cold, s.evictor.break_cost)
+    ),
 }
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..config import Config, ConfigHolder
 from ..errors import UsageError
+from ..eviction import cold_cache
 from ..faults import FaultSink
 from ..security import tenancy
 from ..store import CallLedger, open_stores
@@ -54,6 +55,7 @@ def _session_lines(t: SessionTotals) -> list[str]:
         f"(saved {tokens(t.k_saved)}, {t.k_saved_pct:.1f}%)",
         money_line(t),
         f"evictions: {t.evictions} ({tokens(t.evicted_tokens)} tokens); prefix breaks: {t.prefix_breaks}",
+        cold_cache.summary(t.cold),
     ]
 
 

@@ -18,11 +18,14 @@ everywhere:
 The model follows the wire API the request came in on (:attr:`..wire.base.WireApi.cache_model`), or
 ``eviction.cacheModel`` when the user knows better (an Anthropic model behind an OpenAI-compatible
 router).
+
+At a call whose cache is cold anyway (a pause past the TTL, :mod:`.cold_cache`) the whole prompt is
+written again whatever the batch does, so the break's price there is zero (:meth:`BreakCost.at_cold`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 CacheModel = Literal["prefix", "anthropic"]
@@ -31,11 +34,17 @@ CacheModel = Literal["prefix", "anthropic"]
 @dataclass(frozen=True)
 class BreakCost:
     """The one-time price of a break: ``per_token`` K for each token it invalidates, counted from the
-    break (``from_head`` False) or from the end of the request's head (system messages) on."""
+    break (``from_head`` False) or from the end of the request's head (system messages) on; ``cold``:
+    priced at a cold call, where it is free."""
 
     name: CacheModel
     per_token: float
     from_head: bool
+    cold: bool = False
+
+    def at_cold(self) -> BreakCost:
+        """The same cache at a call that finds it cold: nothing extra to write, so nothing to pay."""
+        return replace(self, per_token=0.0, cold=True)
 
     def tokens(self, sizes: list[int], head: int, at: int) -> int:
         """Tokens a break at message ``at`` invalidates (``sizes``: tokens per message, as sent)."""
@@ -47,9 +56,8 @@ ANTHROPIC = BreakCost("anthropic", 1.15, True)
 BREAK_COSTS: dict[CacheModel, BreakCost] = {c.name: c for c in (PREFIX, ANTHROPIC)}
 
 
-def break_cost(setting: str, wire_model: CacheModel | None) -> BreakCost:
+def break_cost(setting: str, wire_model: CacheModel | None, cold: bool = False) -> BreakCost:
     """The price in force: ``eviction.cacheModel`` when set, else the request's wire API's (prefix when
-    the request came through the Python API, which does not say)."""
-    if setting != "auto":
-        return BREAK_COSTS[setting]  # type: ignore[index]
-    return BREAK_COSTS[wire_model or "prefix"]
+    the request came through the Python API, which does not say); zero at a ``cold`` call."""
+    found = BREAK_COSTS[setting] if setting != "auto" else BREAK_COSTS[wire_model or "prefix"]  # type: ignore[index]
+    return found.at_cold() if cold else found

@@ -27,23 +27,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..eviction.cold_cache import DEFAULT_TTL_S as DEFAULT_TTL_S  # re-exported
+from ..eviction.cold_cache import HOUR_S as HOUR_S  # re-exported
+from ..eviction.cold_cache import MIN_DROP
 from .traces.base import Trace, appends_to
 
-DEFAULT_TTL_S: dict[str, float | None] = {
-    "anthropic": 300.0,  # ephemeral cache_control: 5 minutes from the last use
-    "openai": 600.0,  # in-memory prompt cache retention: 5-10 minutes of inactivity
-    "deepseek": None,  # context caching on disk, kept hours: longer than any recorded swe session
-    "vllm": None,
-    "token": None,
-}
-"""Seconds a provider keeps a cached prefix after its last use, where the request asks for nothing
-longer. Anthropic's one-hour cache is chosen per request; a recording shows it in its writes."""
-
-MIN_SHORT_READ = 1024
+MIN_SHORT_READ = MIN_DROP
 """Tokens a read must fall short by to count as the provider's luck: less is where the provider's
 cache positions (blocks, breakpoints) fall, not a loss (the recorded short reads fell 8,000 to 90,000 tokens short)."""
 
-HOUR_S = 3600.0
 WRITE_FACTOR = {300.0: 1.25, HOUR_S: 2.0}
 """What a cache write costs in uncached-input units, by how long it is kept (Anthropic bills a
 five-minute write at 1.25x the input price and a one-hour write at 2x)."""

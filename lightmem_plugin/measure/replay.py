@@ -54,7 +54,7 @@ from ..store.sealing import Sealer
 from ..tokens import TokenCounter
 from .compaction import INSTRUCTION_TOKENS, HostCompactor, host_limit
 from .fidelity import ChangedLinesTracker
-from .luck import HOUR_S, Luck, answers_cached, recorded_luck
+from .luck import HOUR_S, Luck, answers_cached, recorded_luck, ttl_of
 from .retention import RetentionTracker, prompt_text, recover_charge
 from .traces import TraceSource, is_sqlite, load_trace, store_sessions
 from .traces.base import Trace, TraceCall, appends_to
@@ -99,13 +99,25 @@ def called_tools(trace: Trace) -> list[str]:
 
 
 class LightMemPolicy:
-    """A lightmem2 mode, through the same Python API the adapters use, with a private registry."""
+    """A lightmem2 mode, through the same Python API the adapters use, with a private registry.
 
-    def __init__(self, trace: Trace, mode: Mode, root: Path, config: Config | None = None) -> None:
+    With the recorded ``clock``, each call is made at its recorded time (``TraceCall.at``) and the
+    session keeps the prefix as long as the replay's cache model does (:func:`.luck.ttl_of`), so it
+    meets the same pauses: where the cache model expires the prefix, the session's call is cold too.
+    Without (``clock="none"``, a cache that never forgets), the session knows no time either."""
+
+    def __init__(
+        self, trace: Trace, mode: Mode, root: Path, config: Config | None = None, clock: Clock = "recorded"
+    ) -> None:
         cfg = (config or Config()).model_copy(update={"mode": mode})
+        eviction: dict[str, Any] = {}
         if cfg.eviction.cacheModel == "auto":  # the replay calls the Python API: say which cache it is
-            model = "anthropic" if trace.provider == "anthropic" else "prefix"
-            cfg = cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update={"cacheModel": model})})
+            eviction["cacheModel"] = "anthropic" if trace.provider == "anthropic" else "prefix"
+        if cfg.eviction.cacheTtlS is None:  # the TTL the cache model applies (no time: no expiry)
+            eviction["cacheTtlS"] = ttl_of(trace, trace.provider) if clock == "recorded" else None
+        if eviction:
+            cfg = cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update=eviction)})
+        self.times = [c.at for c in trace.calls] if clock == "recorded" else []
         # sealed as in a real install (archives exact, so recovers are judged on the real bytes); the
         # key lives only for the replay
         registry = Registry(
@@ -118,9 +130,15 @@ class LightMemPolicy:
         # name the shell command too: a replay that named lightmem2_recover sent other bytes than
         # those hosts get (seen in a review of the swe dumps)
         self.session.prefer_shell = prefers_shell(called_tools(trace))
+        self.session.clock = lambda: None  # the replay's time is the recording's, never the wall clock's
+        self.evicted_cold = 0
+        """Calls at which a batch paged out while the cache was cold (its break priced free)."""
 
     def transform(self, index: int, prompt: list[ChatMessage]) -> list[ChatMessage]:
-        return self.session.before_model_call(prompt)
+        now = self.times[index] if index < len(self.times) else None
+        out = self.session.before_model_call(prompt, now=now)
+        self.evicted_cold += self.session.cold.cold and self.session.evicted_now
+        return out
 
     def left_at(self, call: int) -> int | None:
         """The call (0-based, as ``transform`` numbers them) from which what the agent added at
@@ -140,13 +158,15 @@ class LightMemPolicy:
             return None
 
 
-def policy_for(name: str, root: Path, config: Config | None = None) -> PolicyFactory:
-    """``vanilla`` or a mode name -> a factory of per-session policies."""
+def policy_for(
+    name: str, root: Path, config: Config | None = None, clock: Clock = "recorded"
+) -> PolicyFactory:
+    """``vanilla`` or a mode name -> a factory of per-session policies (``clock``: the replay's)."""
     if name == "vanilla":
         return lambda trace: Vanilla()
     mode: Mode = name  # type: ignore[assignment]
     return lambda trace: LightMemPolicy(
-        trace, mode, root / xxhash.xxh3_64_hexdigest(trace.id.encode()), config
+        trace, mode, root / xxhash.xxh3_64_hexdigest(trace.id.encode()), config, clock
     )
 
 
@@ -180,6 +200,11 @@ class SessionResult:
     """What the provider billed the recorded session, in K (its own reads, writes and misses)."""
     cold_starts: int = 0
     """Calls that found their cached prefix expired after a pause."""
+    session_cold_starts: int = 0
+    """Calls the policy's own session found cold (a lightmem2 mode: the pauses it met, as the cache
+    model applies them; :mod:`..eviction.cold_cache`)."""
+    evictions_at_cold: int = 0
+    """Of those, calls at which an eviction batch paged out (its break priced free)."""
     short_reads: int = 0
     """Calls at which the recorded provider read less than it held (every policy reads as little)."""
     output_tokens: int = 0
@@ -366,6 +391,9 @@ def replay_trace(
     said = [charged(rec) for rec in tracker.recovers if rec.said]
     res.recovers, res.recovered_tokens = len(recovers), sum(t for _, t, _ in recovers)
     res.lines_shown, res.lines_changed_outside_stubs = fidelity.shown, fidelity.changed
+    if isinstance(policy, LightMemPolicy):
+        res.session_cold_starts = len(policy.session.cold_starts)
+        res.evictions_at_cold = policy.evicted_cold
     writes = res.write_tokens if provider == "anthropic" else 0
     res.K = k_cost(res.hit_tokens, res.miss_tokens, writes, write_factor=luck.write_factor)
     res.compacted_before = [c.before_call for c in (host.done if host else trace.compactions)]
@@ -601,6 +629,8 @@ def summarize(results: Iterable[SessionResult]) -> dict[str, Any]:
         "usd": _money_sum([r.usd for r in rs]),
         "recorded_usd": _money_sum([r.recorded_usd for r in rs]),
         "cold_starts": sum(r.cold_starts for r in rs),
+        "session_cold_starts": sum(r.session_cold_starts for r in rs),
+        "evictions_at_cold": sum(r.evictions_at_cold for r in rs),
         "short_reads": sum(r.short_reads for r in rs),
         "host_compactions": sum(r.host_compactions for r in rs),
         "recorded_compactions": sum(r.recorded_compactions for r in rs),
@@ -679,7 +709,7 @@ def replay_paths(
     counter = TokenCounter()
     results: list[SessionResult] = []
     with tempfile.TemporaryDirectory(prefix="lightmem2-replay-") as tmp:
-        factory = policy_for(policy, Path(tmp), config) if isinstance(policy, str) else policy
+        factory = policy_for(policy, Path(tmp), config, clock) if isinstance(policy, str) else policy
         if dump_dir:
             dump_dir.mkdir(parents=True, exist_ok=True)
         for n, path in enumerate(files, 1):

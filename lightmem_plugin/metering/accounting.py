@@ -59,6 +59,7 @@ class CallFacts:
     writer: str = ""  # the recording process's id (see ledger.CallRecord.writer)
     model: str = ""  # the model the request named ('' when it named none)
     price: Price | None = None  # its price under the config in force (None: no money for this call)
+    cold_start: str | None = None  # why its provider cache was cold (eviction.cold_cache), None: warm
 
 
 def render(msg: Message) -> str:
@@ -299,6 +300,7 @@ class Accountant:
             errors=dict(facts.errors),
             last_error=facts.last_error,
             writer=facts.writer,
+            cold_start=facts.cold_start,
         )
 
 

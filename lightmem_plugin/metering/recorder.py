@@ -147,6 +147,18 @@ class Recorder:
             self.write(facts, extended(original, head), extended(sent, head), usage, api)
         return len(calls)
 
+    def mark_cold(self, code: str) -> None:
+        """The last row met a cold provider cache, as its usage showed (:mod:`..eviction.cold_cache`)."""
+        rec, ledger = self.last, self.ledger
+        if rec is None or ledger is None:
+            return
+
+        def write() -> None:
+            self.last = replace(rec, cold_start=code)
+            ledger.record_call(self.last)
+
+        self.fail.run("ledger", write, None)
+
     def usage(self, usage: Mapping[str, Any] | None, api: str | None) -> None:
         """The provider's real usage for the last row (a model answer came)."""
         self._answered = True

@@ -74,6 +74,7 @@ KEYS: dict[str, tuple[When, str]] = {
             "minSavingRatio",
             "recordLevel",
             "cacheModel",
+            "cacheTtlS",
         )
     },
     **{

@@ -23,6 +23,7 @@ from .. import wire
 from ..codecs._common import Reuse
 from ..codecs.memo import Interned, PerObject
 from ..config import Config
+from ..eviction import cold_cache
 from ..eviction.break_cost import break_cost
 from ..eviction.evictor import Evictor
 from ..faults import FailOpen
@@ -103,6 +104,21 @@ class Session(SessionChain):
         # ledger rows of this session object: another process serving the same session writes its own
         # (never shown to the model, so a random id costs no determinism)
         self.writer = os.urandom(6).hex()
+        # -- the provider's cache over time (decisions only: never in model text) --
+        self.clock: Callable[[], float | None] = time.time
+        """Epoch seconds now, for telling a call whose provider cache went cold (:mod:`..eviction.cold_cache`);
+        a replay sets one that knows no time and passes each recorded call's time (``now``) instead."""
+        self.cold = cold_cache.WARM
+        """This call's verdict: cold after a pause past the TTL in force (its break is priced free)."""
+        self.cold_starts: list[tuple[int, str]] = []
+        """(call number, code) of every call of this session object that met a cold cache, by a pause
+        or by a drop its usage showed (the ledger keeps them for ``status`` and ``report``)."""
+        self.cache_used_at: float | None = None
+        """When the provider last used this session's cache, as far as seen (epoch seconds): the last
+        call's start, when it processed the prompt, or later (an answer, a turn's calls). Persisted, so
+        a session reloaded after it left memory still sees the pause."""
+        self._clocked = False  # this call's time came from :attr:`clock` (not from the caller's ``now``)
+        self._left: tuple[int, int | None] | None = None  # (call, tokens it left cached), from its usage
         self.persistence = SessionPersistence(plugin, session_id, self.fail)
         self.persistence.load(self)
 
@@ -117,6 +133,11 @@ class Session(SessionChain):
     def respelled_ids(self, value: bool) -> None:
         self._respelled_ids = value
         self.recorder.host_respells(value)
+
+    @property
+    def evicted_now(self) -> bool:
+        """True when this call's eviction batch paged something out (the prefix changed)."""
+        return self._evicted_now
 
     @property
     def journal(self) -> Journal | None:
@@ -140,14 +161,16 @@ class Session(SessionChain):
         whole_turn: bool = False,
         request_key: str | None = None,
         api: str | None = None,
+        now: float | None = None,
     ) -> Request:
         """The transformed request (neutral model); the original on any failure. Writes a ledger row
         (with ``whole_turn``, when :meth:`record_turn` brings the calls the host made inside the turn).
         ``request_key`` identifies the host's request bytes (the proxy's): the same key again as the
         first call after a reload is a retry of the stored last call (:mod:`.session_persistence`). ``api``:
         the wire API the request came in on (:data:`..wire.NAMES`); its provider's cache prices an
-        eviction's break (None: the Python API, a prefix cache unless ``eviction.cacheModel`` says)."""
-        out = self.begin(req, whole_turn, request_key, api)
+        eviction's break (None: the Python API, a prefix cache unless ``eviction.cacheModel`` says).
+        ``now``: when the call is made (epoch seconds; None: :attr:`clock`), for its cache verdict."""
+        out = self.begin(req, whole_turn, request_key, api, now)
         self.settle()
         return out
 
@@ -157,6 +180,7 @@ class Session(SessionChain):
         whole_turn: bool = False,
         request_key: str | None = None,
         api: str | None = None,
+        now: float | None = None,
     ) -> Request:
         """:meth:`process` up to the transformed request; its bookkeeping (the ledger row, the saved
         state) waits for :meth:`settle`, which the next call of the session runs first if nobody did.
@@ -171,8 +195,15 @@ class Session(SessionChain):
         self.plugin.active_session = self.id  # evictions archive too, with no new output ingested
         self.calls += 1
         self._follow(self.plugin.config)
+        at = now if now is not None else self.fail.run("cold_cache", self.clock, None)
+        self.cold = self.fail.run("cold_cache", lambda: self._verdict(req, api, at), cold_cache.WARM)
+        self.cache_used_at, self._clocked = at, now is None
+        if self.cold.cold:
+            self.cold_starts.append((self.calls, self.cold.code))
         self.evictor.break_cost = break_cost(
-            self.cfg.eviction.cacheModel, wire.get(api).cache_model if api in wire.NAMES else None
+            self.cfg.eviction.cacheModel,
+            wire.get(api).cache_model if api in wire.NAMES else None,
+            cold=self.cold.cold,
         )
         errors_before = Counter(self.fail.errors)
         self._respelling = self._short_ids() and self.fail.run("call_ids", lambda: respellable(req), False)
@@ -188,6 +219,55 @@ class Session(SessionChain):
         facts = self._facts(self.fail.errors - errors_before)
         self._unsettled = lambda: self._bookkeep(facts, req, out, whole_turn, later)
         return out
+
+    def _provider(self, req: Request, api: str | None) -> str | None:
+        """Whose cache holds the prompt, for its default TTL: Anthropic's where the wire API or
+        ``eviction.cacheModel`` says so, else the provider of the model the request names (its list
+        price's), else None (unknown: no pause is known to make a call cold)."""
+        if (api in wire.NAMES and wire.get(api).cache_model == "anthropic") or (
+            self.cfg.eviction.cacheModel == "anthropic"
+        ):
+            return "anthropic"
+        named = req.extra.get("model")
+        price = price_for(named, self.cfg.prices) if isinstance(named, str) and named else None
+        return price.provider if price is not None else None
+
+    def _verdict(self, req: Request, api: str | None, at: float | None) -> cold_cache.Verdict:
+        """Whether this call finds the provider's cache cold: a pause since the cache was last used
+        longer than the TTL in force (``eviction.cacheTtlS``, else the request's, else the provider's)."""
+        setting = self.cfg.eviction.cacheTtlS
+        if setting is not None:  # what the request asks would not count: no need to read it
+            return cold_cache.by_pause(self.cache_used_at, at, setting)
+        provider = self._provider(req, api)
+        ttl = cold_cache.ttl_in_force(provider, cold_cache.requested_ttl(req, provider), None)
+        return cold_cache.by_pause(self.cache_used_at, at, ttl)
+
+    def _used_now(self) -> None:
+        """The provider used the session's cache until now at the latest (an answer came, a turn's
+        calls ended): a long OpenClaw turn, whose own calls read the cache, is no pause. Later than
+        the real use (the prompt is cached as it is read, before the answer), so a pause is never
+        overstated. Only on the session's own clock: a caller that passes each call's time (a replay)
+        keeps its time line."""
+        at = self.fail.run("cold_cache", self.clock, None) if self._clocked else None
+        if at is not None:
+            self.cache_used_at = at
+
+    def _drop_shown(self) -> None:
+        """The last call's usage, against what the call before it left cached: a drop makes that call a
+        cold start of its own (counted and written on its row; it prices no break: it wrote the prompt
+        again, so the next call finds it)."""
+        rec = self.recorder.last
+        if rec is None or not rec.has_real_usage:
+            return
+        left = self._left[1] if self._left is not None and self._left[0] == rec.call_index - 1 else None
+        verdict = cold_cache.by_drop(left, rec.real_hit_tokens, rec.prefix_break_at is None)
+        if verdict.cold and not rec.cold_start:
+            self.cold_starts.append((rec.call_index, verdict.code))
+            self.recorder.mark_cold(verdict.code)
+        self._left = (
+            rec.call_index,
+            cold_cache.left_cached(rec.real_cache_read, rec.real_cache_creation, rec.real_input_tokens),
+        )
 
     def settle(self) -> None:
         """The bookkeeping :meth:`begin` left, once (no-op when there is none); safe from any thread."""
@@ -223,6 +303,7 @@ class Session(SessionChain):
         whole_turn: bool = False,
         api: str | None = None,
         model: str | None = None,
+        now: float | None = None,
     ) -> list[dict[str, Any]]:
         """OpenAI chat-form messages in and out (the Python API for any agent loop).
 
@@ -232,6 +313,8 @@ class Session(SessionChain):
         ``api``: the wire API the host's provider speaks, when the host says (:meth:`process`).
         ``model``: the model the call goes to, when the host says; its ledger row is priced as that
         model (:mod:`lightmem_plugin.metering.prices`), as the proxy prices a request naming one.
+        ``now``: when the call is made (epoch seconds; None: the session's :attr:`clock`), which decides
+        whether the provider's cache went cold since the previous call (a replay passes recorded times).
         """
         try:
             req = self.chat.decode(messages, tools)
@@ -240,7 +323,7 @@ class Session(SessionChain):
             return messages
         if model:
             req = replace(req, extra={**req.extra, "model": model})
-        out = self.process(req, whole_turn, api=api)
+        out = self.process(req, whole_turn, api=api, now=now)
         encoded = self.fail.run("codec", lambda: self.chat.encode(out), {"messages": messages})
         result: list[dict[str, Any]] = encoded["messages"]
         return result
@@ -263,12 +346,15 @@ class Session(SessionChain):
             model=self.model,
             # the price under the config in force at this call (an edit of `prices` prices the next)
             price=self.fail.run("prices", lambda: price_for(self.model, self.cfg.prices), None),
+            cold_start=self.cold.code or None,
         )
 
     def _next_call_facts(self) -> CallFacts:
         """A later model call of a turn the host ran itself: numbered next, no eviction of its own."""
         self.calls += 1
-        return replace(self._facts(Counter()), eviction=False, evicted_tokens=0, eviction_what="")
+        return replace(
+            self._facts(Counter()), eviction=False, evicted_tokens=0, eviction_what="", cold_start=None
+        )
 
     def record_turn(
         self, turn: list[dict[str, Any]], calls: list[tuple[int, dict[str, Any]]], api: str | None = None
@@ -289,6 +375,7 @@ class Session(SessionChain):
             except Exception as err:  # fail-open (I5): the turn's first call keeps its row
                 self.fail.report("codec", err)
         rows = self.recorder.turn(decoded, calls, self._next_call_facts, api or "")
+        self._used_now()
         if rows:
             self._save()
         return rows
@@ -302,4 +389,7 @@ class Session(SessionChain):
         """
         self.settle()  # the usage belongs on this call's row
         self.recorder.usage(usage, api)
+        self._used_now()
+        if usage:
+            self.fail.run("cold_cache", self._drop_shown, None)
         return self.fail.run("restore", lambda: restored(self.stabilizer, response), response)

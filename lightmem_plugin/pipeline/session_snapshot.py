@@ -4,7 +4,8 @@ What a session decided over time, that the next request depends on (DESIGN 3, "r
 nothing"): the reduced form of each output under the mode in force when it arrived (``memo``,
 ``images``), which outputs were repeats and of what (``dedup_*``, ``lines``, the repeat scope), the
 stabilizer's placeholders, the eviction decisions with the task and goal registries behind them, the
-call count and the last session record rendered. :func:`snapshot` turns them into the store's
+call count, the last session record rendered and when the provider's cache was last used (a pause
+after the session left memory still makes its next call cold). :func:`snapshot` turns them into the store's
 insert-only maps and documents; :func:`restore` sets them on a fresh session, all or nothing.
 """
 
@@ -33,6 +34,7 @@ class Decisions(Protocol):
     evictor: Evictor
     calls: int
     last_record_renders: dict[str, str]
+    cache_used_at: float | None
 
 
 def restore(session: Decisions, loaded: StoredSession, stabilizer_config: StabilizerConfig) -> None:
@@ -66,6 +68,8 @@ def restore(session: Decisions, loaded: StoredSession, stabilizer_config: Stabil
     session.calls = max(session.calls, int(core.get("calls", 0)))
     session.repeats.scope = int(core.get("scope", 0))
     session.last_record_renders = {str(k): str(v) for k, v in (core.get("record") or {}).items()}
+    used = core.get("cacheUsedAt")  # a time drives the cold-cache decision only, never model text
+    session.cache_used_at = float(used) if isinstance(used, (int, float)) else session.cache_used_at
 
 
 def snapshot(session: Decisions, with_eviction: bool) -> tuple[dict[str, Mapping[Any, Any]], dict[str, Any]]:
@@ -78,6 +82,7 @@ def snapshot(session: Decisions, with_eviction: bool) -> tuple[dict[str, Mapping
             "calls": session.calls,
             "record": session.last_record_renders,
             "scope": session.repeats.scope,
+            "cacheUsedAt": session.cache_used_at,
         },
         "stabilizer": session.stabilizer.state_dict(),
     }

@@ -34,7 +34,7 @@ from ..tokens import k_cost as _k_cost
 from .home import Home
 from .sqlite_store import open_private_db
 
-_SCHEMA_VERSION = 3
+_SCHEMA_VERSION = 4
 _SCHEMA = (
     "session_id TEXT NOT NULL, writer TEXT NOT NULL DEFAULT '', call_index INTEGER NOT NULL, "
     "mode TEXT NOT NULL, "
@@ -54,7 +54,9 @@ _V3_ADDED = (
 )
 """Version 3: the model the call named ('' when the host named none, NULL on older rows), the output
 tokens and the 1-hour share of the cache writes the provider reported, and money (USD)."""
-_COLUMNS = _V2_COLUMNS + tuple(name for name, _ in _V3_ADDED)
+_V4_ADDED = (("cold_start", "TEXT"),)
+"""Version 4: why the call met a cold provider cache (NULL: warm, unknown, or an older row)."""
+_COLUMNS = _V2_COLUMNS + tuple(name for name, _ in (*_V3_ADDED, *_V4_ADDED))
 _JSON_COLUMNS = ("saved_by_pass", "errors")
 _V1_COLUMNS = tuple(c for c in _V2_COLUMNS if c != "writer")
 # Version 2 keys rows by (session, writer, call index): two processes serving one session (two
@@ -77,6 +79,7 @@ _CREATE = (
 _STEPS = (
     (2, _CREATE),
     (3, "".join(f"ALTER TABLE calls ADD COLUMN {name} {kind};\n" for name, kind in _V3_ADDED)),
+    (4, "".join(f"ALTER TABLE calls ADD COLUMN {name} {kind};\n" for name, kind in _V4_ADDED)),
 )
 """The ledger's schema in steps: a file at version 1 or 2 keeps its rows and gains the money columns
 (NULL: unknown), a new file gets both steps."""
@@ -134,6 +137,10 @@ class CallRecord:
     (from the provider's figures when it reported them, else from the simulated ones), output
     included; ``saved_usd`` what lightmem2 saved on it (the call without lightmem2 priced the same,
     less this one). Both None when no price applies.
+
+    ``cold_start`` (schema version 4): why the call met a cold provider cache, as a code of
+    :mod:`lightmem_plugin.eviction.cold_cache` (``pause 1800 300``, ``drop 45000``); None when warm or
+    unknown.
     """
 
     session_id: str
@@ -162,6 +169,7 @@ class CallRecord:
     real_cache_write_1h: int | None = None
     cost_usd: float | None = None
     saved_usd: float | None = None
+    cold_start: str | None = None
 
     @property
     def cost_without_usd(self) -> float | None:
@@ -239,6 +247,9 @@ class SessionTotals:
     priced_calls: int = 0
     priced_real_calls: int = 0
     """Of :attr:`priced_calls`, those priced from the provider's own figures."""
+    cold: list[tuple[int, str]] = field(default_factory=list)
+    """(call index, code) of each call that met a cold provider cache, in call order
+    (:func:`lightmem_plugin.eviction.cold_cache.summary` says them in one line)."""
     unpriced_model: str | None = None
     """The model of the newest call without money ('' when the host named none, None for rows older
     than money, or when every call has money): what :func:`~lightmem_plugin.metering.prices.hint`
@@ -332,6 +343,7 @@ def summarize(session_id: str, calls: list[CallRecord]) -> SessionTotals:
         priced_calls=len(priced),
         priced_real_calls=sum(1 for c in priced if c.has_real_usage),
         unpriced_model=unpriced[-1].model if unpriced else None,
+        cold=[(c.call_index, c.cold_start or "") for c in calls if c.cold_start],
     )
 
 

@@ -123,6 +123,13 @@ ALTER TABLE lm_calls ADD COLUMN model text, ADD COLUMN output_tokens bigint,
     ADD COLUMN saved_usd double precision;
 """,
     ),
+    (
+        7,
+        "cold starts (why a call met a cold provider cache)",
+        """
+ALTER TABLE lm_calls ADD COLUMN cold_start text;
+""",
+    ),
 )
 """(version, what it adds, SQL), in order. Never edit an applied one: append the next version."""
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..eviction import cold_cache
 from ..metering.prices import hint
 from ..store.ledger import CallRecord, SessionTotals
 
@@ -104,6 +105,7 @@ def totals_dict(t: SessionTotals) -> dict[str, Any]:
         "evictedTokens": t.evicted_tokens,
         "evictions": t.evictions,
         "prefixBreaks": t.prefix_breaks,
+        "coldStarts": [{"call": call, "why": cold_cache.describe(code)} for call, code in t.cold],
         "errors": t.errors,
         "lastError": t.last_error,
         "outputTokens": t.output_tokens,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..eviction import cold_cache
 from ..metering.prices import hint
 from ..store.ledger import CallRecord, summarize
 from .format import call_dict, money_line, pct, tokens, totals_dict, where
@@ -73,6 +74,7 @@ def session_text(session_id: str, calls: list[CallRecord]) -> str:
             else []
         ),
         money_line(t),
+        cold_cache.summary(t.cold),
         "",
         _HEADER,
         *(_row(c) for c in calls),

@@ -35,9 +35,12 @@ def test_the_setting_wins_else_the_wire_api(setting: str, wire: str | None, want
     assert break_cost(setting, wire) is want  # type: ignore[arg-type]
 
 
-def batches(tmp_path: Path, cache_model: str, remaining: int) -> list[tuple[int, list[str]]]:
+def batches(
+    tmp_path: Path, cache_model: str, remaining: int, pause_before: int | None = None
+) -> list[tuple[int, list[str]]]:
     """A task that read twelve modules it still needs, then a parser it rewrote whole (the read is
-    stale) and ran six more steps: the stale read sits after ~8k tokens of live context."""
+    stale) and ran six more steps: the stale read sits after ~8k tokens of live context. Calls come
+    ten seconds apart; ``pause_before``: a call that comes after a 30-minute pause instead."""
     cfg = Config.model_validate(
         {
             "mode": "aggressive",
@@ -49,19 +52,26 @@ def batches(tmp_path: Path, cache_model: str, remaining: int) -> list[tuple[int,
             "stabilizer": {"shortCallIds": False},
         }
     )
-    lm = LightMem(config=cfg, registry=Registry(tmp_path / cache_model / str(remaining)))
+    lm = LightMem(config=cfg, registry=Registry(tmp_path / cache_model / str(remaining) / str(pause_before)))
     s = lm.session("priced")
     host = Host("Make the parser accept empty input.")
+    at = 0.0
+
+    def call() -> None:
+        nonlocal at
+        at += 1800.0 if s.calls + 1 == pause_before else 10.0
+        s.before_model_call(host.messages, now=at)
+
     for k in range(12):
         host.call(f"cat pkg/mod{k}.py", module(f"m{k}", 40))
-        s.before_model_call(host.messages)
+        call()
     host.call("cat pkg/parser.py", module("parse", 120))
-    s.before_model_call(host.messages)
+    call()
     host.call("cat > pkg/parser.py << 'EOF'\nimport re\nEOF")
-    s.before_model_call(host.messages)
+    call()
     for k in range(6):
         host.call(f"echo step {k}", f"step {k}")
-        s.before_model_call(host.messages)
+        call()
     return [(b.call_index, list(b.call_ids)) for b in s.evictor.state.batches]
 
 
@@ -72,3 +82,13 @@ def test_a_batch_that_pays_on_a_prefix_cache_waits_on_anthropic_until_it_pays_th
     # 1.0x: 20 expected calls of saving do not pay for it; 300 do, so it is the price that decided
     assert batches(tmp_path, "anthropic", 20) == []
     assert batches(tmp_path, "anthropic", 300) == [stale]
+
+
+def test_a_batch_its_break_does_not_pay_for_when_warm_runs_at_a_cold_call(tmp_path: Path) -> None:
+    """At a call after a pause past Anthropic's five-minute TTL the whole prompt is written again
+    anyway, so the break is priced at zero: the batch refused on the warm cache runs there."""
+    assert batches(tmp_path, "anthropic", 20) == []  # warm all along: the break does not pay
+    assert batches(tmp_path, "anthropic", 20, pause_before=18) == [(18, ["call_26"])]
+    assert batches(tmp_path, "anthropic", 20, pause_before=5) == []  # cold, but nothing stale yet
+    assert break_cost("anthropic", None, cold=True) == ANTHROPIC.at_cold()
+    assert ANTHROPIC.at_cold().per_token == 0.0 and ANTHROPIC.at_cold().from_head
