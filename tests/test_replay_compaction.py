@@ -23,8 +23,10 @@ THRESHOLD = 2_000  # the fixture's context passes it before call 4 (2,390 tokens
 
 
 def _output(n: int) -> str:
-    """A tool output of about 500 tokens, its lines distinct from every other output's."""
-    return "\n".join(f"line {n}-{j}: value {n * j} of the module state" for j in range(40))
+    """A tool output of about 500 tokens, its lines distinct from every other output's; the first
+    ends in an error line."""
+    lines = [f"line {n}-{j}: value {n * j} of the module state" for j in range(40)]
+    return "\n".join(lines + (["ValueError: part0 has no module state"] if n == 0 else []))
 
 
 def _answer(text: str, n: int | None) -> dict[str, Any]:
@@ -128,6 +130,9 @@ def test_the_modelled_host_compacts_past_its_threshold_and_pays_for_the_summary(
     assert 2_390 + compaction.INSTRUCTION_TOKENS - 50 < extra < 2_390 + compaction.INSTRUCTION_TOKENS + 50
     assert modelled.K > recorded.K and modelled.usd is not None and recorded.usd is not None
     assert modelled.usd > recorded.usd
+    # part0's error line: shown while the host showed part0 (calls 2 to 4), and not asked of the
+    # policy once the host's compaction took it away
+    assert (modelled.error_pairs, modelled.error_pairs_kept) == (3, 3)
     # the quote of part0 at the last call: gone with the compaction, in both
     assert (modelled.lost, modelled.lost_to_compaction) == (1, 1)
     assert (recorded.lost, recorded.lost_to_compaction) == (1, 1)

@@ -366,7 +366,7 @@ def replay_trace(
             res.recorded_prompt_tokens += call.prompt_tokens
             res.recorded_cached_tokens += call.cached_tokens
             # the agent's history is the whole one: a use of what the host's compaction took away is lost
-            uses = tracker.add_call(call.uncompacted if host else call.prompt, out, call.output)
+            uses = tracker.add_call(call.uncompacted if host else call.prompt, out, call.output, original)
             if summarised:
                 res.lost_to_compaction += sum(u.verdict == "lost" and u.span in summarised for u in uses)
             fidelity.add_call(original, out)

@@ -517,17 +517,24 @@ class RetentionTracker:
         original_prompt: Sequence[ChatMessage],
         transformed_prompt: Sequence[ChatMessage],
         output: ChatMessage,
+        host_prompt: Sequence[ChatMessage] | None = None,
     ) -> list[Use]:
         """Judge the uses in this call's output and the error lines its prompt must show; returns the
-        uses in order of appearance."""
+        uses in order of appearance.
+
+        ``original_prompt`` is the agent's whole history (what a later use may come from);
+        ``host_prompt``, where the host compacted it, what the host sent: the error lines a policy
+        must keep are those of the newest outputs the host still showed (what the host's own
+        compaction took away is counted as lost uses, not as lines the policy hid)."""
         call = self._calls
         self._calls += 1
         self._index_tools(original_prompt)
         goal = last_goal(original_prompt)
-        current = {id(m) for m in original_prompt[goal + 1 :]}
+        shown = original_prompt if host_prompt is None else host_prompt
+        current = {id(m) for m in shown[last_goal(shown) + 1 :]}
         errors = dict.fromkeys(
             line
-            for m in newest_outputs(original_prompt).values()
+            for m in newest_outputs(shown).values()
             if id(m) in current
             for line in self._error_lines(m)
         )
