@@ -228,6 +228,42 @@ class EvictionConfig(_Model):
         'prompt_cache_retention "24h"), else the provider\'s default (Anthropic 300, OpenAI 600, '
         "others none known).",
     )
+    compactBeforeHost: bool = Field(
+        False,
+        description="When the context nears the host's own compaction threshold, page out at the next "
+        "batch every tool output and long argument but the newest compactKeepTokens of history (stubs "
+        "whose key recovers each byte-exact, the session record on the first), so the host never runs "
+        "its lossy summarising compaction. Aggressive mode only. Off by default: replayed on the three "
+        "long Claude Code traces it ends every host compaction and every use lost to one (86 -> 0), "
+        "but costs $34.22 against $32.26 without it, since what it cannot page out (system prompt, "
+        "the model's thinking on the turns it keeps) brings the context back to the threshold sooner.",
+    )
+    compactAtTokens: int | None = Field(
+        None,
+        ge=1000,
+        description="Context tokens (as the provider counts them) past which the host compacts. null: "
+        "the host's own rule (Claude Code 167,000: a 200k window less its output reserve and summary "
+        "buffer; OpenClaw 180,000: the window less its 20,000 reserve; an unknown host: the Claude "
+        "Code figure).",
+    )
+    compactMarginTokens: int = Field(
+        30_000,
+        ge=0,
+        description="Compact at the first batch whose context is within this many tokens of "
+        "compactAtTokens: a batch comes every batchTurns calls, and the host looks before each call, so "
+        "the margin must hold what a few calls add (measured on the three long Claude Code traces: "
+        "24,000-32,000 provider tokens at most over 3 calls; 30,000 kept the host from compacting on "
+        "all three, 15,000 met a batch at 166,053 of 167,000).",
+    )
+    compactKeepTokens: int = Field(
+        12_000,
+        ge=0,
+        description="Tokens of the newest history (as lightmem2 counts them) a compaction keeps whole: "
+        "the running task's last calls; what the user wrote and the assistant's own words stay anyway, "
+        "and everything older is a stub away. Measured on the three long Claude Code traces: 12,000 "
+        "cost $34.22, 16,000 $34.85, 24,000 $36.76 (a larger window stays above the threshold and "
+        "compacts again sooner), with no use lost at any of them.",
+    )
 
 
 class EstimatorConfig(_Model):

@@ -166,6 +166,14 @@ TASK_SECOND = [
     *[m for k in range(2) for m in _tool(20 + k, "bash", {"cmd": f"echo {k}"}, f"ok {k}")],
 ]
 EVICTING = {"mode": "aggressive", "eviction": {"batchTurns": 1, "keepRecentTurns": 1}}
+LOW_MARGIN = {
+    "compactBeforeHost": True,
+    "batchTurns": 1,
+    "keepRecentTurns": 1,
+    "compactMarginTokens": 0,
+    "compactKeepTokens": 500,
+}
+COMPACTING = {**EVICTING, "eviction": {**LOW_MARGIN, "compactAtTokens": 1_000}}
 
 
 def _evictor_reads(attr: str) -> Observe:
@@ -274,6 +282,13 @@ SESSION_PROBES: dict[str, Call2] = {
     "eviction.cacheModel": Call2(
         "anthropic", TASK_FIRST, TASK_SECOND, EVICTING, observe=lambda s, out: s.evictor.break_cost
     ),
+    # compaction before the host's: TASK_SECOND is ~7,000 tokens, so a 1,000-token threshold compacts
+    "eviction.compactBeforeHost": Call2(False, TASK_FIRST, TASK_SECOND, COMPACTING),
+    "eviction.compactAtTokens": Call2(1_000, TASK_FIRST, TASK_SECOND, {**EVICTING, "eviction": LOW_MARGIN}),
+    "eviction.compactMarginTokens": Call2(
+        99_500, TASK_FIRST, TASK_SECOND, {**EVICTING, "eviction": {**LOW_MARGIN, "compactAtTokens": 100_000}}
+    ),
+    "eviction.compactKeepTokens": Call2(100_000, TASK_FIRST, TASK_SECOND, COMPACTING),
     # how long the provider keeps a prefix: at 0 s any pause makes the next call cold (its break free)
     "eviction.cacheTtlS": Call2(
         0, TASK_FIRST, TASK_SECOND, EVICTING, observe=lambda s, out: (s.cold, s.evictor.break_cost)

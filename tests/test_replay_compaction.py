@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import xxhash
 
+from lightmem_plugin.config import Config
 from lightmem_plugin.measure import compaction
-from lightmem_plugin.measure.replay import Vanilla, replay_trace
+from lightmem_plugin.measure.replay import LightMemPolicy, Vanilla, replay_trace
 from lightmem_plugin.measure.traces.base import RecordedCompaction, Trace, TraceCall
 from lightmem_plugin.metering.chat_tokens import ChatChunker
 from lightmem_plugin.reduction.base import stub
@@ -184,3 +185,32 @@ def test_a_host_that_keeps_recent_messages_keeps_them_after_the_summary(
     assert prompts[4] == [trace.compactions[0].summary, *whole[-2:]]
     assert [m["role"] for m in whole[-2:]] == ["assistant", "tool"]
     assert prompts[5][:3] == prompts[4]
+
+
+def test_aggressive_compacts_first_losslessly_and_the_host_never_does(
+    small_window: None, tmp_path: Path
+) -> None:
+    """lightmem2 pages out all but the newest history at a batch before the modelled host's threshold:
+    the host never compacts, and the quote of part0 at the last call is recoverable from a stub."""
+    settings = {
+        "compactBeforeHost": True,
+        "batchTurns": 1,
+        "compactAtTokens": THRESHOLD,
+        "compactMarginTokens": 600,
+        "compactKeepTokens": 500,
+    }
+    cfg = Config(mode="aggressive")
+    cfg = cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update=settings)})
+    trace = compacted_trace()
+    policy = LightMemPolicy(trace, "aggressive", tmp_path, cfg)
+    res = replay_trace(trace, policy)
+    vanilla = replay_trace(trace, Vanilla())
+    assert (vanilla.host_compactions, vanilla.lost) == (1, 1)
+    made = policy.session.evictor.state.compactions
+    assert made and made[0].call <= 4  # at a batch before the call the host compacted before
+    assert (res.host_compactions, res.lost, res.lost_to_compaction) == (0, 0, 0)
+    assert res.recoverable >= 1
+    off = cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update={"compactBeforeHost": False})})
+    assert (
+        replay_trace(trace, LightMemPolicy(trace, "aggressive", tmp_path / "off", off)).host_compactions == 1
+    )

@@ -27,6 +27,10 @@ What may go, three kinds:
 Everything removed is archived (recoverable with the key in its stub), and everything decided is
 re-applied identically on every later call (DESIGN I2) and persisted with the session state.
 
+Past these, **compaction before the host's** (:mod:`.compacting`): when the context nears the host's
+own compaction threshold, the batch pages out every output and long argument but the newest history,
+whatever the cost rule says, so the host never summarises (and loses) the session.
+
 The :class:`Evictor` runs a batch through one module per job, each reading and writing the one
 record of decisions (:mod:`.state`): :mod:`.choosing` (what may go, with what it saves and for how
 long; :mod:`.references` keeps what a staying output refers to), :mod:`.pricing` (whether the break
@@ -39,9 +43,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..config import EstimatorConfig, EvictionConfig
-from ..model import Request
+from ..model import Message, Request
 from ..tokens import TokenCounter
-from . import pricing
+from . import compacting, pricing
 from .applying import Applier
 from .break_cost import PREFIX, BreakCost
 from .choosing import Chooser, finished_goals
@@ -52,7 +56,7 @@ from .lifecycle import TaskRegistry
 from .llm_estimator import LLMEstimator
 from .paging import Pager
 from .pricing import SentSizes
-from .state import EvictionState
+from .state import Compaction, EvictionState
 
 
 class Evictor:
@@ -100,6 +104,10 @@ class Evictor:
         self.remaining_hint: Callable[[int], tuple[float, float]] | None = None
         self.break_cost: BreakCost = PREFIX
         """The price of a break on the provider's cache (:mod:`.break_cost`), set per request."""
+        self.host: str | None = None
+        """The host the session serves (``claude-code``, ``openclaw``; None: unknown), for its
+        compaction threshold (:func:`.compacting.threshold`)."""
+        self.gauge = compacting.Gauge()
 
     @property
     def collapsed(self) -> list[tuple[int, int]]:
@@ -130,18 +138,33 @@ class Evictor:
         arguments for good (changing them later would break the prefix). Returns how many archived."""
         return self._pager().on_arrival(req, shell)
 
+    def usage(self, provider_input: int) -> None:
+        """The provider counted ``provider_input`` input tokens for the last call (its usage)."""
+        self.gauge.usage(provider_input)
+
     def maybe_evict(self, call_index: int, original: Request, reduced: Request, shell: bool = False) -> bool:
-        """Run a batch if one is due and pays; returns True when the prefix changed.
+        """Run a batch if one is due and pays (or the context nears the host's compaction threshold);
+        returns True when the prefix changed.
 
         ``reduced`` is the request as reduction left it (before past evictions); ``shell`` says the
         host has no recover tool, so stubs name the command line instead."""
         self.last_evicted_tokens = 0
+        self.gauge.sent = 0
+        evicted = self._maybe_evict(call_index, original, reduced, shell)
+        if self.config.compactBeforeHost and not self.gauge.sent:  # what this call sends, counted
+            sent = self._applier.stub_parts(self.state, reduced)
+            self.gauge.sent = sum(self._sizes.of(sent, self.state.collapses))
+        return evicted
+
+    def _maybe_evict(self, call_index: int, original: Request, reduced: Request, shell: bool) -> bool:
         goals = goal_tasks(original.messages) if self.config.finishedTasks else []
         while len(self.state.goal_calls) < len(goals):
             self.state.goal_calls.append(call_index)
         if call_index - self.state.last_batch_call < self.config.batchTurns:
             return False
         self.state.last_batch_call = call_index
+        if self.gauge.ratio is not None:  # the batch decides with the latest ratio, kept in the state
+            self.state.ratio = self.gauge.ratio
         turns = entries(original)
         view, ids, owners = turns.turns, turns.ids, turns.owners
         self.estimator.sync(view)
@@ -151,6 +174,10 @@ class Evictor:
         ready = finished_goals(self.goals, self.state.collapses, goals, original.messages)
         sent = self._applier.stub_parts(self.state, reduced)
         sizes = self._sizes.of(sent, self.state.collapses)
+        if self.config.compactBeforeHost and self._compact(
+            call_index, view, ids, owners, original, sent, sizes, shell
+        ):
+            return True
         hint, prior = self.remaining_hint, self.config.expectedRemainingCalls
         horizons = pricing.horizons(self.state.goal_calls, call_index, prior, hint)
         chooser = Chooser(self.config, self.estimator, self.tasks, self.state, self.counter, self.spell)
@@ -165,5 +192,47 @@ class Evictor:
         pager = self._pager()
         self.last_evicted_tokens = pager.page_out(
             plan, view, ids, owners, original, sent, goals, call_index, shell
+        )
+        return True
+
+    def _compact(
+        self,
+        call_index: int,
+        view: list[Message],
+        ids: list[str | None],
+        owners: list[int],
+        original: Request,
+        sent: Request,
+        sizes: list[int],
+        shell: bool,
+    ) -> bool:
+        """Page out all but the newest history when the context is within the margin of the host's
+        compaction threshold (:mod:`.compacting`); True when it did."""
+        ratio = self.state.ratio or 1.0
+        before = compacting.estimate(sizes, ratio)
+        limit = compacting.threshold(self.config, self.host)
+        if before <= limit - self.config.compactMarginTokens:
+            return False
+        head = pricing.head_end(sent)
+        end = compacting.kept_from(sizes, head, self.config.compactKeepTokens)
+        paged = (self.state.stubs, self.state.args, self.state.collapses)
+        items = compacting.candidates(ids, owners, original, sent, head, end, paged, self.counter, shell)
+        if not items:
+            return False
+        saved = self._pager().page_out(items, view, ids, owners, original, sent, [], call_index, shell)
+        self.last_evicted_tokens = saved
+        self.gauge.sent = sum(sizes) - saved
+        args = sum(it.ident.startswith("args:") for it in items)
+        self.state.compactions.append(
+            Compaction(
+                call_index,
+                before,
+                round((sum(sizes) - saved) * ratio),
+                end,
+                sum(sizes[end:]),
+                len(items) - args,
+                args,
+                self.state.batches[-1].key,
+            )
         )
         return True

@@ -27,6 +27,50 @@ class Batch:
     tokens_saved: int
 
 
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """One compaction lightmem2 made before the host's (:mod:`.compacting`): at call ``call``, the context (in the host's count) before and
+    after, where the history it kept whole starts (message index), its tokens, and what left."""
+
+    call: int
+    before: int
+    after: int
+    kept_from: int
+    kept_tokens: int
+    outputs: int
+    arguments: int
+    key: str
+
+    def to_list(self) -> list[object]:
+        """JSON-ready form for the persisted session state."""
+        return [
+            self.call,
+            self.before,
+            self.after,
+            self.kept_from,
+            self.kept_tokens,
+            self.outputs,
+            self.arguments,
+            self.key,
+        ]
+
+    @classmethod
+    def from_list(cls, data: list[object]) -> Compaction:
+        """The inverse of :meth:`to_list`; raises ``ValueError``/``TypeError`` on a malformed entry."""
+        call, before, after, kept_from, kept_tokens, outputs, arguments, key = data
+        n = [int(str(v)) for v in (call, before, after, kept_from, kept_tokens, outputs, arguments)]
+        return cls(n[0], n[1], n[2], n[3], n[4], n[5], n[6], str(key))
+
+    def describe(self) -> str:
+        """In words, for the ledger row and ``report``: the figures, what stayed, where the rest went."""
+        return (
+            f"compaction before the host's limit: context ~{self.before:,} -> ~{self.after:,} tokens; "
+            f"kept the newest {self.kept_tokens:,} tokens (from message {self.kept_from}), what the "
+            f"user wrote and the session record; {self.outputs} outputs and {self.arguments} arguments "
+            f"archived as {self.key}"
+        )
+
+
 @dataclass
 class EvictionState:
     """Everything needed to re-apply past evictions byte for byte."""
@@ -38,6 +82,9 @@ class EvictionState:
     collapses: list[Collapse] = field(default_factory=list)
     goal_calls: list[int] = field(default_factory=list)  # the call at which goal n + 1 was first seen
     sent_whole: list[str] = field(default_factory=list)  # calls first sent before their result came
+    compactions: list[Compaction] = field(default_factory=list)  # made before the host's limit
+    ratio: float | None = None
+    """The provider's tokens per token counted here, as the last batch read it (:mod:`.compacting`)."""
 
     @property
     def version(self) -> tuple[int, ...]:
@@ -45,10 +92,13 @@ class EvictionState:
         return (self.last_batch_call, len(self.args), len(self.sent_whole), len(self.goal_calls))
 
     def describe_last(self) -> str:
-        """What the last batch paged out, in words: ``task 1 finished (archived as KEY); 3 outputs``."""
+        """What the last batch paged out, in words: ``task 1 finished (archived as KEY); 3 outputs``
+        (a compaction: :meth:`Compaction.describe`)."""
         if not self.batches:
             return ""
         b = self.batches[-1]
+        if self.compactions and self.compactions[-1].call == b.call_index:
+            return self.compactions[-1].describe()
         keys = {c.number: c.key for c in self.collapses if c.call_index == b.call_index}
         tasks = [int(i[5:]) for i in b.call_ids if i.startswith("task:")]
         args = sum(i.startswith("args:") for i in b.call_ids)
@@ -70,6 +120,8 @@ class EvictionState:
             "collapses": [c.to_list() for c in self.collapses],
             "goal_calls": self.goal_calls,
             "sent_whole": self.sent_whole,
+            "compactions": [c.to_list() for c in self.compactions],
+            "ratio": self.ratio,
         }
 
     @classmethod
@@ -83,4 +135,6 @@ class EvictionState:
             [Collapse.from_list(c) for c in ev.get("collapses", [])],
             [int(c) for c in ev.get("goal_calls", [])],
             [str(c) for c in ev.get("sent_whole", [])],
+            [Compaction.from_list(c) for c in ev.get("compactions", [])],
+            None if ev.get("ratio") is None else float(ev["ratio"]),
         )

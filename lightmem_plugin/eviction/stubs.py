@@ -43,9 +43,17 @@ def recover_hint(key: str, lines: tuple[int, int] | None, shell: bool) -> str:
     return "recover with lightmem2_recover(key" + (f', lines="{lines[0]}:{lines[1]}"' if lines else "") + ")"
 
 
+COMPACTED = "to keep the context under the host's compaction limit"
+"""Why a compaction paged an output out (:mod:`.compacting`): it may well be current, so its stub does
+not say it is no longer."""
+
+
 def output_stub(key: str, why: str, lines: tuple[int, int] | None, shell: bool) -> str:
     """The stub of a tool output a batch paged out (its session record, if any, is added after it)."""
-    return f"{EVICTED}{key}, no longer current ({stub_reason(why)}); {recover_hint(key, lines, shell)}]"
+    hint = recover_hint(key, lines, shell)
+    if why == COMPACTED:
+        return f"{EVICTED}{key} {why}; {hint}]"
+    return f"{EVICTED}{key}, no longer current ({stub_reason(why)}); {hint}]"
 
 
 def largest_leaf(arguments: str) -> tuple[str, str] | None:

@@ -131,6 +131,7 @@ class LightMemPolicy:
         # those hosts get (seen in a review of the swe dumps)
         self.session.prefer_shell = prefers_shell(called_tools(trace))
         self.session.clock = lambda: None  # the replay's time is the recording's, never the wall clock's
+        self.session.host = trace.kind  # as the sidecar (OpenClaw) says; its compaction threshold
         self.evicted_cold = 0
         """Calls at which a batch paged out while the cache was cold (its break priced free)."""
 
@@ -139,6 +140,10 @@ class LightMemPolicy:
         out = self.session.before_model_call(prompt, now=now)
         self.evicted_cold += self.session.cold.cold and self.session.evicted_now
         return out
+
+    def observe(self, usage: dict[str, Any], api: str) -> None:
+        """The provider's usage of the call just sent, as a proxy hands it on (``after_model_call``)."""
+        self.session.after_model_call(None, usage=usage, api=api)
 
     def left_at(self, call: int) -> int | None:
         """The call (0-based, as ``transform`` numbers them) from which what the agent added at
@@ -358,6 +363,9 @@ def replay_trace(
                 recorded = head_tokens + sum(map(len, chunker.chunks(call.prompt)))
                 scale = call.prompt_tokens / (recorded + (hidden.tokens(call.prompt) if hidden else 0))
             reported = round(usage.input_tokens * scale) + (call.completion_tokens or 0)
+            observe = getattr(policy, "observe", None)  # optional: the usage a proxy would hand on
+            if observe is not None:
+                observe(*_usage_seen(usage, scale, call.completion_tokens or 0, provider))
             res.cold_starts += usage.cold
             res.recorded_K += _recorded_k(call, luck.write_factor)
             used += usage.input_tokens
@@ -414,6 +422,22 @@ def replay_trace(
     res.K_charged = res.K + recover_charge(recovers, res.calls)
     res.K_charged_all = res.K_charged + recover_charge(said, res.calls)
     return res
+
+
+def _usage_seen(usage: Any, scale: float, output: int, provider: str) -> tuple[dict[str, Any], str]:
+    """The usage the provider reports for what the policy sent (in its tokens, at ``scale``), in the
+    form of its wire API: what a proxy sees and hands to the session."""
+    hit, write = round(usage.hit_tokens * scale), round(usage.write_tokens * scale)
+    total = round(usage.input_tokens * scale)
+    if provider == "anthropic":
+        return {
+            "input_tokens": max(0, total - hit - write),
+            "cache_read_input_tokens": hit,
+            "cache_creation_input_tokens": write,
+            "output_tokens": output,
+        }, "anthropic"
+    details = {"cached_tokens": hit}
+    return {"prompt_tokens": total, "completion_tokens": output, "prompt_tokens_details": details}, "chat"
 
 
 def _add_usage(res: SessionResult, usage: Any) -> None:

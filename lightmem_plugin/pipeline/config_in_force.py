@@ -75,6 +75,10 @@ KEYS: dict[str, tuple[When, str]] = {
             "recordLevel",
             "cacheModel",
             "cacheTtlS",
+            "compactBeforeHost",
+            "compactAtTokens",
+            "compactMarginTokens",
+            "compactKeepTokens",
         )
     },
     **{

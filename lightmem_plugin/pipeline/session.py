@@ -135,6 +135,16 @@ class Session(SessionChain):
         self.recorder.host_respells(value)
 
     @property
+    def host(self) -> str | None:
+        """The host this session serves (``claude-code``, ``openclaw``; None: not known), whose
+        compaction threshold the evictor stays under (:mod:`..eviction.compacting`)."""
+        return self.evictor.host
+
+    @host.setter
+    def host(self, value: str | None) -> None:
+        self.evictor.host = value
+
+    @property
     def evicted_now(self) -> bool:
         """True when this call's eviction batch paged something out (the prefix changed)."""
         return self._evicted_now
@@ -269,6 +279,12 @@ class Session(SessionChain):
             cold_cache.left_cached(rec.real_cache_read, rec.real_cache_creation, rec.real_input_tokens),
         )
 
+    def _context_used(self, usage: dict[str, Any], api: str | None) -> None:
+        """The input the provider counted for the last call: how the evictor learns the host's count of
+        the context (:class:`..eviction.compacting.Gauge`)."""
+        name = api if api in wire.NAMES else wire.for_usage(usage).name
+        self.evictor.usage(wire.get(name).usage(usage).input_tokens or 0)
+
     def settle(self) -> None:
         """The bookkeeping :meth:`begin` left, once (no-op when there is none); safe from any thread."""
         with self._settling:
@@ -392,4 +408,5 @@ class Session(SessionChain):
         self._used_now()
         if usage:
             self.fail.run("cold_cache", self._drop_shown, None)
+            self.fail.run("eviction", lambda: self._context_used(usage, api), None)
         return self.fail.run("restore", lambda: restored(self.stabilizer, response), response)

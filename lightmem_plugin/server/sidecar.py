@@ -112,6 +112,7 @@ def _field(body: JSON, name: str, kind: type, required: bool = True) -> Any:
 
 def _assemble(session: Session, body: JSON) -> JSON:
     session.respelled_ids = True  # OpenClaw: see Session.respelled_ids
+    session.host = "openclaw"  # its compaction threshold (eviction.compacting)
     messages = _field(body, "messages", list)
     tools = _field(body, "tools", list, required=False)
     # the wire API of the host's provider: its cache prices an eviction's break

@@ -1,0 +1,138 @@
+"""Compaction before the host's (eviction.compacting): near the host's threshold, a batch pages out
+all but the newest history, losslessly, so the host never summarises the session."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lightmem_plugin.config import Config
+from lightmem_plugin.eviction import compacting
+from lightmem_plugin.eviction.state import Compaction, EvictionState
+from lightmem_plugin.pipeline import LightMem
+from lightmem_plugin.store.registry import Registry
+
+GOAL = "Read every part of the parser and tell me which one drops the last token."
+KEY = re.compile(r"archived as ([0-9a-f]{12,32})(?:;| to).*?lines=\"(\d+):(\d+)\"")
+
+
+def _output(n: int) -> str:
+    """A tool output of about 500 tokens, its lines distinct from every other output's."""
+    return "\n".join(f"part{n}.py:{j}: value_{n}_{j} = compute({n * j})  # state" for j in range(40))
+
+
+def _history(calls: int) -> list[dict[str, Any]]:
+    """A user goal, then ``calls`` reads of one part each (one tool call per assistant turn)."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    out.append({"role": "user", "content": GOAL})
+    for n in range(calls):
+        args = json.dumps({"command": f"cat part{n}.py"})
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "Bash", "arguments": args}}
+        out.append({"role": "assistant", "content": f"Reading part {n}.", "tool_calls": [call]})
+        out.append({"role": "tool", "tool_call_id": f"c{n}", "content": _output(n)})
+    return out
+
+
+def _session(tmp_path: Path, mode: str = "aggressive", **eviction: Any) -> Any:
+    settings = {
+        "compactBeforeHost": True,
+        "batchTurns": 1,
+        "compactAtTokens": 6_000,
+        "compactMarginTokens": 1_000,
+        **eviction,
+    }
+    settings.setdefault("compactKeepTokens", 1_500)  # about two outputs
+    cfg = Config(mode=mode)
+    cfg = cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update=settings)})
+    lm = LightMem(config=cfg, registry=Registry(tmp_path / f"reg-{mode}"))
+    return lm, lm.session("s")
+
+
+def _run(session: Any, calls: int) -> list[list[dict[str, Any]]]:
+    return [session.before_model_call(_history(n)) for n in range(1, calls + 1)]
+
+
+def test_past_the_threshold_a_batch_pages_out_all_but_the_recent_work_losslessly(tmp_path: Path) -> None:
+    lm, s = _session(tmp_path)
+    sent = _run(s, 14)
+    done = s.evictor.state.compactions
+    assert done, "the context passed compactAtTokens less the margin and nothing compacted"
+    first = done[0]
+    # it acted before the threshold, at a batch, and brought the context well under it
+    assert first.before > 6_000 - 1_000 and first.before <= 6_000 + 600
+    assert first.after < first.before / 2
+    at = first.call - 1  # the request the compaction was made in
+    prompt = sent[at]
+    # what the user wrote and the assistant's own words stay; so does the newest work, whole
+    assert prompt[1] == {"role": "user", "content": GOAL}
+    assert all(m["content"] == f"Reading part {i}." for i, m in enumerate(prompt[2::2]))
+    assert prompt[-1]["content"] == _output(first.call - 1)
+    # every output before the kept window is a stub whose key and lines bring it back byte-exact
+    outputs = [m["content"] for m in prompt if m["role"] == "tool"]  # the output of part n is the n-th
+    stubbed = [(n, text) for n, text in enumerate(outputs) if text != _output(n)]
+    assert [n for n, _ in stubbed] == list(range(first.outputs)) and first.outputs >= first.call - 3
+    for n, text in stubbed:
+        key, a, b = KEY.search(text).groups()  # type: ignore[union-attr]
+        assert lm.registry.recover(key, (int(a), int(b))) == _output(n) + "\n"  # its lines, each ended
+        assert "no longer current" not in text
+    # the session record rides on the first stub, and the ledger row says what the compaction did
+    assert "[lightmem2 session record]" in stubbed[0][1]
+    assert "[lightmem2 session record]" not in stubbed[1][1]
+    assert first.describe().startswith("compaction before the host's limit: context ~")
+    # the call after sends the same stubs again (the prefix holds until the next batch changes it)
+    assert len(done) == 1 or done[1].call > first.call + 1
+    assert sent[at + 1][: len(prompt)] == prompt
+
+
+def test_below_the_threshold_nothing_compacts(tmp_path: Path) -> None:
+    _, s = _session(tmp_path, compactAtTokens=60_000)
+    sent = _run(s, 14)
+    assert s.evictor.state.compactions == []
+    assert sent[-1][3]["content"] == _output(0)
+
+
+@pytest.mark.parametrize("mode", ["normal", "conservative"])
+def test_only_aggressive_mode_compacts(tmp_path: Path, mode: str) -> None:
+    _, s = _session(tmp_path, mode)
+    _run(s, 14)
+    assert s.evictor.state.compactions == []
+
+
+def test_compact_before_host_off_leaves_the_host_to_compact(tmp_path: Path) -> None:
+    _, s = _session(tmp_path, compactBeforeHost=False)
+    _run(s, 14)
+    assert s.evictor.state.compactions == []
+
+
+def test_the_providers_count_from_the_usage_decides_when(tmp_path: Path) -> None:
+    """The provider counts more than lightmem2 does (system prompt, tools, its tokenizer): with its
+    usage reported at twice lightmem2's count, the compaction comes at about half the history."""
+
+    def first_compaction(report: bool) -> int:
+        _, s = _session(tmp_path / str(report))
+        for n in range(1, 15):
+            s.before_model_call(_history(n))
+            if report:
+                s.after_model_call(None, usage={"prompt_tokens": 2 * s.evictor.gauge.sent}, api="chat")
+        return s.evictor.state.compactions[0].call
+
+    assert first_compaction(True) < first_compaction(False) - 2
+
+
+def test_the_threshold_is_the_hosts_unless_set() -> None:
+    cfg = Config().eviction
+    assert compacting.threshold(cfg, "claude-code") == 167_000
+    assert compacting.threshold(cfg, "openclaw") == 180_000
+    assert compacting.threshold(cfg, None) == compacting.threshold(cfg, "codex") == 167_000
+    assert compacting.threshold(cfg.model_copy(update={"compactAtTokens": 90_000}), "openclaw") == 90_000
+
+
+def test_a_compaction_survives_the_session_state() -> None:
+    state = EvictionState(ratio=1.5)
+    state.compactions.append(Compaction(9, 150_000, 40_000, 12, 1_500, 7, 2, "ab" * 6))
+    again = EvictionState.from_dict(json.loads(json.dumps(state.to_dict())))
+    assert again.compactions == state.compactions and again.ratio == 1.5
