@@ -55,8 +55,9 @@ def counting(uses: Counter[str], hidden: Counter[str]) -> Iterator[None]:
         original: Sequence[ChatMessage],
         transformed: Sequence[ChatMessage],
         output: ChatMessage,
+        host_prompt: Sequence[ChatMessage] | None = None,
     ) -> list[retention.Use]:
-        found = judge(self, original, transformed, output)
+        found = judge(self, original, transformed, output, host_prompt)
         for use in found:
             if not 0 <= use.source < len(original):  # the host no longer sends it (compacted away)
                 continue

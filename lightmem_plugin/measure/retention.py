@@ -533,10 +533,7 @@ class RetentionTracker:
         shown = original_prompt if host_prompt is None else host_prompt
         current = {id(m) for m in shown[last_goal(shown) + 1 :]}
         errors = dict.fromkeys(
-            line
-            for m in newest_outputs(shown).values()
-            if id(m) in current
-            for line in self._error_lines(m)
+            line for m in newest_outputs(shown).values() if id(m) in current for line in self._error_lines(m)
         )
         spans: dict[str, Located] = {}
         said: dict[str, Located] = {}
