@@ -415,11 +415,25 @@ def render_headline(results: dict[str, Any], continuous: dict[str, Any]) -> str:
         "pause before each task a cold start. Money leaves out the recover round trips that K charged adds "
         "(`docs/BENCHMARKS.md`). kept: of the lines of earlier tool outputs the agent used later, the share "
         "still whole in its prompt. lost: the share in neither the prompt nor an archive a stub names (the "
-        "rest can be recovered, `lightmem2 recover KEY`).",
+        "rest can be recovered, `lightmem2 recover KEY`)." + _host_losses(cc["plain"]),
         "",
         H_END,
     ]
     return "\n".join(out)
+
+
+def _host_losses(rows: dict[str, Any]) -> str:
+    """A sentence saying how many of the Claude Code rows' lost uses the host's own compaction took
+    (a mode that keeps the context smaller meets the host's threshold later, and loses more to it)."""
+    agg = rows["aggressive"]
+    if not agg.get("lost_to_compaction"):
+        return ""
+    lost = round(agg["retention_lost"] * agg["retention_uses"])
+    return (
+        f" On the Claude Code sessions, {agg['lost_to_compaction']} of the {lost} uses aggressive lost (by span) were taken "
+        f"by Claude Code's own compaction ({agg['host_compactions']} compactions, modelled at its 167,000-token "
+        "threshold on the context each mode sent), not by lightmem2."
+    )
 
 
 def _load(name: str, results: Path) -> dict[str, Any]:
