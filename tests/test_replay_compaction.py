@@ -165,9 +165,13 @@ def test_a_policy_that_keeps_the_context_small_meets_no_compaction(small_window:
     assert (result.lost, result.recoverable, result.lost_to_compaction) == (0, 1, 0)
 
 
-def test_a_host_without_compaction_never_compacts() -> None:
+def test_a_host_without_compaction_never_compacts(small_window: None) -> None:
+    """The same calls past the (small) Claude Code threshold: recorded by mini-swe-agent, which does
+    not compact, the host never does."""
     trace = compacted_trace()
     swe = Trace(trace.id, "test", "deepseek", [TraceCall(c.uncompacted, c.output, 0, 0) for c in trace.calls])
+    as_claude_code = dataclasses.replace(swe, kind="claude-code")
+    assert replay_trace(as_claude_code, Vanilla()).host_compactions >= 1
     result = replay_trace(swe, Vanilla())
     assert (result.host_compactions, result.lost) == (0, 0)
 

@@ -18,6 +18,7 @@ from lightmem_plugin.cli import main
 from lightmem_plugin.errors import TraceError
 from lightmem_plugin.measure.replay import replay_paths, result_dicts, trace_files
 from lightmem_plugin.measure.traces import load_trace
+from lightmem_plugin.measure.traces.base import Trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "openclaw"
 CHAT = DATA / "openclaw-2026.9.6-openai-completions.jsonl"
@@ -195,7 +196,8 @@ def test_a_call_on_a_branch_sees_that_branch_only(tmp_path: Path) -> None:
     assert branched.calls[-1].output["content"] == "No pears."
 
 
-def test_compaction_shows_its_summary_then_what_it_kept(tmp_path: Path) -> None:
+def _compacted_after_two_tasks(tmp_path: Path) -> Trace:
+    """Three tasks, a call each; OpenClaw compacted before the third, keeping the second task."""
     s = Session()
     s.user("first task")
     s.assistant(text("done 1"))
@@ -204,7 +206,11 @@ def test_compaction_shows_its_summary_then_what_it_kept(tmp_path: Path) -> None:
     s.add("compaction", summary="they did two tasks", firstKeptEntryId=kept, tokensBefore=999)
     s.user("third task")
     s.assistant(text("done 3"))
-    trace = load_trace(s.write(tmp_path))
+    return load_trace(s.write(tmp_path))
+
+
+def test_compaction_shows_its_summary_then_what_it_kept(tmp_path: Path) -> None:
+    trace = _compacted_after_two_tasks(tmp_path)
     summary = (
         "The conversation history before this point was compacted into the following summary:\n\n"
         "<summary>\nthey did two tasks\n</summary>"
@@ -502,17 +508,9 @@ def test_an_aborted_call_counts_but_is_in_no_later_prompt(tmp_path: Path) -> Non
 
 
 def test_a_compacted_call_also_has_its_history_as_if_openclaw_had_not_compacted(tmp_path: Path) -> None:
-    """Its compaction is left out of the whole history (a reset still opens a window), and the trace
-    records it: the first call that saw it, the tokens OpenClaw counted, the summary the calls see."""
-    s = Session()
-    s.user("first task")
-    s.assistant(text("done 1"))
-    kept = s.user("second task")
-    s.assistant(text("done 2"))
-    s.add("compaction", summary="they did two tasks", firstKeptEntryId=kept, tokensBefore=999)
-    s.user("third task")
-    s.assistant(text("done 3"))
-    trace = load_trace(s.write(tmp_path))
+    """Its compaction is left out of the whole history, and the trace records it: the first call
+    that saw it, the tokens OpenClaw counted, the summary the calls see."""
+    trace = _compacted_after_two_tasks(tmp_path)
     assert trace.calls[1].whole is None
     assert [m["content"] for m in trace.calls[2].uncompacted] == [
         "first task",
