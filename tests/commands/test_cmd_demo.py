@@ -17,7 +17,7 @@ NUMBER = r"[\d,]+"
 
 @pytest.fixture(scope="module")
 def bundled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``lightmem2 demo`` on the bundled session, once for the module (it replays 184 calls 10 times)."""
+    """``lightmem2 demo`` on the bundled session, once for the module (it replays 184 calls 8 times, and once more into the ledger)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LIGHTMEM2_HOME", str(tmp_path_factory.mktemp("demo-home")))
         yield demo.run()
