@@ -93,6 +93,12 @@ most: its eviction pages a read out once an edit or a re-read supersedes it (cla
 54.1% -> 79.2% for K charged 0.768 -> 0.778). Longer views keep their outline, head and tail."""
 
 
+DEFERRED_VIEW_CHARS = 800
+"""What an output kept whole on arrival keeps when it is reduced again at a cold start
+(:mod:`~lightmem_plugin.eviction.deferred`): its outline, head, tail and error lines in about this many
+chars, the rest behind stubs naming the archived original."""
+
+
 class ModeTable(_Model):
     """What reduction does in one mode (DESIGN section 4)."""
 
@@ -108,6 +114,17 @@ class ModeTable(_Model):
         description="File views, search results, diffs, listings, reports (a subagent's, a web page's) and a script's prints up to this stay whole.",
     )
     keepErrorLines: bool = Field(True, description="Never cut error lines, traceback frames or failures.")
+    reduceAtColdStart: bool = Field(
+        False,
+        description="At a call whose provider cache is cold (a pause past its TTL), reduce again the "
+        "outputs kept whole that are no longer needed (a finished task's, a stale view or run), the "
+        "break being free there.",
+    )
+    deferredViewChars: int = Field(
+        DEFERRED_VIEW_CHARS,
+        ge=0,
+        description="What an output reduced again at a cold start keeps in place of fileViewChars.",
+    )
 
 
 class ConservativeTable(ModeTable):
@@ -130,6 +147,9 @@ class NormalTable(ModeTable):
     tailChars: int = Field(400, ge=0, description="Characters kept verbatim after a truncation stub.")
     passes: list[PassName] = Field(default_factory=lambda: list(ALL_PASSES), description="Passes on.")
     eviction: bool = Field(False, description="Page out finished tasks in batches.")
+    reduceAtColdStart: bool = Field(
+        True, description="Reduce again, at a cold start, the outputs kept whole that are no longer needed."
+    )
 
 
 class AggressiveTable(ModeTable):
@@ -141,6 +161,9 @@ class AggressiveTable(ModeTable):
     tailChars: int = Field(300, ge=0, description="Characters kept verbatim after a truncation stub.")
     passes: list[PassName] = Field(default_factory=lambda: list(ALL_PASSES), description="Passes on.")
     eviction: bool = Field(True, description="Page out finished tasks in batches.")
+    reduceAtColdStart: bool = Field(
+        True, description="Reduce again, at a cold start, the outputs kept whole that are no longer needed."
+    )
 
 
 class ReductionConfig(_Model):

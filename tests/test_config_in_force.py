@@ -176,6 +176,29 @@ LOW_MARGIN = {
 COMPACTING = {**EVICTING, "eviction": {**LOW_MARGIN, "compactAtTokens": 1_000}}
 
 
+# a finished task that viewed a file (kept whole on arrival), then seven calls of the next: a call
+# after any pause is cold with cacheTtlS 0, so the view is reduced again there (eviction.deferred)
+COLD_FIRST = [
+    SYSTEM,
+    GOAL,
+    *_tool(1, "read", {"path": "a.py"}, CODE),
+    {"role": "assistant", "content": "Done: the parser is fixed."},
+    {"role": "user", "content": "Now update the changelog"},
+    *[m for k in range(7) for m in _tool(20 + k, "bash", {"cmd": f"echo {k}"}, f"ok {k}")],
+]
+COLD_SECOND = [*COLD_FIRST, *_tool(30, "bash", {"cmd": "echo done"}, "ok")]
+
+
+def _cold(mode: str) -> dict[str, Any]:
+    """Every call after the first is cold, the finished task stays (its view is reduced, not paged
+    out), and every pass is on (conservative's lossless ones cut no view)."""
+    return {
+        "mode": mode,
+        "eviction": {"cacheTtlS": 0, "finishedTasks": False},
+        "reduction": {mode: {"reduceAtColdStart": True, "passes": list(ALL_PASSES)}},
+    }
+
+
 def _evictor_reads(attr: str) -> Observe:
     """What the evictor acts on (keys whose effect needs a longer session than a probe: the evictor
     reads its config at each use, so the value it holds is the one it decides with)."""
@@ -231,6 +254,8 @@ def _table_probes(mode: str) -> dict[str, Call2]:
         ),
         prefix + "fileViewChars": Call2(100, FIRST, FIRST + _tool(2, "read", {"path": "a.py"}, CODE * 3), on),
         prefix + "keepErrorLines": Call2(False, FIRST, SECOND, on),
+        prefix + "reduceAtColdStart": Call2(False, COLD_FIRST, COLD_SECOND, _cold(mode)),
+        prefix + "deferredViewChars": Call2(5_000, COLD_FIRST, COLD_SECOND, _cold(mode)),
         prefix + "eviction": Call2(
             not table.eviction,
             FIRST,

@@ -124,6 +124,11 @@ def _cold(rows: dict[str, dict[str, Any]]) -> str:
     return "cold starts " + ", ".join(f"{p} {n}" for p, n in cold.items())
 
 
+def _signed(usd: float) -> str:
+    """A difference in money in words: ``$0.4322 more`` / ``$0.0320 less``."""
+    return f"${abs(usd):.4f} {'more' if usd >= 0 else 'less'}"
+
+
 def why(rows: dict[str, dict[str, Any]], tasks_collapsed: int, pauses: list[float]) -> str:
     """One line on why the rows differ, from the replay's own figures."""
     con, nor, agg = (rows[p] for p in ("conservative", "normal", "aggressive"))
@@ -138,8 +143,10 @@ def why(rows: dict[str, dict[str, Any]], tasks_collapsed: int, pauses: list[floa
         cost = {p: rows[p]["usd"] - rows[p]["usd_no_pause"] for p in PAUSE_PRICED}
         parts.append(
             f"the {len(pauses)} pause{'s' if len(pauses) != 1 else ''} of {max(pauses) / 60:.0f} minutes outlived the "
-            f"cache's {DEFAULT_TTL_S[CACHE] or 0:.0f} s: {_cold(rows)}, costing "
-            f"vanilla ${cost['vanilla']:.4f} and aggressive ${cost['aggressive']:.4f} (a smaller prompt to write again)"
+            f"cache's {DEFAULT_TTL_S[CACHE] or 0:.0f} s: {_cold(rows)}; against the same calls on a cache "
+            f"that never forgets, they cost vanilla {_signed(cost['vanilla'])} and aggressive "
+            f"{_signed(cost['aggressive'])} (a smaller prompt to write again, and the past changed where "
+            "the break was free)"
         )
     else:
         parts.append("the session has no pause longer than the cache's TTL, so no cold start")
@@ -165,9 +172,10 @@ def _ledger_note(path: Path, trace: Trace) -> str:
     flat = {p: summarize(replay_paths([path], p, clock="none")) for p in ("vanilla", "normal")}
     return (
         f"The report below is the normal run as the ledger records a live session: on the recorded "
-        f"provider's cache ({trace.provider}) with no clock, so without the pauses and cold starts above, "
-        f"priced at {trace.model or 'the recorded model'}. Replayed that way, normal is K "
-        f"{flat['normal']['K']:,.0f} vs {flat['vanilla']['K']:,.0f} vanilla."
+        f"provider's cache ({trace.provider}) with no clock, so without the pauses and cold starts above "
+        f"(nor what normal does at them), priced at {trace.model or 'the recorded model'}. Replayed that "
+        f"way, normal is K {flat['normal']['K']:,.0f} vs {flat['vanilla']['K']:,.0f} vanilla, input "
+        f"{int(flat['normal']['input_tokens']):,} vs {int(flat['vanilla']['input_tokens']):,} tokens."
     )
 
 

@@ -3,7 +3,9 @@
 The current session is the one whose call was recorded last (or ``--session ID``). It shows the
 context size now against what the host alone would send, the cache hit rate (the provider's figure
 when it reports one, else simulated), the cost K saved so far against the vanilla estimate, the
-archived originals, and the last pass error if any; beside K, the session's money in USD as the
+archived originals, and the last pass error if any; what the mode did, one line each (new output
+reduced on arrival; at free breaks, the cold starts and the outputs reduced again there; in aggressive
+mode, the batches paged out and the compactions before the host's limit: :mod:`~lightmem_plugin.views.mode_work`); beside K, the session's money in USD as the
 provider bills it (output included) against the same calls without lightmem2 (``--json``: ``costUsd``,
 ``costUsdWithout``, ``savedUsd``, ``savedUsdPct``, ``pricedCalls``, ``pricedRealCalls``,
 ``outputTokens``, ``priceHint``; prices: :mod:`lightmem_plugin.metering.prices`, the ``prices`` config
@@ -23,11 +25,13 @@ from ..config import Config, ConfigHolder
 from ..errors import UsageError
 from ..eviction import cold_cache
 from ..faults import FaultSink
+from ..metering.savings import CALL_IDS
 from ..security import tenancy
 from ..store import CallLedger, open_stores
 from ..store.home import Home
 from ..store.ledger import Ledger, SessionTotals
 from ..store.registry import Registry
+from ..views import mode_work
 from ..views.format import money_line, pct, size, to_json, tokens, totals_dict, usd
 from .base import Command, Outcome
 
@@ -41,7 +45,7 @@ def _modules(config: Config) -> dict[str, Any]:
     }
 
 
-def _session_lines(t: SessionTotals) -> list[str]:
+def _session_lines(t: SessionTotals, work: mode_work.Work) -> list[str]:
     rate, real = t.hit_rate()
     source = f"real, {t.real_calls} of {t.calls} calls reported" if real else "simulated"
     change = t.last_input_tokens / t.last_baseline_tokens - 1 if t.last_baseline_tokens else 0.0
@@ -56,6 +60,7 @@ def _session_lines(t: SessionTotals) -> list[str]:
         money_line(t),
         f"evictions: {t.evictions} ({tokens(t.evicted_tokens)} tokens); prefix breaks: {t.prefix_breaks}",
         cold_cache.summary(t.cold),
+        *mode_work.lines(t.mode, sum(v for k, v in t.saved_by_pass.items() if k != CALL_IDS), work),
     ]
 
 
@@ -88,6 +93,7 @@ def run(
     """The text (or JSON) ``lightmem2 status`` prints; ``holder``: where ``config`` came from."""
     sid = ledger.resolve(session_id)
     totals = ledger.totals(sid) if sid is not None else None
+    work = mode_work.tally(ledger.calls(sid)) if sid is not None else mode_work.Work()
     error = last_error(totals, sid)
     modules = _modules(config)
     artifacts, stored = registry.count(), registry.size_bytes()
@@ -97,6 +103,7 @@ def run(
                 "mode": config.mode,
                 "modules": modules,
                 "session": totals_dict(totals) if totals else None,
+                "modeWork": mode_work.as_dict(work) if totals else None,
                 "artifacts": artifacts,
                 "registryBytes": stored,
                 "registryDir": str(registry.root),
@@ -112,7 +119,7 @@ def run(
     if holder is not None and holder.last_error:
         lines.append(f"config file invalid: {holder.last_error}")
         lines.append(f"config in force: {holder.in_force}")
-    lines += _session_lines(totals) if totals else ["session: none recorded yet"]
+    lines += _session_lines(totals, work) if totals else ["session: none recorded yet"]
     lines.append(f"archived originals: {artifacts} ({size(stored)})")
     lines.append(f"last error: {error or 'none'}")
     return "\n".join(lines)

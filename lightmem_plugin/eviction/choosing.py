@@ -110,6 +110,22 @@ def _objective(text: str) -> str:
     return line if len(line) <= 400 else line[:399] + "…"
 
 
+def acted_on(estimator: HeuristicEstimator, ids: list[str | None]) -> set[str]:
+    """Outputs whose error lines the agent acts on: the newest output of each command, when it has
+    error lines (DESIGN 4: never cut; a stub would hide every one of them)."""
+    log = estimator.log
+    newest: dict[int, int] = {}
+    for e in log.events:
+        newest[e.norm] = e.seq
+    out: set[str] = set()
+    for seq in newest.values():
+        e = log.events[seq]
+        cid = ids[e.result_index] if e.result_index is not None and e.result_index < len(ids) else None
+        if cid is not None and error_lines(log.outputs[seq]):
+            out.add(cid)
+    return out
+
+
 def events_in(t: GoalTask, owners: list[int], estimator: HeuristicEstimator) -> list[ToolEvent]:
     """The tool events of task ``t`` (``owners``: the message each turn came from)."""
     return [e for e in estimator.log.events if t.first <= owners[e.call_index] <= t.last]
@@ -213,25 +229,8 @@ class Chooser:
                 cid = ids[idx]
                 if cid is not None:
                     reasons.setdefault(cid, why)
-        acted_on = self._acted_on(ids)
-        return {
-            cid: why for cid, why in reasons.items() if cid not in self.state.stubs and cid not in acted_on
-        }
-
-    def _acted_on(self, ids: list[str | None]) -> set[str]:
-        """Outputs whose error lines the agent acts on: the newest output of each command, when it
-        has error lines (DESIGN 4: never cut; a stub would hide every one of them)."""
-        log = self.estimator.log
-        newest: dict[int, int] = {}
-        for e in log.events:
-            newest[e.norm] = e.seq
-        out: set[str] = set()
-        for seq in newest.values():
-            e = log.events[seq]
-            cid = ids[e.result_index] if e.result_index is not None and e.result_index < len(ids) else None
-            if cid is not None and error_lines(log.outputs[seq]):
-                out.add(cid)
-        return out
+        keep = acted_on(self.estimator, ids)
+        return {cid: why for cid, why in reasons.items() if cid not in self.state.stubs and cid not in keep}
 
     def _stale_arguments(self, horizon: int) -> list[ToolEvent]:
         """Executed calls whose long arguments the agent no longer reads: an inline script that ran

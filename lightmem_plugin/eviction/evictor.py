@@ -45,10 +45,11 @@ from collections.abc import Callable
 from ..config import EstimatorConfig, EvictionConfig
 from ..model import Message, Request
 from ..tokens import TokenCounter
-from . import compacting, pricing
+from . import compacting, deferred, pricing
 from .applying import Applier
 from .break_cost import PREFIX, BreakCost
 from .choosing import Chooser, finished_goals
+from .deferred import Reducer
 from .entries import entries
 from .goals import goal_tasks
 from .heuristic import HeuristicEstimator
@@ -156,11 +157,33 @@ class Evictor:
             self.gauge.sent = sum(self._sizes.of(sent, self.state.collapses))
         return evicted
 
+    def reduce_at_cold(self, call_index: int, original: Request, reduced: Request, again: Reducer) -> bool:
+        """At a call whose cache is cold, reduce again (``again``) the outputs kept whole that are no
+        longer needed (:mod:`.deferred`); returns True when the prefix changed. What it saved adds to
+        :attr:`last_evicted_tokens` (a batch may have run at the same call)."""
+        turns = entries(original)
+        view, ids, owners = turns.turns, turns.ids, turns.owners
+        self.estimator.sync(view)
+        self.tasks.apply(self.estimator.estimate(view, self.tasks), max_turn=len(view) - 1)
+        goals = goal_tasks(original.messages)
+        chosen = deferred.due(
+            view, ids, owners, goals, self.estimator, self.state, self.config.keepRecentTurns
+        )
+        if not chosen:
+            return False
+        sent = self._applier.stub_parts(self.state, reduced)
+        done = deferred.reduce_again(chosen, ids, owners, sent, again, self.counter)
+        if not done:
+            return False
+        self.last_evicted_tokens += deferred.record(self.state, call_index, done)
+        return True
+
     def _maybe_evict(self, call_index: int, original: Request, reduced: Request, shell: bool) -> bool:
         goals = goal_tasks(original.messages) if self.config.finishedTasks else []
         while len(self.state.goal_calls) < len(goals):
             self.state.goal_calls.append(call_index)
-        if call_index - self.state.last_batch_call < self.config.batchTurns:
+        due = call_index - self.state.last_batch_call >= self.config.batchTurns
+        if not (due or self.break_cost.cold):  # a cold call is a batch: its break is free
             return False
         self.state.last_batch_call = call_index
         if self.gauge.ratio is not None:  # the batch decides with the latest ratio, kept in the state

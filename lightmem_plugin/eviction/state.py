@@ -19,7 +19,8 @@ from .collapse import Collapse
 @dataclass
 class Batch:
     """One eviction batch: when, what (tool call ids; ``args:<id>`` for arguments, ``task:<n>`` for a
-    finished task), the artifact that holds the outputs and arguments, and the tokens it saved."""
+    finished task, ``reduced:<id>`` for an output reduced again at a cold start, :mod:`.deferred`),
+    the artifact that holds the outputs and arguments, and the tokens it saved."""
 
     call_index: int
     key: str
@@ -89,7 +90,13 @@ class EvictionState:
     @property
     def version(self) -> tuple[int, ...]:
         """Changes whenever a decision was added (the session state is saved then)."""
-        return (self.last_batch_call, len(self.args), len(self.sent_whole), len(self.goal_calls))
+        return (
+            self.last_batch_call,
+            len(self.batches),
+            len(self.args),
+            len(self.sent_whole),
+            len(self.goal_calls),
+        )
 
     def describe_last(self) -> str:
         """What the last batch paged out, in words: ``task 1 finished (archived as KEY); 3 outputs``
@@ -102,7 +109,11 @@ class EvictionState:
         keys = {c.number: c.key for c in self.collapses if c.call_index == b.call_index}
         tasks = [int(i[5:]) for i in b.call_ids if i.startswith("task:")]
         args = sum(i.startswith("args:") for i in b.call_ids)
-        outputs = len(b.call_ids) - len(tasks) - args
+        reduced = sum(i.startswith("reduced:") for i in b.call_ids)
+        outputs = len(b.call_ids) - len(tasks) - args - reduced
+        if reduced:  # deferred reductions (:mod:`.deferred`): each names its own original's key
+            s = "s" if reduced > 1 else ""
+            return f"{reduced} output{s} kept whole reduced again at a cold start (originals archived, first as {b.key})"
         parts = [f"task {n} finished (archived as {keys.get(n, '?')})" for n in tasks]
         if outputs:
             parts.append(f"{outputs} output{'s' if outputs > 1 else ''} (archived as {b.key})")

@@ -259,6 +259,9 @@ class Accountant:
             _cache_answer(self._cache_ours, self._sent_before, sent.messages, chunks, texts)
             _cache_answer(self._cache_base, self._host_before, original.messages, base_chunks, base_texts)
         self._sent_before, self._host_before = (chunks, texts), (base_chunks, base_texts)
+        if facts.cold_start and facts.cold_start.startswith("pause"):  # the host's cache went cold too
+            self._cache_ours.expire()
+            self._cache_base.expire()
         ours = self._cache_ours.observe([_HEAD, *chunks], keys=["<head>", *texts])
         base = self._cache_base.observe([_HEAD, *base_chunks], keys=["<head>", *base_texts])
         baseline = max(0, base.input_tokens - self.footprint(sent.tools))

@@ -71,7 +71,8 @@ class CallUsage:
     """What one call would have cost: all input tokens, split into cache hits and misses.
 
     ``miss_tokens`` includes ``write_tokens`` (tokens written to the cache are also not read from it).
-    ``cold``: a cached prefix the call would have read had expired (its pause outlived the TTL).
+    ``cold``: a cached prefix the call would have read had expired, or all the cache held had (the
+    pause since its last use outlived the TTL), whatever the prompt now holds.
     """
 
     input_tokens: int
@@ -160,6 +161,13 @@ class PrefixCache:
         self.ttl = ttl
         self._touched: dict[int, float] = {}  # prefix hash -> when last written or read (0.0: no clock)
         self._warm = 0
+        self._used_at: float | None = None  # when anything was last written or read
+
+    def _expired(self, at: float | None) -> bool:
+        """True when the pause since the cache was last used outlived the TTL: all it held expired,
+        so the call is cold whatever its prompt (changed or not) would have read."""
+        used = self._used_at
+        return at is not None and used is not None and self.ttl is not None and at - used > self.ttl
 
     def observe(
         self,
@@ -188,6 +196,11 @@ class PrefixCache:
         shared head warm: the recorded first call read them)."""
         self._warm = tokens
 
+    def expire(self) -> None:
+        """Everything cached is gone (the caller knows the provider's cache went cold: a pause past its
+        TTL, told by :mod:`~lightmem_plugin.eviction.cold_cache`, where this cache keeps no clock)."""
+        self._touched.clear()
+
     def _alive(self, h: int, at: float | None) -> bool | None:
         """True when ``h`` is cached and fresh at ``at``, False when it expired, None when absent."""
         touched = self._touched.get(h)
@@ -198,6 +211,12 @@ class PrefixCache:
     def _keep(self, h: int, at: float | None) -> None:
         """``h`` is cached (written or read) at ``at``."""
         self._touched[h] = at if at is not None else 0.0
+        self._used(at)
+
+    def _used(self, at: float | None) -> None:
+        """The session used the cache at ``at`` (a call, or what it cached): a pause counts from then."""
+        if at is not None and (self._used_at is None or at > self._used_at):
+            self._used_at = at
 
 
 class BlockCache(PrefixCache):
@@ -212,6 +231,10 @@ class BlockCache(PrefixCache):
         super().__init__(ttl)
         self._known = 0  # leading blocks of the last prompt known to be cached (and fresh)
         self._last_at: float | None = None
+
+    def expire(self) -> None:
+        super().expire()
+        self._known = 0
 
     def observe(
         self,
@@ -233,11 +256,11 @@ class BlockCache(PrefixCache):
         if clocked and self._last_at is not None and at - self._last_at > self.ttl:  # type: ignore[operator]
             self._known = 0  # what the last call left was touched then: all of it may have expired
         j = min(self._known, common // size)
-        cold = False
+        cold = self._expired(at)
         while j < len(hashes):
             alive = self._alive(hashes[j], at) if clocked else (hashes[j] in self._touched or None)
             if not alive:
-                cold = alive is False
+                cold = cold or alive is False
                 break
             j += 1
         if cap is not None:
@@ -248,7 +271,7 @@ class BlockCache(PrefixCache):
             hit = 0  # OpenAI reports nothing below 1024 even when a shorter prefix is cached
         if clocked:
             for k in range(j):  # read: their time starts again
-                self._touched[hashes[k]] = at  # type: ignore[assignment]
+                self._keep(hashes[k], at)
         if n >= self.min_tokens:
             for k in range(j, len(hashes)):
                 self._keep(hashes[k], at)
@@ -256,6 +279,7 @@ class BlockCache(PrefixCache):
         else:
             self._known = j
         self._last_at = at
+        self._used(at)
         return CallUsage(n, hit, n - hit, 0, cold)
 
     def generated(self, chunks: Sequence[Chunk], keys: Sequence[Hashable] | None, at: float | None) -> None:
@@ -334,7 +358,7 @@ class AnthropicCache(PrefixCache):
                     self._keep(prefix.position_hash(pos), at)
             self._warm = 0
         hit = 0
-        cold = False
+        cold = self._expired(at)
         read: list[int] = []
         for bp in marks:
             k = bisect_left(prefix.bounds, bp)
@@ -358,6 +382,7 @@ class AnthropicCache(PrefixCache):
             if bp > hit and bp >= self.min_tokens:
                 self._keep(prefix.position_hash(bp), at)
                 top = bp
+        self._used(at)
         return CallUsage(n, hit, n - hit, top - hit, cold and hit < n)
 
 

@@ -34,6 +34,8 @@ _TABLE: dict[str, When] = {
     "fileViewChars": "new content",
     "keepErrorLines": "new content",
     "eviction": "each call",
+    "reduceAtColdStart": "each call",
+    "deferredViewChars": "each call",
 }
 _OPENED_ONCE = "the archive is opened once per process (its directory, size cap and sealer)"
 _STORES_ONCE = "the stores are opened once per process (a pool, a schema check, a lock wait)"

@@ -15,11 +15,14 @@ from __future__ import annotations
 import base64
 import copy
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import xxhash
 
 from ..config import Config
+from ..eviction.cold_cache import Verdict
+from ..eviction.deferred import deferred_table
 from ..eviction.entries import entries
 from ..eviction.evictor import Evictor
 from ..eviction.goals import is_goal
@@ -103,6 +106,7 @@ class SessionChain:
     _respelling: bool
     respelled_ids: bool
     _evicted_now: bool
+    cold: Verdict
     _record_call: int
     _processed: PerObject[Message, Message]
     _tool_calls: dict[str, ToolCall]
@@ -253,13 +257,27 @@ class SessionChain:
         """Re-apply past evictions; in a mode with eviction, run a batch when one is due and pays."""
         self._evicted_now = False
         self.evictor.spell = self._id_as_read
-        if self.cfg.mode_table().eviction:
+        table = self.cfg.mode_table()
+        if table.eviction:
             hint = self.cfg.reduction.recoverHint
             shell = hint == "shell" or (hint == "auto" and self.prefer_shell)
             if self.cfg.eviction.argumentsOnArrival:
                 self.evictor.on_arrival(original, shell)
             self._evicted_now = self.evictor.maybe_evict(self.calls, original, reduced, shell)
+        else:
+            self.evictor.last_evicted_tokens = 0
+        if table.reduceAtColdStart and self.cold.cold:
+            again = self.evictor.reduce_at_cold(self.calls, original, reduced, self._reduce_again)
+            self._evicted_now = self._evicted_now or again
         return self.evictor.apply(reduced)
+
+    def _reduce_again(self, call_id: str, text: str) -> str:
+        """``text``, the output of ``call_id`` as the model reads it, reduced again by the mode's
+        passes to about ``deferredViewChars`` (:func:`..eviction.deferred.deferred_table`)."""
+        ctx = replace(
+            self._context(self._tool_calls.get(call_id)), table=deferred_table(self.cfg.mode_table())
+        )
+        return self.passes_override.get("text", reduce_text)(text, ctx)
 
     def _record_step(self, original: Request) -> None:
         """Persist the session record (every batch of calls, when it changed) for ``lightmem2 resume``:
