@@ -32,7 +32,7 @@ HOOK_COMMAND = "hook"
 """The CLI command a host's installed hook runs (``lightmem2 hook HOST EVENT``): the installers write
 it into the host's settings and the command table registers it under this name."""
 
-EVENTS = ("PostToolUse", "UserPromptSubmit", "SessionStart")
+EVENTS = ("PostToolUse", "UserPromptSubmit", "SessionStart", "PreCompact")
 """The host events lightmem2 answers (the installers register these; hosts send others we ignore)."""
 
 

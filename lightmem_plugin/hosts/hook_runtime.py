@@ -9,7 +9,9 @@ Events (both hosts use the same JSON shapes for these three):
                      archived; the stub names its key)
 ``UserPromptSubmit`` answer ``/lightmem2 ...`` locally, with no model call
 ``SessionStart``     make sure ``lightmem2 serve`` is running (started detached when it is not);
-                     remember the host's transcript path for ``report``/``replay``
+                     remember the host's transcript path for ``report``/``replay``; after the
+                     host compacted, answer the session record and how to search the archive
+``PreCompact``       (Claude Code) archive what the compaction will summarise away, for search
 ==================  ============================================================================
 
 Why the watchdog: a hook sits in the host's critical path. Whatever goes wrong on our side (a crash,
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EVENTS", "budget_s", "exit_with", "main", "run", "run_stream"]
 
-DEFAULT_BUDGET_S = {"SessionStart": 8.0, "PostToolUse": 5.0, "UserPromptSubmit": 5.0}
+DEFAULT_BUDGET_S = {"SessionStart": 8.0, "PostToolUse": 5.0, "UserPromptSubmit": 5.0, "PreCompact": 45.0}
 BUDGET_ENV = "LIGHTMEM2_HOOK_BUDGET_S"
 LOG_MAX_BYTES = 256 * 1024
 

@@ -79,6 +79,11 @@ class Home:
         return self.root / RECORDS_DIR
 
     @property
+    def compaction_notes_dir(self) -> Path:
+        """What lightmem2 put in the context after each host compaction (:mod:`.compaction_notes`)."""
+        return self.root / RECORDS_DIR / "compactions"
+
+    @property
     def transcripts_file(self) -> Path:
         """Which host transcript belongs to which session (the hooks write it)."""
         return self.root / TRANSCRIPTS_FILE

@@ -64,6 +64,7 @@ def test_fresh_install_then_uninstall_leaves_nothing(home: Path, isolated_home: 
         "SessionStart": 1,
         "UserPromptSubmit": 1,
         "PostToolUse": 1,
+        "PreCompact": 1,
     }
     assert data["hooks"]["PostToolUse"][0]["matcher"] == "*"
     assert (home / ".claude" / "commands" / "lightmem2.md").read_text() == cc.COMMAND_MD

@@ -11,6 +11,10 @@
 - ``SessionStart``: records the transcript path and makes sure ``lightmem2 serve`` runs (traffic
   reaches it through ``ANTHROPIC_BASE_URL``). After a ``compact`` or ``clear`` the outputs before it
   are gone from what the model reads, so later outputs are compared only with what came since.
+  After a ``compact`` it answers ``additionalContext``: the session record and how to search and
+  recover what the compaction dropped (:mod:`.compaction`).
+- ``PreCompact``: before Claude Code summarises the history, every tool output it holds whole and
+  the conversation itself are archived and indexed for search (:mod:`.compaction`).
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ preview, and the hook only its first 30,000 chars (cut mid-line)."""
 
 Reducer = Callable[[str, str], str]
 ENV_BASE_URL = "ANTHROPIC_BASE_URL"  # where Claude Code sends its requests (the installer points it at serve)
-HISTORY_DROPPED = ("compact", "clear")
+COMPACTED = "compact"
+HISTORY_DROPPED = (COMPACTED, "clear")
 """SessionStart sources after which the model no longer reads the session's earlier outputs."""
 
 
@@ -146,7 +151,8 @@ def user_prompt_submit(payload: dict[str, Any], run_line: LineRunner | None = No
 
 
 def session_start(payload: dict[str, Any], host: str = "claude-code") -> dict[str, Any] | None:
-    """Remember the transcript; start the proxy if it is not running. Prints nothing."""
+    """Remember the transcript; start the proxy if it is not running. Prints nothing, except after
+    Claude Code compacted: then the note for the new context (:func:`.compaction.after_compaction`)."""
     # lazy: config (pydantic) and the process helpers; the other events stay light
     from ...config import config_in_force
     from ..shared import serve_ctl, transcripts
@@ -155,8 +161,22 @@ def session_start(payload: dict[str, Any], host: str = "claude-code") -> dict[st
     if isinstance(path, str) and path:
         dropped = payload.get("source") in HISTORY_DROPPED
         transcripts.record(_common.session_id(payload), host, path, dropped)
+    answer = None
+    if host == "claude-code" and payload.get("source") == COMPACTED:
+        from ...faults import open_sink, safecall
+        from .compaction import after_compaction
+
+        # before the proxy check, which may wait for a start: the note is what this event is for
+        answer = safecall("claude-code compaction note", lambda: after_compaction(payload), None, open_sink())
     serve_ctl.ensure_running(config_in_force()[0])  # a typo in the file: the last good one
-    return None
+    return answer
+
+
+def pre_compact(payload: dict[str, Any]) -> None:
+    """Archive what the compaction is about to summarise away (:func:`.compaction.pre_compact`)."""
+    from .compaction import pre_compact as archive_before
+
+    archive_before(payload)
 
 
 REVIVE_WAIT_S = 3.0
@@ -203,6 +223,10 @@ class ClaudeCodeHooks(HostHooks):
 
     def session_start(self, payload: dict[str, Any], run_line: LineRunner | None) -> Answer:
         return session_start(payload, self.host)
+
+    def pre_compact(self, payload: dict[str, Any], run_line: LineRunner | None) -> Answer:
+        pre_compact(payload)
+        return None
 
 
 HOOKS = ClaudeCodeHooks()

@@ -24,6 +24,7 @@ EVENTS: dict[str, tuple[str | None, int]] = {
     "SessionStart": (None, 15),
     "UserPromptSubmit": (None, 10),
     "PostToolUse": ("*", 10),
+    "PreCompact": (None, 60),  # archiving a long session's outputs; the host waits for it to compact
 }
 
 

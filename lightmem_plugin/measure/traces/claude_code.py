@@ -278,6 +278,36 @@ def _usage(event: Event, path: Path, line: int) -> dict[str, int]:
     return out
 
 
+def _event(line: str) -> Event | None:
+    """One transcript line as an event; None for a blank, torn or foreign line."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if looks_like_claude_code(event) else None
+
+
+def whole_history(lines: Sequence[str], path: Path) -> list[ChatMessage]:
+    """Everything the model read in the session, to the transcript's end, in chat form: the main
+    chain through the host's compactions (their summaries left out, as :meth:`_Session.chain` with
+    ``whole``), with the tool results recorded after the last call. What a host compaction is about
+    to summarise away (the ``PreCompact`` hook), or just did (``SessionStart`` after it)."""
+    events = [e for e in map(_event, lines) if e is not None]  # the host may be writing its last line
+    last = next(
+        (
+            e.get("uuid")
+            for e in reversed(events)
+            if e.get("type") in ("user", "assistant", "system") and not e.get("isSidechain")
+        ),
+        None,
+    )
+    if not isinstance(last, str):
+        return []
+    end: Event = {"type": "system", "parentUuid": last}  # the chain's next event, never a message
+    session = _Session([*events, end], path)
+    return session.prompt(len(events), whole=True)
+
+
 def parse_claude_code(lines: Sequence[str], path: Path) -> Trace:
     """The neutral trace of a Claude Code transcript given as its JSONL lines."""
     events: list[Event] = []
