@@ -5,7 +5,8 @@
 //               `openclaw agent --local`, where services do not run, and stopped at exit)
 //   engine      context engine "lightmem2": assemble() returns the history as lightmem2 transforms
 //               it (in aggressive mode a finished task becomes one summary message); compaction
-//               stays with the runtime
+//               stays with the runtime, which lightmem2 brackets: the history is archived before it,
+//               and its summary carries lightmem2's record and search hint after (lib/compaction.js)
 //   middleware  a tool result is reduced once as it enters the history; tool_result_persist stores
 //               that same reduced form in the transcript
 //   command     /lightmem2 status|report|doctor|visual|mode ...: the CLI's text, no model call
@@ -14,6 +15,7 @@
 //
 // Fail-open: any error (sidecar down, slow, a bad answer) leaves OpenClaw's payload as it was.
 
+import { Seen, archiveBefore, noted } from "./lib/compaction.js";
 import { estimateTokens, fromChat, resultFromOutput, resultToOutput, toChat, wireApiOf } from "./lib/messages.js";
 import { Sidecar, hostSettings } from "./lib/sidecar.js";
 
@@ -75,6 +77,9 @@ function sessionOf(ctx) {
 
 function createEngine(sidecar, logger) {
   const committed = new Set();
+  const seen = new Seen(); // session -> the chat-form history last assembled (archived before a compaction)
+  const notes = new Memo(); // session + summary -> the note the sidecar keeps for it
+  const conversations = new Seen(); // session -> the key its history was archived under before compacting
   return {
     info: {
       id: ID,
@@ -98,14 +103,20 @@ function createEngine(sidecar, logger) {
         const body = { sessionId: sessionOf(params), messages: sent.chat, wholeTurn: true };
         const api = wireApiOf(messages);
         if (api) body.api = api;
+        if (sent.chat.length) seen.set(body.sessionId, sent.chat);
         const answer = await sidecar.post("/sidecar/assemble", body);
         if (sent.chat.length) out = fromChat(messages, sent, answer.messages, answer.collapsed);
       } catch (err) {
         logger?.debug?.(`lightmem2: assemble passed through: ${err.message}`);
       }
+      const sid = sessionOf(params);
+      out = await noted(sidecar, sid, out, notes, conversations.get(sid), logger);
       return { messages: out, estimatedTokens: estimateTokens(out) };
     },
     async compact(params) {
+      const sid = sessionOf(params);
+      const key = await archiveBefore(sidecar, sid, seen.get(sid), logger);
+      if (key) conversations.set(sid, key);
       const sdk = await import("openclaw/plugin-sdk/core");
       return sdk.delegateCompactionToRuntime(params);
     },

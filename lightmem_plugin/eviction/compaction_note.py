@@ -23,9 +23,9 @@ LEVEL: RecordLevel = "standard"
 HEAD = "[lightmem2: the host compacted the conversation before this point into a summary; nothing is lost."
 
 
-def record_of(messages: Sequence[dict[str, Any]], level: RecordLevel = LEVEL) -> str:
-    """The session record of a chat-form history, rendered at ``level`` (heuristic estimator, no LLM:
-    what ``lightmem2 resume --trace`` prints for a recorded session)."""
+def records_of(messages: Sequence[dict[str, Any]]) -> dict[RecordLevel, str]:
+    """The session record of a chat-form history at every level (heuristic estimator, no LLM: what
+    ``lightmem2 resume --trace`` prints for a recorded session); {} for an empty history."""
     from .entries import of_chat  # lazy: the estimator stack is only needed when a host compacts
     from .heuristic import HeuristicEstimator
     from .lifecycle import TaskRegistry
@@ -33,18 +33,28 @@ def record_of(messages: Sequence[dict[str, Any]], level: RecordLevel = LEVEL) ->
 
     turns = of_chat(list(messages))
     if not turns:
-        return ""
+        return {}
     estimator, tasks = HeuristicEstimator(), TaskRegistry()
     tasks.apply(estimator.estimate(turns, tasks), max_turn=len(turns) - 1)
-    return render(extract(turns, tasks, source=estimator), level)
+    record = extract(turns, tasks, source=estimator)
+    levels: tuple[RecordLevel, ...] = ("critical", "standard", "full")
+    return {level: render(record, level) for level in levels}
 
 
-def search_hint(session: str, shell: bool) -> str:
+def record_of(messages: Sequence[dict[str, Any]], level: RecordLevel = LEVEL) -> str:
+    """The session record of a chat-form history, rendered at ``level`` ("" for an empty history)."""
+    return records_of(messages).get(level, "")
+
+
+def search_hint(session: str | None, shell: bool) -> str:
     """How to search the archive, in the form the host's model can run: the command line (a host
-    without our tools, e.g. Claude Code without the MCP server) or the tool call."""
+    without our tools, e.g. Claude Code without the MCP server) or the tool call. ``session``: the
+    one to search (None: the host's tool searches every session and takes no session argument, as
+    OpenClaw's does)."""
     if shell:
-        return f'run: lightmem2 search "WORDS" --session {session}'
-    return f'call lightmem2_search(query="WORDS", session="{session}")'
+        return 'run: lightmem2 search "WORDS" ' + (f"--session {session}" if session else "--all")
+    scope = f', session="{session}"' if session else ""
+    return f'call lightmem2_search(query="WORDS"{scope})'
 
 
 def recover_hint(key: str, shell: bool) -> str:
@@ -61,11 +71,12 @@ def _clip(text: str, limit: int) -> str:
     return cut[: cut.rfind("\n")] + "\n…" if "\n" in cut else cut + "…"
 
 
-def compaction_note(record: str, session: str, conversation: str | None, shell: bool) -> str:
+def compaction_note(record: str, session: str | None, conversation: str | None, shell: bool) -> str:
     """The note: what happened, how to search and recover, the conversation's key, then the record.
 
-    ``record`` is the rendered session record ("" when none is known); ``conversation`` the key of
-    the archived conversation before the compaction (None: not archived)."""
+    ``record`` is the rendered session record ("" when none is known); ``session`` the one the search
+    hint names (:func:`search_hint`); ``conversation`` the key of the archived conversation before
+    the compaction (None: not archived, or not known where the note is built)."""
     lines = [
         HEAD,
         "Every tool output and the conversation itself are archived. Find earlier text by words: "

@@ -58,6 +58,13 @@ A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
     ``lightmem2_search`` tool), bounded to 4,000 chars.
 ``POST /sidecar/recover``
     ``{"key", "lines"?: "A:B"}`` -> ``{"text"}``: an archived original (404 for an unknown key).
+``POST /sidecar/precompact``
+    ``{"sessionId", "messages"}`` -> ``{"archived", "indexed", "conversation"}``: before OpenClaw
+    compacts, the history (chat form) is archived for search: outputs kept whole, the conversation as
+    one document (key ``conversation``) (:mod:`.sidecar_compaction`).
+``POST /sidecar/compacted``
+    ``{"sessionId", "summary", "conversation"?}`` -> ``{"note"}``: what to add to the compaction
+    summary: the session record and how to search and recover; the same bytes for the same summary.
 ``GET /sidecar/health``
     Without the secret ``{"status": "ok"}`` only; with it also ``version``, ``mode``, ``sessions``.
     ``X-Lightmem2-Challenge: <nonce>`` adds ``proof`` = hex HMAC-SHA256(secret, nonce): the plugin
@@ -84,9 +91,11 @@ from ..faults import guard, on_surface
 from ..pipeline import Session
 from ..reduction.kinds import ToolCall
 from ..store import session_lock
+from ..store.registry import KEY_RE
 from ..views.search import bounded
 from ..views.search import run as search_text
 from ..wire.sse import json_bytes
+from . import sidecar_compaction as _compaction
 from .chat_commands import CommandRunner
 from .guard import SidecarGuard
 from .proxy import Proxy, TooLarge, read_body
@@ -310,6 +319,41 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
         body.update(version=__version__, mode=plugin.config.mode, sessions=len(plugin.sessions))
         return JSONResponse(body)
 
+    @guarded
+    async def precompact(request: Request) -> Response:
+        try:
+            body = await _body(request, get_proxy())
+            sid = _unicode(_field(body, "sessionId", str), "sessionId")
+            messages = _field(body, "messages", list)
+            plugin = get_proxy().plugin
+            with on_surface("sidecar"):
+                return JSONResponse(
+                    await anyio.to_thread.run_sync(_compaction.precompact, plugin, sid, messages)
+                )
+        except BadRequest as err:
+            return JSONResponse({"error": str(err)}, status_code=400)
+        except LightMemError as err:  # the plugin goes on delegating without it (fail-open, I5)
+            return JSONResponse({"error": str(err)}, status_code=500)
+
+    @guarded
+    async def compacted(request: Request) -> Response:
+        try:
+            body = await _body(request, get_proxy())
+            sid = _unicode(_field(body, "sessionId", str), "sessionId")
+            summary = _field(body, "summary", str)
+            key = _field(body, "conversation", str, required=False)
+            if key is not None and not KEY_RE.match(key):
+                raise BadRequest(f"conversation: got {json.dumps(key)[:60]}, expected a 32-hex artifact key")
+            plugin = get_proxy().plugin
+            with on_surface("sidecar"):
+                return JSONResponse(
+                    await anyio.to_thread.run_sync(_compaction.compacted, plugin, sid, summary, key)
+                )
+        except BadRequest as err:
+            return JSONResponse({"error": str(err)}, status_code=400)
+        except LightMemError as err:  # the summary stays as OpenClaw wrote it (fail-open, I5)
+            return JSONResponse({"error": str(err)}, status_code=500)
+
     ingest = session_route(lambda p, s, b: _ingest(s, b))
     return [
         Route("/sidecar/assemble", session_route(lambda p, s, b: _assemble(s, b)), methods=["POST"]),
@@ -319,6 +363,8 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
         Route("/sidecar/command", command, methods=["POST"]),
         Route("/sidecar/recover", recover, methods=["POST"]),
         Route("/sidecar/search", search, methods=["POST"]),
+        Route("/sidecar/precompact", precompact, methods=["POST"]),
+        Route("/sidecar/compacted", compacted, methods=["POST"]),
         Route("/sidecar/health", health, methods=["GET"]),
     ]
 

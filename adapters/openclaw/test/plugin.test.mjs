@@ -601,3 +601,33 @@ test("a config file lightmem2 rejected is logged once, with the config in force"
     server.close();
   }
 });
+
+test("after a compaction assemble adds lightmem2's note to the summary; compact archives the history first", async () => {
+  const cli = fakeCli();
+  const { server, seen, port } = await fakeServe((req, res, data) => {
+    if (req.url === "/sidecar/assemble") return res.end(JSON.stringify({ messages: data.messages }));
+    if (req.url === "/sidecar/compacted") return res.end(JSON.stringify({ note: `NOTE for ${data.summary}` }));
+    if (req.url === "/sidecar/precompact") return res.end(JSON.stringify({ archived: 1, conversation: "ef".repeat(16) }));
+    res.end("{}");
+  });
+  try {
+    const api = fakeApi({ openclaw: { port, autoStart: false, command: cli.exe } });
+    plugin.register(api);
+    const { engine } = api.got;
+    const got = await engine.assemble({ sessionId: "s3", messages: history });
+    assert.equal(got.messages[3].summary, "earlier work\n\nNOTE for earlier work");
+    assert.equal(got.messages[3].tokensBefore, 100);
+    assert.equal(history[3].summary, "earlier work"); // OpenClaw's own list is not changed
+    assert.equal(got.estimatedTokens, estimateTokens(got.messages));
+    const again = await engine.assemble({ sessionId: "s3", messages: history });
+    assert.deepEqual(again.messages, got.messages); // the same bytes every turn
+    assert.equal(seen.filter(({ url }) => url === "/sidecar/compacted").length, 1);
+    // compact() archives what was last assembled, then hands over to the runtime (not installed here:
+    // its import fails, which OpenClaw itself never sees)
+    await engine.compact({ sessionId: "s3", sessionKey: "k" }).catch(() => null);
+    const pre = JSON.parse(seen.find(({ url }) => url === "/sidecar/precompact").body);
+    assert.deepEqual(pre, { sessionId: "s3", messages: toChat(history).chat });
+  } finally {
+    server.close();
+  }
+});
