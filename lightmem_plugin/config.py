@@ -78,6 +78,13 @@ class StabilizerConfig(_Model):
         description="Respell each tool call id as nine letters and digits derived from it (the pairs of "
         "calls and results unchanged); not on the Responses API, whose ids the provider keeps.",
     )
+    thinkingBinding: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="Ask Anthropic to drop, not reject with a 400, a thinking block whose earlier history "
+        "lightmem2 changed (thinking.block_binding drop_block, with its beta header), on every request "
+        'of a model that binds thinking to its prefix: "auto" (Fable, Mythos; Opus, Sonnet, Haiku 5.5 '
+        'and later), "always" (every Anthropic request), "never".',
+    )
 
 
 FILE_VIEW_CHARS = 24_000

@@ -455,6 +455,13 @@ def _anthropic(client: httpx.Client, fakes: list[FakeUpstream]) -> Any:
     return r.status_code, [len(f.received) for f in fakes]
 
 
+def _binding(client: httpx.Client, fakes: list[FakeUpstream]) -> Any:
+    """Whether the request reached the provider asking to drop invalid thinking blocks (its beta)."""
+    client.post("/v1/messages", json=ANTHROPIC, headers=ANTHROPIC_HEADERS)
+    got = fakes[0].received[-1]
+    return "thinking" in got.body, got.headers.get("anthropic-beta")
+
+
 def _slow_stream(client: httpx.Client, fakes: list[FakeUpstream]) -> Any:
     """A stream whose events come 0.25 s apart: whole under the default timeout, cut under 0.1 s."""
     fakes[0].queue(Reply(text="slow answer", delay_s=0.25, chunk=16))
@@ -510,6 +517,7 @@ SERVE_PROBES: dict[str, Served | Function] = {
         lambda urls: {"x": urls[1] + "/v1"}, lambda c, f: _chat(c, f, "/u/x/v1/chat/completions")
     ),
     "server.maxRequestBytes": Served(1 << 16, lambda c, f: _chat(c, f, pad="y" * 100_000)),
+    "stabilizer.thinkingBinding": Served("always", _binding),
     "server.commandTimeoutS": Served(0.3, _command),
     "server.upstreamTimeoutS": Served(0.1, _slow_stream),
     "server.commandMaxChars": Served(1000, _command),

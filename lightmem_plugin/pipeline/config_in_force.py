@@ -52,6 +52,7 @@ KEYS: dict[str, tuple[When, str]] = {
         "the cached prefix on every call after)",
     ),
     "stabilizer.shortCallIds": ("each call", "each request decides whether its ids go out short"),
+    "stabilizer.thinkingBinding": ("each call", "the proxy reads it for each Anthropic request"),
     **{
         f"reduction.{mode}.{key}": (when, f"the {mode} table as the pass context reads it")
         for mode in MODES

@@ -38,6 +38,7 @@ from ..faults import guard, on_surface, report
 from ..pipeline import LightMem, Session
 from ..security.tenancy import TOKEN_HEADER, scoped
 from ..store import session_lock
+from ..wire.anthropic import binding
 from ..wire.rewrite import StreamRewriter, body_usage
 from ..wire.sse import json_bytes, json_value
 from .identity import HEADER, session_identity
@@ -101,6 +102,9 @@ class Outgoing:
     unsettled: bool = False
     """The session's bookkeeping of this call is still to run (:meth:`Session.settle`): the proxy runs
     it once the request is on its way upstream."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """Headers whose values replace the host's (``anthropic-beta`` naming the thinking-binding beta,
+    :mod:`..wire.anthropic.binding`); none when the host's request goes out as it came."""
 
 
 def transform(
@@ -128,6 +132,11 @@ def _transform(session: Session, api: str, payload: dict[str, Any], body: bytes)
     if caught.error is not None:
         return Outgoing(body, session, {})
     values = dict(session.stabilizer.values())
+    if api == "anthropic" and binding.wanted(session.cfg.stabilizer.thinkingBinding, encoded.get("model")):
+        # from the first call on, so the parameter never changes within the session: history lightmem2
+        # changed must not fail the prefix check of the thinking blocks after it (400 by default)
+        encoded = binding.allow_drop(encoded)
+        return Outgoing(json_bytes(encoded), session, values, headers=(("anthropic-beta", binding.BETA),))
     if encoded == payload:
         return Outgoing(body, session, values)
     return Outgoing(json_bytes(encoded), session, values)
@@ -317,6 +326,10 @@ class Proxy:
             if k.lower() not in HOP_BY_HOP and k.lower() not in named
         ]
         headers.append(("accept-encoding", "identity"))
+        for name, value in out.headers:  # ours: merged into the host's value of the same header
+            host = [v for k, v in headers if k.lower() == name]
+            headers = [(k, v) for k, v in headers if k.lower() != name]
+            headers.append((name, binding.with_beta(",".join(host)) if name == "anthropic-beta" else value))
         try:
             target = upstream_url(url, request.url.query)
             resp = await self._send_then_settle(request.method, target, headers, out)
