@@ -285,6 +285,13 @@ class EvictionConfig(_Model):
         "24,000-32,000 provider tokens at most over 3 calls; 30,000 kept the host from compacting on "
         "all three, 15,000 met a batch at 166,053 of 167,000).",
     )
+    compactThinking: bool = Field(
+        True,
+        description="A compaction also leaves out the thinking of the answers it left behind (the "
+        "answers it keeps, the last one among them, keep theirs; the API requires the last only): "
+        "Claude Code sends every earlier answer's thinking back and the provider counts it as input, "
+        "so without this the context came back to the threshold within ~24 calls.",
+    )
     compactKeepTokens: int = Field(
         12_000,
         ge=0,

@@ -200,3 +200,54 @@ def test_a_policy_that_respells_tool_call_ids_keeps_the_cached_answer() -> None:
     assert respelled.input_tokens == vanilla.input_tokens  # ids of the same length
     assert respelled.hit_tokens == vanilla.hit_tokens
     assert edited.hit_tokens < vanilla.hit_tokens - 3 * 300  # three answers missed, ~400 tokens each
+
+
+class _Unthinking:
+    """A policy that sends every answer but the last without its thinking (as a compaction does)."""
+
+    def lookup(self, key: str) -> str | None:
+        return None
+
+    def transform(self, index: int, prompt: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        last = max((i for i, m in enumerate(prompt) if m.get("role") == "assistant"), default=-1)
+        return [
+            {k: v for k, v in m.items() if k != "reasoning_content"}
+            if m.get("role") == "assistant" and i != last
+            else m
+            for i, m in enumerate(prompt)
+        ]
+
+
+def _claude(id_: str, calls: list[TraceCall]) -> Trace:
+    return Trace(id_, "test", "anthropic", calls, kind="claude-code")
+
+
+def test_an_answer_sent_without_its_thinking_takes_its_unseen_input_with_it() -> None:
+    """Each answer here was billed 2,000 tokens more than its text counts (its signed thinking, which
+    the transcript keeps as a summary): a policy that sends the earlier answers without their thinking
+    sends that much less, call after call."""
+    task = {"role": "user", "content": "Fix the parser. " * 300}
+    answers = [
+        {
+            "role": "assistant",
+            "content": f"Step {k}.",
+            "reasoning_content": "",
+            "tool_calls": [
+                {"id": f"t{k}", "type": "function", "function": {"name": "Bash", "arguments": "{}"}}
+            ],
+        }
+        for k in range(4)
+    ]
+    results = [{"role": "tool", "tool_call_id": f"t{k}", "content": f"ok {k}"} for k in range(4)]
+    prompts = [[task, *[m for k in range(n) for m in (answers[k], results[k])]] for n in range(5)]
+    done = {"role": "assistant", "content": "done"}
+    calls = []
+    for n, p in enumerate(prompts):  # what the text counts, then the thinking of the n answers before
+        plain = replay_trace(_claude("c", [TraceCall(p, done, 1, 0)]), Vanilla(), clock="none").input_tokens
+        calls.append(TraceCall(p, answers[n] if n < 4 else done, plain + 2_000 * n, 0, 10, at=float(n)))
+    trace = _claude("thinking", calls)
+    vanilla = replay_trace(trace, Vanilla(), clock="recorded")
+    unthinking = replay_trace(trace, _Unthinking(), clock="recorded")
+    assert vanilla.input_tokens == sum(c.prompt_tokens for c in calls)
+    # the last call sends three earlier answers without their thinking, the one before two, ...
+    assert vanilla.input_tokens - unthinking.input_tokens == 2_000 * (0 + 0 + 1 + 2 + 3)

@@ -176,6 +176,13 @@ LOW_MARGIN = {
 COMPACTING = {**EVICTING, "eviction": {**LOW_MARGIN, "compactAtTokens": 1_000}}
 
 
+def _thought(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``chat`` with each answer's thinking in the chat form's field (a compaction leaves it out)."""
+    return [
+        {**m, "reasoning_content": "Think it through first."} if m["role"] == "assistant" else m for m in chat
+    ]
+
+
 # a finished task that viewed a file (kept whole on arrival), then seven calls of the next: a call
 # after any pause is cold with cacheTtlS 0, so the view is reduced again there (eviction.deferred)
 COLD_FIRST = [
@@ -314,6 +321,7 @@ SESSION_PROBES: dict[str, Call2] = {
         99_500, TASK_FIRST, TASK_SECOND, {**EVICTING, "eviction": {**LOW_MARGIN, "compactAtTokens": 100_000}}
     ),
     "eviction.compactKeepTokens": Call2(100_000, TASK_FIRST, TASK_SECOND, COMPACTING),
+    "eviction.compactThinking": Call2(False, _thought(TASK_FIRST), _thought(TASK_SECOND), COMPACTING),
     # how long the provider keeps a prefix: at 0 s any pause makes the next call cold (its break free)
     "eviction.cacheTtlS": Call2(
         0, TASK_FIRST, TASK_SECOND, EVICTING, observe=lambda s, out: (s.cold, s.evictor.break_cost)

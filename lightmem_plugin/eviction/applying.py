@@ -16,6 +16,7 @@ from ..codecs.memo import PerObject
 from ..model import Message, Request, TextPart, ToolCallPart, ToolResultPart
 from .collapse import Collapse, fingerprint
 from .state import EvictionState
+from .thinking import without_thinking
 
 
 class Applier:
@@ -25,6 +26,7 @@ class Applier:
         self._state = EvictionState()  # the decisions the memo's misses read (set at each call)
         self._applied: PerObject[Message, Message] = PerObject(self._stub_message)
         self._applied_for: tuple[int, ...] = ()  # the eviction decisions _applied was made for
+        self._thoughtless: PerObject[Message, Message] = PerObject(without_thinking)
         self._verified: dict[int, tuple[Message, Message]] = {}
         self._collapsed: dict[int, Message] = {}
         self._requests: dict[int, tuple[Message, Message]] = {}  # task -> (its request, what is sent)
@@ -35,12 +37,25 @@ class Applier:
         """``req`` with every eviction in ``state`` applied (no change when none applies); the ranges
         of ``req.messages`` that were replaced by one summary message each are in :attr:`collapsed`."""
         self.collapsed = []
-        if not (state.stubs or state.args or state.collapses):
+        if not (state.stubs or state.args or state.collapses or state.thinking_before):
             return req
         return self._collapse(state, req, self.stub_parts(state, req))
 
     def stub_parts(self, state: EvictionState, req: Request) -> Request:
-        """``req`` with evicted tool outputs and arguments replaced by their stubs (same messages)."""
+        """``req`` with evicted tool outputs and arguments replaced by their stubs, and the answers a
+        compaction left behind without their thinking (:mod:`.thinking`; same messages)."""
+        return self._unthought(state, self._stub_parts(state, req))
+
+    def _unthought(self, state: EvictionState, req: Request) -> Request:
+        upto = min(state.thinking_before, len(req.messages))
+        if upto <= 0:
+            return req
+        head = self._thoughtless.map(req.messages[:upto])  # the same object call after call
+        if all(a is b for a, b in zip(head, req.messages, strict=False)):
+            return req
+        return Request([*head, *req.messages[upto:]], req.tools, req.extra, req.hints)
+
+    def _stub_parts(self, state: EvictionState, req: Request) -> Request:
         if not (state.stubs or state.args):
             return req
         made_for = (*state.version, len(state.stubs))

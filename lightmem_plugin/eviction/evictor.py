@@ -243,6 +243,8 @@ class Evictor:
         if not items:
             return False
         saved = self._pager().page_out(items, view, ids, owners, original, sent, [], call_index, shell)
+        if self.config.compactThinking:  # the answers it left behind go without their thinking
+            self.state.thinking_before = max(self.state.thinking_before, end)
         self.last_evicted_tokens = saved
         self.gauge.sent = sum(sizes) - saved
         args = sum(it.ident.startswith("args:") for it in items)

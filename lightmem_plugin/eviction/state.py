@@ -86,6 +86,9 @@ class EvictionState:
     compactions: list[Compaction] = field(default_factory=list)  # made before the host's limit
     ratio: float | None = None
     """The provider's tokens per token counted here, as the last batch read it (:mod:`.compacting`)."""
+    thinking_before: int = 0
+    """Answers before this message index go without their thinking (:mod:`.thinking`; a compaction
+    sets it to where the history it kept whole starts)."""
 
     @property
     def version(self) -> tuple[int, ...]:
@@ -96,6 +99,7 @@ class EvictionState:
             len(self.args),
             len(self.sent_whole),
             len(self.goal_calls),
+            self.thinking_before,
         )
 
     def describe_last(self) -> str:
@@ -133,6 +137,7 @@ class EvictionState:
             "sent_whole": self.sent_whole,
             "compactions": [c.to_list() for c in self.compactions],
             "ratio": self.ratio,
+            "thinking_before": self.thinking_before,
         }
 
     @classmethod
@@ -148,4 +153,5 @@ class EvictionState:
             [str(c) for c in ev.get("sent_whole", [])],
             [Compaction.from_list(c) for c in ev.get("compactions", [])],
             None if ev.get("ratio") is None else float(ev["ratio"]),
+            int(ev.get("thinking_before", 0)),
         )

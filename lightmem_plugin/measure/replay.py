@@ -501,12 +501,15 @@ class HiddenInput:
     input from one call to the next, beyond the growth of what the new messages count, is what the
     first new message (the previous answer, with its thinking) carries unseen. It stays in every later
     call that still holds that message, whatever the policy did to the tool results around it; a
-    message a policy left out takes its hidden input with it. A prompt the host rewrote (a
-    compaction) carries its unseen input on its first message.
+    message a policy left out takes its hidden input with it, and so does an answer a policy sent
+    without its thinking (a compaction leaves it out: :mod:`..eviction.thinking`). A prompt the host
+    rewrote (a compaction) carries its unseen input on its first message.
     """
 
-    def __init__(self, pads: dict[int, int]) -> None:
+    def __init__(self, pads: dict[int, int], thought: frozenset[int] = frozenset()) -> None:
         self.pads = pads
+        self.thought = thought
+        """The answers (by key) that were recorded with their thinking."""
         # a message's key costs a JSON dump; the same message objects come back every call
         self._keys: PerObject[ChatMessage, int] = PerObject(_pad_key)
 
@@ -530,11 +533,23 @@ class HiddenInput:
                 key = _pad_key(call.prompt[at])
                 pads[key] = pads.get(key, 0) + extra
             before, counted_before = call, counted
-        return cls(pads) if pads else None
+        thought = frozenset(
+            _pad_key(m)
+            for c in trace.calls
+            for m in c.prompt
+            if m.get("role") == "assistant" and REASONING in m
+        )
+        return cls(pads, thought) if pads else None
+
+    def _unseen(self, message: ChatMessage, key: int) -> int:
+        """What ``message`` carries unseen: nothing when it was recorded thinking and is sent without."""
+        if key in self.thought and REASONING not in message:
+            return 0
+        return self.pads.get(key, 0)
 
     def tokens(self, prompt: list[ChatMessage]) -> int:
         """The unseen input ``prompt`` carries."""
-        return sum(self.pads.get(k, 0) for k in self._keys.map(prompt))
+        return sum(self._unseen(m, k) for m, k in zip(prompt, self._keys.map(prompt), strict=True))
 
     def place(
         self, prompt: list[ChatMessage], chunks: list[Any], keys: list[Any]
@@ -542,14 +557,18 @@ class HiddenInput:
         """``chunks``/``keys`` of ``prompt`` with each message's unseen input right after it."""
         out_chunks: list[Any] = []
         out_keys: list[Any] = []
-        for pad_key, chunk, key in zip(self._keys.map(prompt), chunks, keys, strict=True):
+        for message, pad_key, chunk, key in zip(prompt, self._keys.map(prompt), chunks, keys, strict=True):
             out_chunks.append(chunk)
             out_keys.append(key)
-            n = self.pads.get(pad_key, 0)
+            n = self._unseen(message, pad_key)
             if n:
                 out_chunks.append(_pad(pad_key, n))
                 out_keys.append(("hidden", pad_key, n))
         return out_chunks, out_keys
+
+
+REASONING = "reasoning_content"
+"""Where the traces' chat form carries an answer's thinking (:func:`.traces.base.assistant_message`)."""
 
 
 def _pad_key(message: ChatMessage) -> int:

@@ -82,6 +82,7 @@ KEYS: dict[str, tuple[When, str]] = {
             "compactAtTokens",
             "compactMarginTokens",
             "compactKeepTokens",
+            "compactThinking",
         )
     },
     **{

@@ -13,6 +13,8 @@ import pytest
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction import compacting
 from lightmem_plugin.eviction.state import Compaction, EvictionState
+from lightmem_plugin.eviction.thinking import without_thinking
+from lightmem_plugin.model import Message, OpaquePart, TextPart, ToolCallPart
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.store.registry import Registry
 
@@ -136,3 +138,48 @@ def test_a_compaction_survives_the_session_state() -> None:
     state.compactions.append(Compaction(9, 150_000, 40_000, 12, 1_500, 7, 2, "ab" * 6))
     again = EvictionState.from_dict(json.loads(json.dumps(state.to_dict())))
     assert again.compactions == state.compactions and again.ratio == 1.5
+
+
+def _thinking(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``history`` with each answer's thinking, as a DeepSeek-style chat form carries it."""
+    return [
+        {**m, "reasoning_content": f"Thinking before message {i}."} if m["role"] == "assistant" else m
+        for i, m in enumerate(history)
+    ]
+
+
+@pytest.mark.parametrize("drop", [True, False])
+def test_the_answers_a_compaction_left_behind_go_without_their_thinking(tmp_path: Path, drop: bool) -> None:
+    _, s = _session(tmp_path, compactThinking=drop)
+    sent = [s.before_model_call(_thinking(_history(n))) for n in range(1, 15)]
+    first = s.evictor.state.compactions[0]
+    before, after = sent[first.call - 2], sent[first.call - 1]
+    answers = [i for i, m in enumerate(after) if m["role"] == "assistant"]
+    assert all("reasoning_content" in before[i] for i in answers[:-1])  # every answer thought, before
+    left = [i for i in answers if i < first.kept_from]
+    kept = [i for i in answers if i >= first.kept_from]
+    assert left and kept and answers[-1] in kept
+    # the answers it kept, the last among them, keep their thinking; the others lose it if so set
+    assert all(after[i]["reasoning_content"] == f"Thinking before message {i}." for i in kept)
+    assert all(("reasoning_content" not in after[i]) is drop for i in left)
+    assert all(after[i]["content"] == before[i]["content"] for i in answers[:-1])  # their words stay
+    # later calls send the same bytes for them (the prefix extends), and so does a restarted process
+    assert sent[first.call][: len(after)] == after
+    newest = max(c.kept_from for c in s.evictor.state.compactions)  # later compactions keep later
+    assert s.evictor.state.thinking_before == (newest if drop else 0)
+    assert (
+        EvictionState.from_dict(s.evictor.state.to_dict()).thinking_before == s.evictor.state.thinking_before
+    )
+
+
+def test_anthropic_thinking_blocks_leave_and_nothing_else_does() -> None:
+    signed = OpaquePart({"type": "thinking", "thinking": "t", "signature": "s"})
+    redacted = OpaquePart({"type": "redacted_thinking", "data": "d"})
+    server = OpaquePart({"type": "server_tool_use", "id": "srv", "name": "web_search", "input": {}})
+    answer = Message(
+        "assistant", [signed, redacted, TextPart("Reading."), server, ToolCallPart("c", "Bash", "{}")]
+    )
+    assert without_thinking(answer).parts == [TextPart("Reading."), server, ToolCallPart("c", "Bash", "{}")]
+    plain = Message("assistant", [TextPart("Done.")])
+    asked = Message("user", [signed])  # never a user's message: only answers carry the model's thinking
+    assert without_thinking(plain) is plain and without_thinking(asked) is asked
