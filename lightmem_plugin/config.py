@@ -85,6 +85,15 @@ class StabilizerConfig(_Model):
         'of a model that binds thinking to its prefix: "auto" (Fable, Mythos; Opus, Sonnet, Haiku 5.5 '
         'and later), "always" (every Anthropic request), "never".',
     )
+    cacheTtl: Literal["host", "short", "long"] = Field(
+        "host",
+        description='How long the provider is asked to keep the cached prefix. "host": as the host '
+        'asks (nothing changed). "long": Anthropic\'s one hour (every cache_control breakpoint gets '
+        'ttl "1h", so their order stays valid; writes cost 2x the input price instead of 1.25x) and '
+        'OpenAI\'s prompt_cache_retention "24h" (same price). "short": every Anthropic breakpoint '
+        "at the default five minutes (OpenAI unchanged). The same value on every call, so the prefix "
+        "stays byte-stable. MEASURE_PENDING",
+    )
 
 
 FILE_VIEW_CHARS = 24_000

@@ -245,6 +245,15 @@ def _with_image(data: bytes | None, media_type: str = "image/png") -> Request:
     return Request(msgs, [])
 
 
+def _marked(turns: int) -> Request:
+    """An Anthropic-style request whose last block carries a ``cache_control`` breakpoint."""
+    mark = {"cache_control": {"type": "ephemeral"}}
+    msgs = [Message("system", [TextPart("agent", dict(mark))])]
+    msgs += [Message("user", [TextPart(f"turn {i}")]) for i in range(turns)]
+    msgs[-1] = Message("user", [TextPart(f"turn {turns - 1}", dict(mark))])
+    return Request(msgs, [])
+
+
 def _table_probes(mode: str) -> dict[str, Call2]:
     """One probe per key of a mode's reduction table, in that mode, on a build log of ~12k chars (over
     every mode's trigger); every pass on, so that conservative cuts too, except for ``passes`` itself."""
@@ -278,6 +287,7 @@ SESSION_PROBES: dict[str, Call2] = {
     "stabilizer.placeholders": Call2([], FIRST, SECOND),
     "stabilizer.canonicalToolOrder": Call2(False, FIRST, SECOND, tools=TOOLS),
     "stabilizer.shortCallIds": Call2(False, FIRST, SECOND),
+    "stabilizer.cacheTtl": Call2("long", _marked(1), _marked(2), {"eviction": {"cacheModel": "anthropic"}}),
     **{key: probe for mode in MODES for key, probe in _table_probes(mode).items()},
     "reduction.recoverHint": Call2("shell", FIRST, SECOND),
     "reduction.hardCapChars": Call2(1000, FIRST, FIRST + _tool(2, "read", {"path": "a.py"}, CODE)),

@@ -13,8 +13,11 @@ recorded pauses and reads what the recorded provider read (``--clock none``: a c
 forgets), and what the provider really billed the recorded session, in K and money, is printed
 beside the simulated figures. The host compacts where its rule says, on the context the mode sent,
 starting from the history as if the recorded host had not compacted (``--compaction recorded``: the
-prompts as the host sent them); compactions and the uses they lost are counted. ``--json`` gives the
-totals and, under ``per_session``, each session's figures.
+prompts as the host sent them); compactions and the uses they lost are counted. ``--ttl`` chooses the
+cache TTL the replayed requests ask for (``stabilizer.cacheTtl``: ``host`` as recorded, ``long``
+Anthropic's hour at 2x writes, ``short`` its five minutes), for every policy, vanilla too; the TTL
+the cache applied is printed. ``--json`` gives the totals and, under ``per_session``, each session's
+figures.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ import json
 import sys
 from pathlib import Path
 
+from ..config import Config
 from ..errors import UsageError
 from ..measure.replay import Clock, Compaction, Head, replay_paths, result_dicts, summarize, trace_files
 from ..metering.cachesim import PROVIDERS
+from ..prefix.cache_ttl import CHOICES
 from .base import Command, Outcome
 
 POLICIES = ("vanilla", "conservative", "normal", "aggressive")
@@ -35,6 +40,14 @@ POLICIES = ("vanilla", "conservative", "normal", "aggressive")
 def _usd(value: object, before: str, after: str = "") -> str:
     """A money figure in the line, or nothing where the model has no price."""
     return f"{before}{value:,.2f}{after}" if isinstance(value, float | int) else ""
+
+
+def _ttl_words(ttls: object) -> str:
+    """The TTLs the replay's cache applied (seconds), in words: ``1-hour``, ``5-minute and 1-hour``."""
+    if not isinstance(ttls, list) or not ttls:
+        return "none (nothing expires)"
+    words = [f"{t / 3600:g}-hour" if t >= 3600 else f"{t / 60:g}-minute" for t in ttls]
+    return " and ".join(words)
 
 
 def render(summary: dict[str, object], mode: str, head: str) -> str:
@@ -59,7 +72,8 @@ def render(summary: dict[str, object], mode: str, head: str) -> str:
             f"  overhead per call p50 {s['overhead_ms_p50']} ms, p99 {s['overhead_ms_p99']} ms",
             *(
                 [
-                    f"  clock: recorded; {s['cold_starts']} cold starts (expired), {s['short_reads']} short "
+                    f"  clock: recorded, cache TTL {_ttl_words(s.get('cache_ttl_s'))};"
+                    f" {s['cold_starts']} cold starts (expired), {s['short_reads']} short "
                     f"reads; the provider billed the recorded session K {float(s['recorded_K']):,.0f}"  # type: ignore[arg-type]
                     + _usd(s.get("recorded_usd"), ", $")
                 ]
@@ -83,6 +97,7 @@ def run(
     progress: bool = False,
     clock: str = "recorded",
     compaction: str = "modelled",
+    ttl: str = "host",
 ) -> str:
     """The text (or JSON) ``lightmem2 replay`` prints."""
     if mode not in POLICIES:
@@ -106,6 +121,8 @@ def run(
         raise UsageError(f'unknown clock "{clock}"; allowed: none, recorded')
     if compaction not in ("modelled", "recorded"):
         raise UsageError(f'unknown compaction "{compaction}"; allowed: modelled, recorded')
+    if ttl not in CHOICES:
+        raise UsageError(f'unknown cache TTL choice "{ttl}"; allowed: {", ".join(CHOICES)}')
     scenario: Head = "volatile" if head == "volatile" else "plain"
     timed: Clock = "recorded" if clock == "recorded" else "none"
     compacted: Compaction = "recorded" if compaction == "recorded" else "modelled"
@@ -116,10 +133,15 @@ def run(
         scenario,
         Path(dump) if dump else None,
         progress,
+        config=Config().model_copy(
+            update={"stabilizer": Config().stabilizer.model_copy(update={"cacheTtl": ttl})}
+        ),
         clock=timed,
         compaction=compacted,
     )
     summary = summarize(results)
+    summary["cache_ttl"] = ttl
+    summary["cache_ttl_s"] = sorted({r.cache_ttl_s for r in results if r.cache_ttl_s is not None})
     summary["mode"] = mode
     summary["head"] = head
     summary["clock"] = clock
@@ -152,6 +174,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="modelled (default): the history as if the host had not compacted, compacted where the "
         "host's threshold says on what the mode sent; recorded: the prompts as the host sent them",
     )
+    parser.add_argument(
+        "--ttl",
+        default="host",
+        choices=list(CHOICES),
+        help="the cache TTL the requests ask for (stabilizer.cacheTtl): host (default) as recorded; "
+        "long: Anthropic's one hour, writes at 2x; short: Anthropic's five minutes",
+    )
 
 
 def main(args: argparse.Namespace) -> Outcome:
@@ -166,6 +195,7 @@ def main(args: argparse.Namespace) -> Outcome:
         sys.stderr.isatty(),
         args.clock,
         args.compaction,
+        args.ttl,
     )
 
 

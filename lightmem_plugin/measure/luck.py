@@ -54,6 +54,8 @@ class Luck:
     write_factor: float = 1.25
     warm: int = 0
     caps: dict[int, int] = field(default_factory=dict)
+    recorded_write_factor: float = 1.25
+    """What a write cost in the recording (its bill), whatever TTL the replay's policy asks."""
 
 
 def ttl_of(trace: Trace, provider: str) -> float | None:
@@ -67,18 +69,41 @@ def ttl_of(trace: Trace, provider: str) -> float | None:
     return DEFAULT_TTL_S.get(provider)
 
 
-def recorded_luck(trace: Trace, provider: str) -> Luck:
+def chosen_ttl(trace: Trace, provider: str, asked: float | None) -> float | None:
+    """How long ``provider`` keeps this session's prefixes when the replayed policy's requests ask for
+    ``asked`` seconds (``stabilizer.cacheTtl``; None: as recorded, :func:`ttl_of`). A session without
+    recorded times still never expires: no pause is known."""
+    recorded = ttl_of(trace, provider)
+    return recorded if asked is None or recorded is None else asked
+
+
+def write_factor(ttl: float | None) -> float:
+    """What a write costs under ``ttl`` (:data:`WRITE_FACTOR`; a TTL without a price of its own, or
+    none, at the five-minute price)."""
+    return WRITE_FACTOR.get(ttl or 300.0, 1.25)
+
+
+def recorded_luck(trace: Trace, provider: str, asked: float | None = None) -> Luck:
     """The luck of ``trace`` for a replay on ``provider``: none unless the replay runs on the provider
-    that recorded it (another provider's cache would have had its own)."""
-    ttl = ttl_of(trace, provider)
-    factor = WRITE_FACTOR.get(ttl or 300.0, 1.25)
+    that recorded it (another provider's cache would have had its own). ``asked``: the TTL the
+    replayed policy's requests ask for (:func:`chosen_ttl`); the cache model keeps prefixes that long
+    and bills writes at its price, while what the recording shows is read with the recorded TTL (a
+    pause that expired the recorded prefix is the TTL's doing, never luck to carry over)."""
+    recorded = ttl_of(trace, provider)
+    ttl = chosen_ttl(trace, provider, asked)
+    factor, billed = write_factor(ttl), write_factor(recorded)
     if provider != trace.provider or not trace.calls:
-        return Luck(ttl, factor)
+        return Luck(ttl, factor, recorded_write_factor=billed)
     caps: dict[int, int] = {}
     answers = answers_cached(trace)
     for i in range(1, len(trace.calls)):
         before, now = trace.calls[i - 1], trace.calls[i]
-        paused = ttl is not None and now.at is not None and before.at is not None and now.at - before.at > ttl
+        paused = (
+            recorded is not None
+            and now.at is not None
+            and before.at is not None
+            and now.at - before.at > recorded
+        )
         if before.cache_creation_input_tokens is not None:
             left = (
                 before.cache_read_input_tokens or 0
@@ -89,7 +114,7 @@ def recorded_luck(trace: Trace, provider: str) -> Luck:
         if paused or not short or not appends_to(before.prompt, now.prompt):
             continue
         caps[i] = now.cached_tokens
-    return Luck(ttl, factor, trace.calls[0].cached_tokens, caps)
+    return Luck(ttl, factor, trace.calls[0].cached_tokens, caps, billed)
 
 
 def answers_cached(trace: Trace) -> bool | None:

@@ -47,6 +47,7 @@ from ..metering.cachesim import default_breakpoints, k_cost, make_cache
 from ..metering.chat_tokens import REQUEST_OVERHEAD_TOKENS, ChatChunker, chat_key, head_chunk
 from ..metering.prices import money_of
 from ..pipeline import LightMem
+from ..prefix import cache_ttl
 from ..prefix.stabilizer import TAIL_PREFIX
 from ..reduction.base import prefers_shell
 from ..store.registry import Registry
@@ -54,7 +55,7 @@ from ..store.sealing import Sealer
 from ..tokens import TokenCounter
 from .compaction import INSTRUCTION_TOKENS, HostCompactor, host_limit
 from .fidelity import ChangedLinesTracker
-from .luck import HOUR_S, Luck, answers_cached, recorded_luck, ttl_of
+from .luck import HOUR_S, Luck, answers_cached, chosen_ttl, recorded_luck
 from .retention import RetentionTracker, prompt_text, recover_charge
 from .traces import TraceSource, is_sqlite, load_trace, store_sessions
 from .traces.base import Trace, TraceCall, appends_to
@@ -77,7 +78,11 @@ PolicyFactory = Callable[[Trace], SessionPolicy]
 
 
 class Vanilla:
-    """The host as it is: the prompt passes unchanged."""
+    """The host as it is: the prompt passes unchanged. ``ttl``: the cache TTL its requests ask for
+    (seconds; None: as recorded), as a host that asks for a longer one itself would."""
+
+    def __init__(self, ttl: float | None = None) -> None:
+        self.ttl = ttl
 
     def transform(self, index: int, prompt: list[ChatMessage]) -> list[ChatMessage]:
         return prompt
@@ -102,7 +107,7 @@ class LightMemPolicy:
     """A lightmem2 mode, through the same Python API the adapters use, with a private registry.
 
     With the recorded ``clock``, each call is made at its recorded time (``TraceCall.at``) and the
-    session keeps the prefix as long as the replay's cache model does (:func:`.luck.ttl_of`), so it
+    session keeps the prefix as long as the replay's cache model does (:func:`.luck.chosen_ttl`), so it
     meets the same pauses: where the cache model expires the prefix, the session's call is cold too.
     Without (``clock="none"``, a cache that never forgets), the session knows no time either."""
 
@@ -113,8 +118,11 @@ class LightMemPolicy:
         eviction: dict[str, Any] = {}
         if cfg.eviction.cacheModel == "auto":  # the replay calls the Python API: say which cache it is
             eviction["cacheModel"] = "anthropic" if trace.provider == "anthropic" else "prefix"
+        self.ttl = cache_ttl.asked(cfg.stabilizer.cacheTtl, trace.provider) if clock == "recorded" else None
+        """The TTL this session's requests ask for (``stabilizer.cacheTtl``; None: as recorded)."""
         if cfg.eviction.cacheTtlS is None:  # the TTL the cache model applies (no time: no expiry)
-            eviction["cacheTtlS"] = ttl_of(trace, trace.provider) if clock == "recorded" else None
+            chosen = chosen_ttl(trace, trace.provider, self.ttl) if clock == "recorded" else None
+            eviction["cacheTtlS"] = chosen
         if eviction:
             cfg = cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update=eviction)})
         self.times = [c.at for c in trace.calls] if clock == "recorded" else []
@@ -167,8 +175,9 @@ def policy_for(
     name: str, root: Path, config: Config | None = None, clock: Clock = "recorded"
 ) -> PolicyFactory:
     """``vanilla`` or a mode name -> a factory of per-session policies (``clock``: the replay's)."""
-    if name == "vanilla":
-        return lambda trace: Vanilla()
+    if name == "vanilla":  # the host asking the TTL ``stabilizer.cacheTtl`` chooses
+        choice = config.stabilizer.cacheTtl if config is not None and clock == "recorded" else "host"
+        return lambda trace: Vanilla(cache_ttl.asked(choice, trace.provider))
     mode: Mode = name  # type: ignore[assignment]
     return lambda trace: LightMemPolicy(
         trace, mode, root / xxhash.xxh3_64_hexdigest(trace.id.encode()), config, clock
@@ -203,6 +212,9 @@ class SessionResult:
     recorded_cached_tokens: int = 0
     recorded_K: float = 0.0
     """What the provider billed the recorded session, in K (its own reads, writes and misses)."""
+    cache_ttl_s: float | None = None
+    """Seconds the replay's cache kept a prefix (what the policy's requests asked, else as recorded;
+    None: no expiry)."""
     cold_starts: int = 0
     """Calls that found their cached prefix expired after a pause."""
     session_cold_starts: int = 0
@@ -290,7 +302,8 @@ def replay_trace(
     chunker = ChatChunker(counter.encode, head=0)
     head_tokens = _head_tokens(trace, counter)
     cache = make_cache(provider)
-    luck = recorded_luck(trace, provider) if clock == "recorded" else Luck()
+    asked = getattr(policy, "ttl", None)  # optional: the TTL the policy's requests ask for
+    luck = recorded_luck(trace, provider, asked) if clock == "recorded" else Luck()
     cache.ttl = luck.ttl
     # the answer cached with its prompt: as the recording shows, else as the provider does
     shown = answers_cached(trace) if provider == trace.provider else None
@@ -308,6 +321,7 @@ def replay_trace(
     tracker = RetentionTracker(policy.lookup)
     fidelity = ChangedLinesTracker()
     res = SessionResult(trace.id, trace.kind, provider)
+    res.cache_ttl_s = luck.ttl
     res.recorded_compactions = len(trace.compactions)
     host = None
     if compaction == "modelled":
@@ -367,7 +381,7 @@ def replay_trace(
             if observe is not None:
                 observe(*_usage_seen(usage, scale, call.completion_tokens or 0, provider))
             res.cold_starts += usage.cold
-            res.recorded_K += _recorded_k(call, luck.write_factor)
+            res.recorded_K += _recorded_k(call, luck.recorded_write_factor)
             used += usage.input_tokens
             res.calls += 1
             _add_usage(res, usage)

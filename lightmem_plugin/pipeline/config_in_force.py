@@ -53,6 +53,7 @@ KEYS: dict[str, tuple[When, str]] = {
     ),
     "stabilizer.shortCallIds": ("each call", "each request decides whether its ids go out short"),
     "stabilizer.thinkingBinding": ("each call", "the proxy reads it for each Anthropic request"),
+    "stabilizer.cacheTtl": ("each call", "each request's breakpoints ask the TTL in force"),
     **{
         f"reduction.{mode}.{key}": (when, f"the {mode} table as the pass context reads it")
         for mode in MODES

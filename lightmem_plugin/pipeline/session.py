@@ -31,6 +31,7 @@ from ..metering.accounting import CallFacts
 from ..metering.prices import price_for
 from ..metering.recorder import Recorder
 from ..model import Message, Request
+from ..prefix import cache_ttl
 from ..prefix.call_ids import Respeller, respellable
 from ..prefix.stabilizer import Stabilizer
 from ..reduction.dedup import DedupIndex, Repeats
@@ -97,6 +98,7 @@ class Session(SessionChain):
         self._interned: Interned[Message] = Interned()  # a proxy's fresh objects -> last call's (memo)
         self._tool_calls: dict[str, ToolCall] = {}
         self.prefer_shell = False  # stubs name the shell command (see reduction.base.prefers_shell)
+        self.cache_provider: str | None = None  # whose cache holds the prompt (set at each call)
         self.proxy_respells = False
         """Outputs ingested outside a request reach the model through this plugin's proxy on a wire
         whose ids it respells (a Claude Code hook whose ``ANTHROPIC_BASE_URL`` is our ``serve``), so a
@@ -206,6 +208,7 @@ class Session(SessionChain):
         self.calls += 1
         self._follow(self.plugin.config)
         at = now if now is not None else self.fail.run("cold_cache", self.clock, None)
+        self.cache_provider = self.fail.run("cold_cache", lambda: self._provider(req, api), None)
         self.cold = self.fail.run("cold_cache", lambda: self._verdict(req, api, at), cold_cache.WARM)
         self.cache_used_at, self._clocked = at, now is None
         if self.cold.cold:
@@ -248,8 +251,10 @@ class Session(SessionChain):
         setting = self.cfg.eviction.cacheTtlS
         if setting is not None:  # what the request asks would not count: no need to read it
             return cold_cache.by_pause(self.cache_used_at, at, setting)
-        provider = self._provider(req, api)
-        ttl = cold_cache.ttl_in_force(provider, cold_cache.requested_ttl(req, provider), None)
+        provider = self.cache_provider
+        asked = cache_ttl.asked(self.cfg.stabilizer.cacheTtl, provider)  # what lightmem2 will ask
+        requested = asked if asked is not None else cold_cache.requested_ttl(req, provider)
+        ttl = cold_cache.ttl_in_force(provider, requested, None)
         return cold_cache.by_pause(self.cache_used_at, at, ttl)
 
     def _used_now(self) -> None:

@@ -41,6 +41,7 @@ from ..model import (
     ToolCallPart,
     ToolResultPart,
 )
+from ..prefix import cache_ttl
 from ..prefix.call_ids import Respeller, short_id
 from ..prefix.stabilizer import Stabilizer, tool_name
 from ..reduction import passes
@@ -102,6 +103,7 @@ class SessionChain:
     passes_override: dict[str, TextReducer]
     prefer_shell: bool
     proxy_respells: bool
+    cache_provider: str | None
     _in_call: bool
     _respelling: bool
     respelled_ids: bool
@@ -329,11 +331,18 @@ class SessionChain:
         """Every tool call id in a few tokens (:mod:`~.prefix.call_ids`), when this request allows it."""
         return self.respeller.apply(req) if self._respelling else req
 
+    def _cache_ttl_step(self, original: Request, req: Request) -> Request:
+        """Every breakpoint (or the request) asking the TTL ``stabilizer.cacheTtl`` chooses, of the
+        provider whose cache holds the prompt (:mod:`~.prefix.cache_ttl`); last, so it sees every
+        breakpoint the steps before left."""
+        return cache_ttl.apply(req, self.cfg.stabilizer.cacheTtl, self.cache_provider)
+
     STEPS: tuple[tuple[str, Callable[[SessionChain, Request, Request], Request]], ...] = (
         ("reduction", _reduce_step),
         ("eviction", _evict_step),
         ("stabilizer", _stabilize_step),
         ("call_ids", _call_ids_step),
+        ("cache_ttl", _cache_ttl_step),
     )
     """The transformer chain, in order: each step gets the host's request and the previous step's
     result, and a step that fails hands its input on unchanged (counted under its name)."""
