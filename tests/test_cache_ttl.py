@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from lightmem_plugin.commands import report, status
 from lightmem_plugin.config import Config
 from lightmem_plugin.errors import ConfigError
 from lightmem_plugin.eviction.cold_cache import HOUR_S, OPENAI_EXTENDED_S, requested_ttl
@@ -21,6 +22,7 @@ from lightmem_plugin.metering.cachesim import k_cost
 from lightmem_plugin.metering.prices import money_of
 from lightmem_plugin.pipeline import LightMem, Session
 from lightmem_plugin.prefix import cache_ttl
+from lightmem_plugin.store.ledger import Ledger
 from lightmem_plugin.store.registry import Registry
 from lightmem_plugin.wire.anthropic.codec import decode_request, encode_request
 from lightmem_plugin.wire.chat.codec import decode_request as decode_chat
@@ -249,3 +251,33 @@ def test_luck_is_read_with_the_recorded_ttl_whatever_the_replay_asks() -> None:
     trace = Trace("p", "test", "anthropic", calls, "claude-code")
     luck = recorded_luck(trace, "anthropic", HOUR_S)
     assert (luck.ttl, luck.write_factor, luck.recorded_write_factor, luck.caps) == (HOUR_S, 2.0, 1.25, {})
+
+
+def test_status_and_report_say_the_ttl_asked_and_the_one_the_provider_wrote(tmp_path: Path) -> None:
+    """The key's choice (status) and the 1-hour share of the writes the provider reported (both)."""
+    cfg = Config.model_validate({"stabilizer": {"cacheTtl": "long"}})
+    lm = LightMem(config=cfg, registry=Registry(tmp_path / "reg"), ledger=Ledger(tmp_path / "ledger.sqlite3"))
+    s = lm.session("s")
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You code."}]
+    for k, hourly in enumerate((1_000, 0)):  # the second call's writes were five-minute ones
+        msgs.append({"role": "user", "content": f"step {k}"})
+        s.before_model_call(msgs, api="anthropic", now=float(k))
+        usage = {"input_tokens": 10, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 1_000}
+        usage["cache_creation"] = {
+            "ephemeral_1h_input_tokens": hourly,
+            "ephemeral_5m_input_tokens": 1_000 - hourly,
+        }
+        s.after_model_call({"role": "assistant", "content": "ok"}, usage, api="anthropic")
+        msgs.append({"role": "assistant", "content": "ok"})
+    line = "cache TTL: asked Anthropic 1 hour, OpenAI 24 hours (stabilizer.cacheTtl long); the provider's writes: 50% 1-hour"
+    assert line in status.run(lm.ledger, lm.registry, lm.config, "s")
+    assert json.loads(status.run(lm.ledger, lm.registry, lm.config, "s", as_json=True))["cacheTtl"] == {
+        "asked": "long",
+        "writeTokens": 2_000,
+        "write1hTokens": 1_000,
+    }
+    assert "cache TTL: the provider's writes: 50% 1-hour" in report.run(lm.ledger, "s")
+    assert (
+        cache_ttl.in_force("host", 0, 0)
+        == "cache TTL: asked as the host asks (stabilizer.cacheTtl host); no cache writes reported"
+    )

@@ -26,6 +26,7 @@ from ..errors import UsageError
 from ..eviction import cold_cache
 from ..faults import FaultSink
 from ..metering.savings import CALL_IDS
+from ..prefix import cache_ttl
 from ..security import tenancy
 from ..store import CallLedger, open_stores
 from ..store.home import Home
@@ -97,6 +98,7 @@ def run(
     error = last_error(totals, sid)
     modules = _modules(config)
     artifacts, stored = registry.count(), registry.size_bytes()
+    written, hourly = cache_ttl.written_by(ledger.calls(sid)) if sid is not None else (0, 0)
     if as_json:
         return to_json(
             {
@@ -108,6 +110,11 @@ def run(
                 "registryBytes": stored,
                 "registryDir": str(registry.root),
                 "lastError": error,
+                "cacheTtl": {
+                    "asked": config.stabilizer.cacheTtl,
+                    "writeTokens": written,
+                    "write1hTokens": hourly,
+                },
                 "config": _config_dict(holder),
             }
         )
@@ -120,6 +127,7 @@ def run(
         lines.append(f"config file invalid: {holder.last_error}")
         lines.append(f"config in force: {holder.in_force}")
     lines += _session_lines(totals, work) if totals else ["session: none recorded yet"]
+    lines.append(cache_ttl.in_force(config.stabilizer.cacheTtl, written, hourly))
     lines.append(f"archived originals: {artifacts} ({size(stored)})")
     lines.append(f"last error: {error or 'none'}")
     return "\n".join(lines)

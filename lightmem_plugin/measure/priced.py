@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from ..errors import UsageError
 from ..metering.prices import money_of, price_for
+from .luck import HOUR_S
 from .replay import SessionResult
 
 ANTHROPIC_STAND_IN = "claude-sonnet-4-5"
@@ -26,9 +27,10 @@ $15 output per million tokens): the model Claude Code runs by default on most pl
 def usd_as(results: Iterable[SessionResult], model: str) -> float:
     """The replayed sessions' total in USD had ``model`` served them on each result's provider.
 
-    Every cache write is priced as a five-minute write: a session without recorded one-hour writes
-    (every chained swe session) never asks for the hour. Raises :class:`UsageError` when ``model``
-    has no price on a result's provider.
+    A cache write is priced as the replay's cache kept it (:attr:`SessionResult.cache_ttl_s`): a
+    one-hour write where the replayed requests asked for the hour (``stabilizer.cacheTtl`` ``long``),
+    else a five-minute write (a chained swe session has no recorded one-hour writes). Raises
+    :class:`UsageError` when ``model`` has no price on a result's provider.
     """
     total = 0.0
     for r in results:
@@ -38,7 +40,10 @@ def usd_as(results: Iterable[SessionResult], model: str) -> float:
                 "provider (lightmem_plugin/metering/prices.py lists them)"
             )
         writes = r.write_tokens if r.provider == "anthropic" else 0
-        usd = money_of(r.provider, model, r.hit_tokens, r.miss_tokens - writes, writes, 0, r.output_tokens)
+        hourly = writes if r.cache_ttl_s == HOUR_S else 0
+        usd = money_of(
+            r.provider, model, r.hit_tokens, r.miss_tokens - writes, writes - hourly, hourly, r.output_tokens
+        )
         assert usd is not None  # priced above
         total += usd
     return round(total, 4)

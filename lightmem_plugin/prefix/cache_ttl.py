@@ -112,3 +112,36 @@ def _anthropic(req: Request, ttl: str | None) -> Request:
     if same and all(a is b for a, b in zip(messages, req.messages, strict=True)):
         return req
     return Request(messages, tools, extra, req.hints)
+
+
+ASKED_WORDS = {
+    "host": "as the host asks",
+    "short": "Anthropic 5 minutes",
+    "long": "Anthropic 1 hour, OpenAI 24 hours",
+}
+
+
+def in_force(choice: str | None, written: int, hourly: int) -> str:
+    """The TTL in one line for ``status`` and ``report``: what lightmem2 asks (``choice``; None: not
+    known to the caller) and what the provider's usage shows it applied (``written`` cache-write
+    tokens it reported, ``hourly`` of them one-hour writes):
+    ``cache TTL: asked as the host asks (stabilizer.cacheTtl host); the provider's writes: 5-minute``."""
+    asked = f"asked {ASKED_WORDS[check(choice)]} (stabilizer.cacheTtl {choice}); " if choice else ""
+    if not written:
+        shown = "no cache writes reported"
+    elif hourly >= written:
+        shown = "the provider's writes: 1-hour"
+    elif not hourly:
+        shown = "the provider's writes: 5-minute"
+    else:
+        shown = f"the provider's writes: {hourly / written:.0%} 1-hour"
+    return f"cache TTL: {asked}{shown}"
+
+
+def written_by(calls: Any) -> tuple[int, int]:
+    """Cache-write tokens the provider reported over ledger rows ``calls``, and the 1-hour share."""
+    rows = list(calls)
+    return (
+        sum(c.real_cache_creation or 0 for c in rows),
+        sum(c.real_cache_write_1h or 0 for c in rows),
+    )

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..eviction import cold_cache
 from ..metering.prices import hint
+from ..prefix import cache_ttl
 from ..store.ledger import CallRecord, summarize
 from .format import call_dict, money_line, pct, tokens, totals_dict, where
 
@@ -75,6 +76,7 @@ def session_text(session_id: str, calls: list[CallRecord]) -> str:
         ),
         money_line(t),
         cold_cache.summary(t.cold),
+        cache_ttl.in_force(None, *cache_ttl.written_by(calls)),
         "",
         _HEADER,
         *(_row(c) for c in calls),
