@@ -92,7 +92,11 @@ class StabilizerConfig(_Model):
         'ttl "1h", so their order stays valid; writes cost 2x the input price instead of 1.25x) and '
         'OpenAI\'s prompt_cache_retention "24h" (same price). "short": every Anthropic breakpoint '
         "at the default five minutes (OpenAI unchanged). The same value on every call, so the prefix "
-        "stays byte-stable. MEASURE_PENDING",
+        "stays byte-stable. Measured (benchmarks/cache_ttl.py, money, the hour over five minutes): "
+        "swe chains with 30-minute pauses between tasks 0.944x in vanilla, conservative and normal "
+        "but 1.016x in aggressive (which already evicts at the pauses' cold starts); the same chains "
+        "without pauses 1.030x-1.087x; the dev Claude Code sessions 1.040x-1.045x. So host by "
+        "default: long pays only where pauses past five minutes are the rule.",
     )
 
 
