@@ -14,7 +14,7 @@ import pytest
 from lightmem_plugin.commands import report, status
 from lightmem_plugin.config import Config
 from lightmem_plugin.errors import ConfigError
-from lightmem_plugin.eviction.cold_cache import HOUR_S, OPENAI_EXTENDED_S, requested_ttl
+from lightmem_plugin.eviction.cold_cache import DEFAULT_TTL_S, HOUR_S, OPENAI_EXTENDED_S, requested_ttl
 from lightmem_plugin.measure.luck import recorded_luck
 from lightmem_plugin.measure.replay import LightMemPolicy, Vanilla, replay_trace
 from lightmem_plugin.measure.traces.base import Trace, TraceCall
@@ -120,6 +120,12 @@ def test_the_rewrite_is_idempotent_and_the_same_on_every_call() -> None:
     assert second["tools"] == first["tools"] and second["system"] == first["system"]
     head = len(first["messages"]) - 1  # the host moves its last breakpoint; what precedes it is the same
     assert second["messages"][:head] == first["messages"][:head]
+
+
+def test_the_seconds_of_each_choice_are_the_ones_the_cold_call_verdicts_read() -> None:
+    assert cache_ttl.LONG_TTL_S == {"anthropic": HOUR_S, "openai": OPENAI_EXTENDED_S}
+    assert {p: DEFAULT_TTL_S[p] for p in cache_ttl.SHORT_TTL_S} == cache_ttl.SHORT_TTL_S
+    assert set(cache_ttl.SHORT_TTL_S) == set(cache_ttl.LONG_TTL_S)
 
 
 def test_host_leaves_the_request_and_an_unknown_choice_says_what_to_use() -> None:

@@ -26,15 +26,18 @@ from dataclasses import replace
 from typing import Any, Literal, get_args
 
 from ..errors import ConfigError
-from ..eviction.cold_cache import DEFAULT_TTL_S, HOUR_S, OPENAI_EXTENDED_S
 from ..model import JSON, Message, OpaquePart, Part, Request, ToolResultPart
 
 CacheTtl = Literal["host", "short", "long"]
 CHOICES: tuple[str, ...] = get_args(CacheTtl)
 
-LONG_TTL_S: dict[str, float] = {"anthropic": HOUR_S, "openai": OPENAI_EXTENDED_S}
+LONG_TTL_S: dict[str, float] = {"anthropic": 3600.0, "openai": 24 * 3600.0}
 """Seconds the provider keeps a prefix when the request asks for its longer TTL; a provider missing
-here offers no choice (its requests are left as they are)."""
+here offers no choice (its requests are left as they are). The same figures as
+:mod:`~..eviction.cold_cache` reads off a request (this layer may not import it; a test holds them equal)."""
+
+SHORT_TTL_S: dict[str, float] = {"anthropic": 300.0, "openai": 600.0}
+"""Seconds the provider keeps a prefix when the request asks for nothing longer (its default)."""
 
 ANTHROPIC_LONG = "1h"
 OPENAI_LONG = "24h"
@@ -52,7 +55,7 @@ def asked(choice: str, provider: str | None) -> float | None:
     offers no choice; the request itself says, :func:`~..eviction.cold_cache.requested_ttl`)."""
     if check(choice) == "host" or provider not in LONG_TTL_S:
         return None
-    return LONG_TTL_S[provider] if choice == "long" else DEFAULT_TTL_S.get(provider)
+    return (LONG_TTL_S if choice == "long" else SHORT_TTL_S)[provider]
 
 
 def apply(req: Request, choice: str, provider: str | None) -> Request:
