@@ -94,11 +94,12 @@ def run(
     """The text (or JSON) ``lightmem2 status`` prints; ``holder``: where ``config`` came from."""
     sid = ledger.resolve(session_id)
     totals = ledger.totals(sid) if sid is not None else None
-    work = mode_work.tally(ledger.calls(sid)) if sid is not None else mode_work.Work()
+    calls = ledger.calls(sid) if sid is not None else []
+    work = mode_work.tally(calls) if sid is not None else mode_work.Work()
     error = last_error(totals, sid)
     modules = _modules(config)
     artifacts, stored = registry.count(), registry.size_bytes()
-    written, hourly = cache_ttl.written_by(ledger.calls(sid)) if sid is not None else (0, 0)
+    written, hourly = cache_ttl.written_by(calls)
     if as_json:
         return to_json(
             {
