@@ -1,5 +1,9 @@
 """status [--session ID | --all] [--json]: the mode, what is on, and how the current session is doing.
 
+The first line names the mode, what is on and the cache TTL lightmem2 asks the provider for
+(``stabilizer.cacheTtl``; ``--json``: ``cacheTtl``, with the cache writes the provider reported and
+their 1-hour share, which say the TTL it applied).
+
 The current session is the one whose call was recorded last (or ``--session ID``). It shows the
 context size now against what the host alone would send, the cache hit rate (the provider's figure
 when it reports one, else simulated), the cost K saved so far against the vanilla estimate, the
@@ -122,13 +126,12 @@ def run(
     on = "on" if modules["stabilizer"] else "off"
     lines = [
         f"lightmem2 mode: {config.mode} (stabilizer {on}, {len(modules['passes'])} reduction passes, "
-        f"eviction {'on' if modules['eviction'] else 'off'})"
+        f"eviction {'on' if modules['eviction'] else 'off'}, {cache_ttl.asked_words(config.stabilizer.cacheTtl)})"
     ]
     if holder is not None and holder.last_error:
         lines.append(f"config file invalid: {holder.last_error}")
         lines.append(f"config in force: {holder.in_force}")
     lines += _session_lines(totals, work) if totals else ["session: none recorded yet"]
-    lines.append(cache_ttl.in_force(config.stabilizer.cacheTtl, written, hourly))
     lines.append(f"archived originals: {artifacts} ({size(stored)})")
     lines.append(f"last error: {error or 'none'}")
     return "\n".join(lines)

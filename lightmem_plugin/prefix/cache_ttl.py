@@ -117,28 +117,26 @@ def _anthropic(req: Request, ttl: str | None) -> Request:
     return Request(messages, tools, extra, req.hints)
 
 
-ASKED_WORDS = {
-    "host": "as the host asks",
-    "short": "Anthropic 5 minutes",
-    "long": "Anthropic 1 hour, OpenAI 24 hours",
-}
+ASKED_WORDS = {"host": "as the host asks", "short": "5 minutes", "long": "1 hour"}
+"""Each choice in the few words ``status`` has room for on its first line."""
 
 
-def in_force(choice: str | None, written: int, hourly: int) -> str:
-    """The TTL in one line for ``status`` and ``report``: what lightmem2 asks (``choice``; None: not
-    known to the caller) and what the provider's usage shows it applied (``written`` cache-write
-    tokens it reported, ``hourly`` of them one-hour writes):
-    ``cache TTL: asked as the host asks (stabilizer.cacheTtl host); the provider's writes: 5-minute``."""
-    asked = f"asked {ASKED_WORDS[check(choice)]} (stabilizer.cacheTtl {choice}); " if choice else ""
+def asked_words(choice: str) -> str:
+    """What lightmem2 asks, for ``status``'s first line: ``cache TTL as the host asks``,
+    ``cache TTL 1 hour`` (Anthropic's hour; OpenAI's 24 hours likewise)."""
+    return f"cache TTL {ASKED_WORDS[check(choice)]}"
+
+
+def shown(written: int, hourly: int) -> str:
+    """The TTL the provider's usage shows it applied, for ``report``: ``written`` cache-write tokens it
+    reported, ``hourly`` of them one-hour writes (``cache TTL the provider wrote: 5-minute``)."""
     if not written:
-        shown = "no cache writes reported"
-    elif hourly >= written:
-        shown = "the provider's writes: 1-hour"
-    elif not hourly:
-        shown = "the provider's writes: 5-minute"
-    else:
-        shown = f"the provider's writes: {hourly / written:.0%} 1-hour"
-    return f"cache TTL: {asked}{shown}"
+        return "cache TTL the provider wrote: no cache writes reported"
+    if hourly >= written:
+        return "cache TTL the provider wrote: 1-hour"
+    if not hourly:
+        return "cache TTL the provider wrote: 5-minute"
+    return f"cache TTL the provider wrote: {hourly / written:.0%} 1-hour"
 
 
 def written_by(calls: Any) -> tuple[int, int]:

@@ -59,7 +59,8 @@ def session_data(session_id: str, calls: list[CallRecord]) -> dict[str, Any]:
 
 
 def session_text(session_id: str, calls: list[CallRecord]) -> str:
-    """One session's report as text."""
+    """One session's report as text; under the cold starts, the TTL the provider's reported writes
+    show it applied (:func:`~..prefix.cache_ttl.shown`)."""
     t = summarize(session_id, calls)
     rate, real = t.hit_rate()
     lines = [
@@ -76,7 +77,7 @@ def session_text(session_id: str, calls: list[CallRecord]) -> str:
         ),
         money_line(t),
         cold_cache.summary(t.cold),
-        cache_ttl.in_force(None, *cache_ttl.written_by(calls)),
+        cache_ttl.shown(*cache_ttl.written_by(calls)),
         "",
         _HEADER,
         *(_row(c) for c in calls),

@@ -27,7 +27,8 @@ def test_defaults_to_the_last_session(ledger: Ledger, registry: Registry) -> Non
     assert len(lines) <= 12 and max(len(line) for line in lines) <= 110
     assert (
         lines[0]
-        == f"lightmem2 mode: normal (stabilizer on, {len(passes.NAMES)} reduction passes, eviction off)"
+        == f"lightmem2 mode: normal (stabilizer on, {len(passes.NAMES)} reduction passes, eviction off, "
+        "cache TTL as the host asks)"
     )
     assert lines[1] == "session: openclaw-main (14 calls)"
     assert "hit rate:" in text and "(simulated)" in text  # OpenClaw session reported no usage
