@@ -1,0 +1,347 @@
+"""Claude Code 2.1.332 from npm, end to end: normal mode reduces again, at a cold start, a read that a
+finished task kept whole (issue #42 item 1).
+
+One scripted session in two user turns of one Claude Code session (``claude -p GOAL1 --session-id ID``,
+then, after a pause, ``claude -p GOAL2 --resume ID``), run twice, straight at the fake provider and
+with ``lightmem2 install claude-code`` (normal mode, ``eviction.cacheTtlS`` = :data:`TTL_S`, so a
+pause of :data:`PAUSE_S` is past the TTL in force). Turn 1 reads ``notes.py`` (~6,000 chars: under
+``fileViewChars``, so it arrives whole) with Bash, runs :data:`CHECKS` small checks (the read is then
+older than ``keepRecentTurns`` = 6 calls) and answers; turn 2 is a new goal, which closes task 1.
+
+Checked request by request at the fake provider (which counts tokens with o200k):
+
+- the case under test: every pause inside a turn is under the TTL, the one before turn 2 over it;
+- before the pause the read reaches the model whole in both runs; in the first request after it
+  (request ``COLD``), with lightmem2, the read's tool_result is reduced to ~``deferredViewChars``
+  with a stub whose key recovers the file byte-exact (registry and ``lightmem2 recover``), and every
+  other message is the one the request before the pause sent; without lightmem2 it is still whole;
+- ``wire_audit.audit``: every tool output verbatim or stubbed with keys that recover it, success
+  unchanged, each request extending the one before except at request ``COLD``; the requests after it
+  extend it;
+- the ledger: one row per request, tokens sent as the provider counted (``wire_audit.audit_ledger``);
+  the row of request ``COLD`` alone carries ``cold_start`` ("pause N 6") and the break reason "1
+  output kept whole reduced again at a cold start", naming the stub's key; its tokens saved are what
+  the provider saw the reduction remove; ``lightmem2 status`` says "cold starts: 1 (pause past the
+  6-second TTL), the last at call COLD+1" and "1 batch reduced old outputs again, N tokens" with that
+  N, and counts no saving "on arrival" (nothing was reduced on arrival: the read came whole, the
+  checks' outputs are a few chars).
+
+Claude Code did not get in the way: ``--resume`` sends the earlier turn's messages byte for byte
+(cache breakpoints aside), makes no side call with ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``,
+and the calls inside a turn are ~0.4 s apart with the hooks installed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_support import (
+    STUB_KEY,
+    ScriptedUpstream,
+    assert_recovers,
+    base_env,
+    log_tail,
+    npm_cli,
+    run_bounded,
+    stop_pid,
+    write_lightmem_config,
+)
+from fake_wire import Reply
+from server_harness import ServerThread, free_port
+from wire_audit import audit, audit_ledger, o200k_counter, tool_outputs
+
+from lightmem_plugin.hosts.claude_code import install as installer
+from lightmem_plugin.hosts.shared import serve_ctl
+
+PACKAGE, VERSION = "@anthropic-ai/claude-code", "2.1.332"
+CLAUDE_TIMEOUT_S = 180
+TTL_S = 6  # eviction.cacheTtlS: calls ~0.4 s apart stay warm, the pause below goes cold
+PAUSE_S = 8
+CHECKS = 8  # after the read: it is then older than keepRecentTurns (6) calls at turn 2
+GOAL1 = "Read notes.py, then run the eight release checks."
+GOAL2 = "Now tag the release."
+READ = "cat notes.py"
+COLD = CHECKS + 2  # 0-based: the read, the checks, the answer, then turn 2's first request
+
+
+def _notes() -> str:
+    """~6,000 chars of distinct Python: under fileViewChars (24,000), so it arrives whole."""
+    return "".join(
+        f"def release_step_{i}(ctx):\n"
+        f"    ctx.log('step {i}: verify shard {i * 37 % 101} before the tag')\n"
+        f"    return ctx.check(timeout={i * 3 + 5})\n\n"
+        for i in range(48)
+    )
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+
+
+def _after_goal(body: dict[str, Any], goal: str) -> list[dict[str, Any]] | None:
+    msgs = body.get("messages") or []
+    for n in range(len(msgs) - 1, -1, -1):
+        if msgs[n].get("role") == "user" and goal in _text(msgs[n].get("content") or ""):
+            return msgs[n + 1 :]
+    return None
+
+
+def _is_agent_call(body: dict[str, Any]) -> bool:
+    return any(t.get("name") == "Bash" for t in body.get("tools") or [])
+
+
+class Session:
+    """The scripted model: turn 1 reads, runs CHECKS checks and answers; turn 2 tags and answers.
+    The model says a word with each call, as models do. Keeps when each agent request arrived."""
+
+    def __init__(self) -> None:
+        self.arrived: list[float] = []
+
+    def __call__(self, api: str, body: dict[str, Any]) -> Reply:
+        if not _is_agent_call(body):
+            return Reply(text="Release")
+        self.arrived.append(time.monotonic())
+        after2 = _after_goal(body, GOAL2)
+        if after2 is not None:
+            if not tool_outputs(api, {"messages": after2}):
+                args = json.dumps({"command": "echo tagged v1.4.0", "description": "tag"})
+                return Reply(text="Tagging.", tool_calls=[("Bash", args)])
+            return Reply(text="Tagged.")
+        done = len(tool_outputs(api, body))
+        if done == 0:
+            return Reply(
+                text="Reading.", tool_calls=[("Bash", json.dumps({"command": READ, "description": "read"}))]
+            )
+        if done <= CHECKS:
+            args = json.dumps({"command": f"echo check {done} ok", "description": f"check {done}"})
+            return Reply(text=f"Check {done}.", tool_calls=[("Bash", args)])
+        return Reply(text="All checks pass.")
+
+
+@pytest.fixture(scope="module")
+def claude() -> Path:
+    return npm_cli(PACKAGE, VERSION, "claude-code", "claude")
+
+
+def _env(home: Path, lm_home: Path) -> dict[str, str]:
+    env = base_env(home, lm_home)
+    env.update({"ANTHROPIC_API_KEY": "dummy", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+    return env
+
+
+def _fresh(path: Path) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def _claude(exe: Path, env: dict[str, str], work: Path, prompt: str, *extra: str) -> dict[str, Any]:
+    cmd = [str(exe), "-p", prompt, "--allowedTools", "Bash", "--output-format", "json", *extra]
+    done = run_bounded(cmd, env, work, CLAUDE_TIMEOUT_S)
+    lm_home = Path(env["LIGHTMEM2_HOME"])
+    assert done.returncode == 0, (
+        f"claude -p failed ({done.returncode}):\n{done.stderr[-3000:]}\n"
+        f"hooks.log: {log_tail(lm_home / 'hooks.log')}"
+    )
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def _two_turns(exe: Path, env: dict[str, str], work: Path, session: str) -> tuple[str, str]:
+    (_fresh(work) / "notes.py").write_text(_notes(), encoding="utf-8")
+    first = _claude(exe, env, work, GOAL1, "--session-id", session)
+    time.sleep(PAUSE_S)
+    second = _claude(exe, env, work, GOAL2, "--resume", session)
+    return str(first.get("result")), str(second.get("result"))
+
+
+def _agent_calls(up: ScriptedUpstream) -> tuple[list[dict[str, Any]], list[dict[str, int]], list[bool]]:
+    assert len(up.model_bodies) == len(up.reported), "a model request got no usage row"
+    mask = [_is_agent_call(body) for _, body in up.model_bodies]
+    bodies = [body for (_, body), keep in zip(up.model_bodies, mask, strict=True) if keep]
+    usage = [row for row, keep in zip(up.reported, mask, strict=True) if keep]
+    return bodies, usage, mask
+
+
+def _plain(value: Any) -> Any:
+    """``value`` without ``cache_control`` (Claude Code moves its breakpoints every call)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _read_at(body: dict[str, Any]) -> tuple[int, int]:
+    """(message index, block index) of the read's tool_result in a request."""
+    uses = {
+        b["id"]
+        for m in body["messages"]
+        if isinstance(m.get("content"), list)
+        for b in m["content"]
+        if b.get("type") == "tool_use" and b.get("input", {}).get("command") == READ
+    }
+    for i, m in enumerate(body["messages"]):
+        for j, b in enumerate(m.get("content") if isinstance(m.get("content"), list) else []):
+            if b.get("type") == "tool_result" and b.get("tool_use_id") in uses:
+                return i, j
+    raise AssertionError("no tool_result for the read in this request")
+
+
+def _read_text(body: dict[str, Any]) -> str:
+    i, j = _read_at(body)
+    return _text(body["messages"][i]["content"][j]["content"])
+
+
+def _cli(env: dict[str, str], cwd: Path, *args: str) -> str:
+    done = run_bounded([sys.executable, "-m", "lightmem_plugin.cli", *args], env, cwd, 60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _recover(key: str) -> str | None:
+    from lightmem_plugin.pipeline import LightMem
+
+    try:
+        return LightMem().registry.recover(key)
+    except Exception:
+        return None
+
+
+def test_claude_code_cold_start_reduces_a_finished_task_s_read_again(
+    claude: Path, tmp_path: Path, host_home: Path, isolated_home: Path
+) -> None:
+    started = time.monotonic()
+    notes = _notes()
+    assert 5_000 < len(notes) < 8_000
+    session = str(uuid.uuid4())
+    work = tmp_path / "work"  # one HOME, work folder and session id for both runs: the same env text
+
+    # without lightmem2: Claude Code straight to the provider
+    plain_model = Session()
+    vanilla = ScriptedUpstream(plain_model, counter=o200k_counter())
+    with ServerThread(vanilla.app) as up:
+        env = _env(_fresh(host_home), tmp_path / "vanilla-lm")
+        env["ANTHROPIC_BASE_URL"] = up.url
+        assert _two_turns(claude, env, work, session) == ("All checks pass.", "Tagged.")
+    without, without_usage, _ = _agent_calls(vanilla)
+
+    # with lightmem2 installed (normal mode), the cache TTL in force set to TTL_S
+    model = Session()
+    fake = ScriptedUpstream(model, counter=o200k_counter())
+    with ServerThread(fake.app) as up:
+        _fresh(host_home)
+        write_lightmem_config(isolated_home, free_port(), up.url, eviction={"cacheTtlS": TTL_S})
+        print(installer.run(uninstall=False, project=None))
+        env = _env(host_home, isolated_home)
+        try:
+            assert _two_turns(claude, env, work, session) == ("All checks pass.", "Tagged.")
+        finally:
+            stop_pid(serve_ctl.pid_file())
+    bodies, usage, mask = _agent_calls(fake)
+    check_env = base_env(host_home, isolated_home)
+
+    # the case under test: turn 2's first request is request COLD, after the only pause past the TTL
+    assert len(bodies) == len(without) == COLD + 2, (len(bodies), len(without))
+    assert _after_goal(bodies[COLD], GOAL2) == [] and _after_goal(bodies[COLD - 1], GOAL2) is None
+    gaps = [round(b - a, 2) for a, b in zip(model.arrived, model.arrived[1:], strict=False)]
+    print(f"\nseconds between agent requests: {gaps}")
+    assert gaps[COLD - 1] > TTL_S, gaps
+    assert all(g < TTL_S for n, g in enumerate(gaps) if n != COLD - 1), f"a pause inside a turn: {gaps}"
+
+    # before the pause the read reached the model whole, in both runs
+    for n in range(1, COLD):
+        assert _read_text(bodies[n]).rstrip("\n") == notes.rstrip("\n"), f"request {n + 1}: read not whole"
+        assert _read_text(without[n]) == _read_text(bodies[n])
+    # after it: reduced with lightmem2 (a stub whose key recovers the file), whole without
+    for n in range(COLD, len(bodies)):
+        assert _read_text(without[n]).rstrip("\n") == notes.rstrip("\n"), f"vanilla request {n + 1}"
+    seen = _read_text(bodies[COLD])
+    print(f"the read as the model saw it after the pause ({len(seen)} of {len(notes)} chars):\n{seen}")
+    keys = STUB_KEY.findall(seen)
+    assert keys, f"no stub in the read after the pause: {seen[:300]!r}"
+    assert len(seen) < 1_600 < len(notes), len(seen)
+    assert "def release_step_0(ctx):" in seen and "def release_step_47(ctx):" in seen
+    assert_recovers(keys[0], notes, check_env)
+    for n in range(COLD + 1, len(bodies)):
+        assert _read_text(bodies[n]) == seen, f"request {n + 1} does not keep the reduced read"
+
+    # request COLD: every other message as the request before the pause sent it, then turn 2's
+    before, cold = _plain(bodies[COLD - 1]), _plain(bodies[COLD])
+    at, block = _read_at(bodies[COLD])
+    assert _read_at(bodies[COLD - 1]) == (at, block)
+    assert cold["system"] == before["system"] and cold["tools"] == before["tools"]
+    for i, msg in enumerate(before["messages"]):
+        if i == at:
+            others = [b for j, b in enumerate(msg["content"]) if j != block]
+            assert [b for j, b in enumerate(cold["messages"][i]["content"]) if j != block] == others
+        else:
+            assert cold["messages"][i] == msg, f"message {i} changed at the cold start"
+
+    # request by request against the run without lightmem2: outputs verbatim or recoverable, success
+    # unchanged, each request extending the one before but at COLD
+    result = audit("anthropic", bodies, without, _recover, batches=[COLD])
+    result.raise_if_faulty()
+    assert result.stubbed >= len(bodies) - COLD, result
+
+    # the ledger against the provider, and what status and report say of the cold start
+    report = json.loads(_cli(check_env, work, "report", "--session", session, "--json"))
+    (data,) = report["sessions"]
+    rows = data["calls"]
+    assert len(rows) == len(mask) and all(mask), "a side call reached the provider"
+    audit_ledger(rows, usage, without_usage).raise_if_faulty()
+    from lightmem_plugin.store.ledger import Ledger
+
+    ledger = Ledger.default()
+    try:
+        colds = [(r.call_index, r.cold_start) for r in ledger.calls(session) if r.cold_start]
+    finally:
+        ledger.close()
+    assert len(colds) == 1 and colds[0][0] == COLD + 1, colds
+    code = re.fullmatch(r"pause (\d+) (\d+)", colds[0][1] or "")
+    assert code is not None and int(code.group(2)) == TTL_S and int(code.group(1)) >= PAUSE_S, colds
+    row = rows[COLD]
+    assert row["evictedTokens"] > 0 and all(r["evictedTokens"] == 0 for r in rows if r is not row), rows
+    assert "1 output kept whole reduced again at a cold start" in (row["breakReason"] or ""), row
+    assert keys[0] in row["breakReason"], row["breakReason"]
+    # what the reduction took out, as the provider counted it: turn 2's new messages cost the same in
+    # both runs, so the difference in growth from the request before is the reduction's saving
+    grew = usage[COLD]["prompt"] - usage[COLD - 1]["prompt"]
+    grew_plain = without_usage[COLD]["prompt"] - without_usage[COLD - 1]["prompt"]
+    print(f"tokens the reduction saved: ledger {row['evictedTokens']}, provider {grew_plain - grew}")
+    assert abs((grew_plain - grew) - row["evictedTokens"]) <= 0.02 * row["evictedTokens"] + 5
+
+    status = _cli(check_env, work, "status", "--session", session)
+    text = _cli(check_env, work, "report", "--session", session)
+    print(status + "\n" + text)
+    assert f"cold starts: 1 (pause past the {TTL_S}-second TTL), the last at call {COLD + 1}" in status
+    assert f"cold starts: 1 (pause past the {TTL_S}-second TTL), the last at call {COLD + 1}" in text
+    saved = f"{row['evictedTokens']:,}"
+    assert (
+        f"at free breaks: 1 cold start (free breaks); 1 batch reduced old outputs again, {saved} tokens"
+        in status
+    ), status
+    # nothing was reduced on arrival: the read came whole, every check's output is a few chars
+    assert all(
+        o.text == p.text
+        for o, p in zip(
+            tool_outputs("anthropic", bodies[COLD - 1]),
+            tool_outputs("anthropic", without[COLD - 1]),
+            strict=True,
+        )
+    )
+    assert "on arrival: new tool output reduced, 0 tokens saved" in status, status
+    assert re.search(rf"^\s*call {COLD + 1} at message \d+, char \d+: eviction batch: ", text, re.M), text
+    elapsed = time.monotonic() - started
+    print(f"claude-code cold-start run: {elapsed:.1f} s")
