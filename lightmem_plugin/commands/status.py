@@ -29,7 +29,6 @@ from ..config import Config, ConfigHolder
 from ..errors import UsageError
 from ..eviction import cold_cache
 from ..faults import FaultSink
-from ..metering.savings import CALL_IDS
 from ..prefix import cache_ttl
 from ..security import tenancy
 from ..store import CallLedger, open_stores
@@ -65,7 +64,7 @@ def _session_lines(t: SessionTotals, work: mode_work.Work) -> list[str]:
         money_line(t),
         f"evictions: {t.evictions} ({tokens(t.evicted_tokens)} tokens); prefix breaks: {t.prefix_breaks}",
         cold_cache.summary(t.cold),
-        *mode_work.lines(t.mode, sum(v for k, v in t.saved_by_pass.items() if k != CALL_IDS), work),
+        *mode_work.lines(t.mode, work),
     ]
 
 

@@ -4,6 +4,7 @@ newest run of a failing command stays whole, and a warm call or conservative mod
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +151,42 @@ def test_status_says_in_one_line_each_what_each_mode_did(tmp_path: Path) -> None
     assert "paged out: 1 batch (" in lines["aggressive"]
     assert "1 at a cold start); compactions before the host's limit: 0" in lines["aggressive"]
     assert all("on arrival: new tool output reduced" in text for text in lines.values())
+
+
+def test_status_does_not_count_a_cold_start_s_reduction_as_reduced_on_arrival(tmp_path: Path) -> None:
+    """Every output of the history arrives whole (the view under fileViewChars, the suite under the
+    trigger and error lines kept): nothing is reduced on arrival. The view reduced again at the cold
+    call counts under its pass's row on that call and every later one; before the fix the on-arrival
+    line summed those rows (2 x the batch, found by the Claude Code cold-start e2e: 3,897 tokens "on
+    arrival" for a 1,299-token batch at call 11 of 12)."""
+    s, _, _ = _history()
+    lm = _plugin(tmp_path, "normal")
+    _calls(lm, s.messages, [0.0, 1860.0, 1920.0])
+    assert lm.ledger is not None
+    rows = lm.ledger.calls("s")
+    batch = rows[1].evicted_tokens
+    assert batch > 0 and rows[2].saved_by_pass.get("fileview") == batch  # the rows do count it
+    text = _status(lm)
+    assert "on arrival: new tool output reduced, 0 tokens saved" in text, text
+    assert f"1 batch reduced old outputs again, {batch:,} tokens" in text, text
+    data = json.loads(status.run(lm.ledger, lm.registry, lm.config, "s", as_json=True))
+    assert data["modeWork"]["savedOnArrival"] == 0
+    assert data["modeWork"]["reducedAgainTokens"] == batch
+
+
+def test_status_counts_what_arrival_reduced_once_per_call_the_output_is_sent(tmp_path: Path) -> None:
+    """A listing over fileViewChars is reduced on arrival: the on-arrival line is its saving summed
+    over the calls that send it, as the ledger's rows say, with no cold start in between."""
+    s = Session("List the build outputs")
+    listing = "\n".join(f"-rw-r--r-- 1 u g {i * 37} Jan 1 build/obj_{i}.o" for i in range(900))
+    assert len(listing) > 24_000
+    s.call("ls -la build/", listing)
+    lm = _plugin(tmp_path, "normal")
+    _calls(lm, s.messages, [0.0, 10.0, 20.0])
+    assert lm.ledger is not None
+    rows = lm.ledger.calls("s")
+    per_call = [
+        sum(v for k, v in r.saved_by_pass.items() if k not in ("call ids", "stabilizer")) for r in rows
+    ]
+    assert per_call[0] > 0 and not any(r.evicted_tokens for r in rows)
+    assert f"on arrival: new tool output reduced, {sum(per_call):,} tokens saved" in _status(lm)
