@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/calibration.py
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/continuous.py
+	$(BIN)/python benchmarks/compaction_record.py
 	$(BIN)/python benchmarks/cache_ttl.py
 	$(BIN)/python benchmarks/frontier.py
 	$(BIN)/python benchmarks/bench_server.py

@@ -242,7 +242,9 @@ class Evictor:
         items = compacting.candidates(ids, owners, original, sent, head, end, paged, self.counter, shell)
         if not items:
             return False
-        saved = self._pager().page_out(items, view, ids, owners, original, sent, [], call_index, shell)
+        # the record stands in for ~100k tokens of history: it gets the full level's budget (600 tokens)
+        pager = self._pager()
+        saved = pager.page_out(items, view, ids, owners, original, sent, [], call_index, shell, "full")
         if self.config.compactThinking:  # the answers it left behind go without their thinking
             self.state.thinking_before = max(self.state.thinking_before, end)
         self.last_evicted_tokens = saved

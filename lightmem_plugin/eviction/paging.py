@@ -22,7 +22,7 @@ from .entries import tool_call, tool_result, turn_text
 from .goals import GoalTask
 from .heuristic import HeuristicEstimator
 from .lifecycle import TaskRegistry
-from .record_render import render
+from .record_render import RecordLevel, render
 from .session_record import extract
 from .state import Batch, EvictionState
 from .stubs import largest_leaf, output_stub, request_stub, stub_arguments
@@ -80,9 +80,11 @@ class Pager:
         goals: list[GoalTask],
         call_index: int,
         shell: bool,
+        level: RecordLevel | None = None,
     ) -> int:
         """Archive what was chosen and write its stubs: finished tasks one archive each, outputs and
-        arguments together in one (whose first stub carries the session record); the tokens saved."""
+        arguments together in one (whose first stub carries the session record, at ``level`` or the
+        configured ``recordLevel``); the tokens saved."""
         by_number = {t.number: t for t in goals}
         created = frozenset(self.estimator.live.created)
         keep_chars = self.config.goalKeepChars
@@ -112,7 +114,7 @@ class Pager:
             keys.append(key)
         parts = [it for it in chosen if not it.ident.startswith("task:")]
         if parts:
-            part_saved, part_key = self._page_out_parts(parts, view, ids, original, sent, shell)
+            part_saved, part_key = self._page_out_parts(parts, view, ids, original, sent, shell, level)
             saved += part_saved
             keys.insert(0, part_key)
         self.state.batches.append(Batch(call_index, keys[0], [it.ident for it in chosen], saved))
@@ -126,6 +128,7 @@ class Pager:
         original: Request,
         sent: Request,
         shell: bool,
+        level: RecordLevel | None = None,
     ) -> tuple[int, str]:
         """Archive the chosen outputs and arguments together and write their stubs; (tokens saved,
         the archive's key)."""
@@ -151,7 +154,7 @@ class Pager:
         # those occur, ranges counted by "\n" would point at other lines, so the stubs name none
         numbered = doc.splitlines() == lines
         key = self.archive(doc.encode("utf-8", "surrogatepass"))
-        record = render(extract(view, self.tasks, source=self.estimator), self.config.recordLevel)
+        record = render(extract(view, self.tasks, source=self.estimator), level or self.config.recordLevel)
         saved = 0
         first_output = True
         for it in chosen:

@@ -68,6 +68,18 @@ _MIN_BASE_CHARS = 20
 """A directory shared by the record's absolute paths is named once when it is at least this long."""
 
 
+def located(record: SessionRecord, path: str) -> str:
+    """``path`` made absolute where the record knows what it is relative to (its work directory).
+
+    Why: the tracker names a file relative to the session's work directory, the first absolute
+    directory a command ``cd``-ed to, while the base directory the record names its paths relative
+    to comes from the absolute ones: on 8463c716 the work directory was ``.../spotter-fum/assets``
+    and the base ``.../spotter-fum``, so ``assets/js/app.js`` was listed as ``js/app.js``."""
+    if path.startswith("/") or not record.workdir:
+        return path
+    return posixpath.normpath(posixpath.join(record.workdir, path))
+
+
 def _base_dir(record: SessionRecord) -> str | None:
     """The directory whose naming once saves the most characters over the absolute paths in
     ``record`` that lie under it (two at least; ``/home/u/projects/app``), else None. Paths elsewhere
@@ -76,8 +88,8 @@ def _base_dir(record: SessionRecord) -> str | None:
     Why: Claude Code names files by absolute path, so the record said
     ``/home/USER/projects/spotter-worktrees/spotter-gqc/`` before each of the dozen files it listed,
     a third of a standard record's budget, and fewer files and tasks fitted."""
-    paths = {f.path for f in record.files if f.path.startswith("/")}
-    paths |= {p for t in record.finished for p in t.facts.modified if p.startswith("/")}
+    named = [f.path for f in record.files] + [p for t in record.finished for p in t.facts.modified]
+    paths = {p for p in map(lambda p: located(record, p), named) if p.startswith("/")}
     under: dict[str, int] = {}
     for path in paths:
         parent = posixpath.dirname(path)
@@ -122,7 +134,10 @@ def _candidates(
     prefix = f"{base}/" if base else None
 
     def rel(path: str) -> str:
-        if prefix is not None and named in shown and path.startswith(prefix):
+        if prefix is None:  # no base named: each path as the session's commands named it
+            return path
+        path = located(record, path)
+        if named in shown and path.startswith(prefix):
             return path[len(prefix) :]
         return path
 

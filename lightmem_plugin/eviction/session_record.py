@@ -175,6 +175,9 @@ class SessionRecord:
     files: tuple[FileTouch, ...] = ()
     errors: tuple[ErrorEntry, ...] = ()
     finished: tuple[FinishedTask, ...] = ()
+    workdir: str | None = None
+    """The directory the session's relative paths are relative to (the first ``cd`` to an absolute
+    directory; None: unknown, the paths are as the commands named them)."""
 
     @property
     def open_errors(self) -> tuple[ErrorEntry, ...]:
@@ -201,6 +204,7 @@ class SessionRecord:
             files=files,
             errors=tuple(e for e in self.errors if e.turn <= turn),
             finished=tuple(f for f in self.finished if self._closed_by(f, turn)),
+            workdir=self.workdir,
         )
 
     def _closed_by(self, task: FinishedTask, turn: int) -> bool:
@@ -294,4 +298,5 @@ def extract(
         files=_files(source),
         errors=_errors(source),
         finished=finished,
+        workdir=source.log.tracker.workdir,
     )

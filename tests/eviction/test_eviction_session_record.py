@@ -304,6 +304,29 @@ def test_absolute_paths_are_written_once_under_the_directory_they_share() -> Non
     )
 
 
+def test_a_path_relative_to_the_work_directory_is_written_under_the_record_s_base() -> None:
+    """The tracker names files relative to the first directory a command cd-ed to (here the project's
+    ``assets``), while the base the record names comes from absolute paths (the project): 8463c716's
+    record listed ``assets/js/app.js`` as ``js/app.js``, a file that does not exist."""
+    root = "/home/u/projects/worktrees/app"
+    files = (
+        FileTouch(f"{root}/lib/app/alpha.ex", ((3, "modify"),)),
+        FileTouch(f"{root}/lib/app/beta.ex", ((4, "modify"),)),
+        FileTouch("js/app.js", ((5, "modify"),)),
+    )
+    record = SessionRecord(turn=9, goals=(Goal(0, "Add beta"),), files=files, workdir=f"{root}/assets")
+    assert "Files modified: lib/app/alpha.ex, lib/app/beta.ex, assets/js/app.js" in render(record, "standard")
+    # without a base named (no absolute path shared), each path stays as the commands named it
+    alone = SessionRecord(turn=9, files=files[2:], workdir=f"{root}/assets")
+    assert "Files modified: js/app.js" in render(alone, "standard")
+
+
+def test_the_work_directory_comes_from_the_session_s_first_cd() -> None:
+    s = Session("Fix the build")
+    s.call("cd /home/u/projects/worktrees/app/assets && sed -i 's/a/b/' js/app.js", "")
+    assert extract(s.turns).workdir == "/home/u/projects/worktrees/app/assets"
+
+
 def test_a_hosts_note_is_no_goal_of_the_record() -> None:
     """Claude Code's background-task notice is a user message: the record's goal line showed it (and,
     with the notice's words removed, an empty goal)."""
