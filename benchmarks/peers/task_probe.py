@@ -89,6 +89,13 @@ class _Session:
     def lookup(self, key: str) -> str | None:
         return self.inner.lookup(key)
 
+    def __getattr__(self, name: str) -> Any:
+        """Everything else is the wrapped policy's: the replay hands a lightmem2 mode the provider's
+        usage (``observe``: how it learns the host's count for its compaction) and reads its
+        ``session`` (cold starts). Before this, the probe hid both from every benchmark row: aggressive
+        never saw a usage, compacted too late on 8463c716, and the rows said 0 cold starts."""
+        return getattr(self.inner, name)
+
 
 class TaskProbe:
     """A policy factory that wraps another and counts prompts still carrying the task statement."""

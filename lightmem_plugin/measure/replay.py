@@ -413,9 +413,10 @@ def replay_trace(
     said = [charged(rec) for rec in tracker.recovers if rec.said]
     res.recovers, res.recovered_tokens = len(recovers), sum(t for _, t, _ in recovers)
     res.lines_shown, res.lines_changed_outside_stubs = fidelity.shown, fidelity.changed
-    if isinstance(policy, LightMemPolicy):
-        res.session_cold_starts = len(policy.session.cold_starts)
-        res.evictions_at_cold = policy.evicted_cold
+    session = getattr(policy, "session", None)  # a lightmem2 mode, maybe inside a wrapper (a probe)
+    if session is not None:
+        res.session_cold_starts = len(session.cold_starts)
+        res.evictions_at_cold = int(getattr(policy, "evicted_cold", 0))
     writes = res.write_tokens if provider == "anthropic" else 0
     res.K = k_cost(res.hit_tokens, res.miss_tokens, writes, write_factor=luck.write_factor)
     res.compacted_before = [c.before_call for c in (host.done if host else trace.compactions)]

@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from baselines import keep_last  # noqa: E402
 from peers.task_probe import TaskProbe, task_lines, task_statement  # noqa: E402
 
+from lightmem_plugin.commands import demo  # noqa: E402
 from lightmem_plugin.errors import UsageError  # noqa: E402
 from lightmem_plugin.measure.replay import Vanilla, replay_paths, replay_trace, summarize  # noqa: E402
 from lightmem_plugin.measure.traces import load_trace  # noqa: E402
@@ -109,6 +110,18 @@ def test_named_policy_runs_through_the_probe_and_keeps_replay_figures(tmp_path: 
     assert row["K"] == plain["K"]
     assert row["retention_uses"] == plain["retention_uses"]
     assert probe.figures()["task_statement_present"] == 1.0
+
+
+def test_a_mode_through_the_probe_still_meets_its_pauses_and_sees_the_usage(tmp_path: Path) -> None:
+    """The replay hands a lightmem2 mode the provider's usage and reads its session's cold starts:
+    through the probe it must do both, or every benchmark row of a mode is another policy's (the
+    probe hid them: aggressive compacted too late on 8463c716, and rows said 0 cold starts)."""
+    chain = demo.bundled_chain()  # three tasks, 30-minute pauses: cold starts on Anthropic's cache
+    probe = TaskProbe("normal", tmp_path / "probed")
+    row = summarize(replay_paths([chain], probe, provider="anthropic"))
+    plain = summarize(replay_paths([chain], "normal", provider="anthropic"))
+    assert row["session_cold_starts"] == plain["session_cold_starts"] > 0
+    assert row["K"] == plain["K"]
 
 
 def test_a_name_without_root_is_a_usage_error() -> None:
