@@ -22,7 +22,7 @@ The ratio a batch decides with is kept in the session state, so a restarted proc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from ..config import EvictionConfig
 from ..model import Message, Request, ToolCallPart
@@ -97,17 +97,21 @@ def candidates(
     paged: tuple[Mapping[str, str], Mapping[str, str], list[Collapse]],
     counter: TokenCounter,
     shell: bool,
+    keep: Collection[str] = (),
 ) -> list[Candidate]:
     """Every tool output and tool-call argument in messages ``head`` to ``end`` (exclusive) that a stub
     makes shorter by at least :data:`.choosing.MIN_SAVING_TOKENS`, not paged out already, in message
     order (the first output's stub then carries the session record). ``paged``: the outputs, arguments
-    and finished tasks paged out already (:class:`.state.EvictionState`'s stubs, args, collapses)."""
+    and finished tasks paged out already (:class:`.state.EvictionState`'s stubs, args, collapses);
+    ``keep``: outputs that stay whatever their age (the newest run of a command while it has error
+    lines, :func:`.choosing.acted_on`: a compaction that paged them out hid 70% of the error lines the
+    agent went on to act on, on the long dev Claude Code sessions)."""
     stubs, args, collapses = paged
     items: list[Candidate] = []
     stub_tokens = counter.count(output_stub(PLACEHOLDER_KEY, COMPACTED, (10_000, 10_999), shell))
     for turn, cid in enumerate(ids):
         m = owners[turn]
-        if cid is None or not head <= m < end or cid in stubs or _collapsed(collapses, m):
+        if cid is None or not head <= m < end or cid in stubs or cid in keep or _collapsed(collapses, m):
             continue
         part = tool_result(sent.messages[m], cid)
         saving = (counter.count(part.text()) if part is not None else 0) - stub_tokens

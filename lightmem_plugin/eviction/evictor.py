@@ -48,7 +48,7 @@ from ..tokens import TokenCounter
 from . import compacting, deferred, pricing
 from .applying import Applier
 from .break_cost import PREFIX, BreakCost
-from .choosing import Chooser, finished_goals
+from .choosing import Chooser, acted_on, finished_goals
 from .deferred import Reducer
 from .entries import entries
 from .goals import goal_tasks
@@ -239,7 +239,10 @@ class Evictor:
         head = pricing.head_end(sent)
         end = compacting.kept_from(sizes, head, self.config.compactKeepTokens)
         paged = (self.state.stubs, self.state.args, self.state.collapses)
-        items = compacting.candidates(ids, owners, original, sent, head, end, paged, self.counter, shell)
+        keep = acted_on(self.estimator, ids)  # error lines the agent acts on stay, even here
+        items = compacting.candidates(
+            ids, owners, original, sent, head, end, paged, self.counter, shell, keep
+        )
         if not items:
             return False
         # the record stands in for ~100k tokens of history: it gets the full level's budget (600 tokens)

@@ -52,10 +52,17 @@ def session_data(session_id: str, calls: list[CallRecord]) -> dict[str, Any]:
                 "message": c.prefix_break_at[0] if c.prefix_break_at else None,
                 "char": c.prefix_break_at[1] if c.prefix_break_at else None,
                 "reason": c.break_reason or "unknown",
+                "usd": c.cost_usd,
             }
             for c in _killers(calls)
         ],
     }
+
+
+def _billed(c: CallRecord) -> str:
+    """What the call that broke the cache cost, in money where a price is known: a batch or a
+    compaction is paid for there (issue #42: report names each compaction and what it cost)."""
+    return f" (this call ${c.cost_usd:.4f})" if c.cost_usd is not None else ""
 
 
 def session_text(session_id: str, calls: list[CallRecord]) -> str:
@@ -102,7 +109,9 @@ def session_text(session_id: str, calls: list[CallRecord]) -> str:
         if killers
         else "cache killers: none (every call extended the last)"
     )
-    lines += [f"  call {c.call_index} at {where(c)}: {c.break_reason or 'unknown'}" for c in killers]
+    lines += [
+        f"  call {c.call_index} at {where(c)}: {c.break_reason or 'unknown'}{_billed(c)}" for c in killers
+    ]
     if t.errors:
         lines.append("pass errors: " + ", ".join(f"{n} x{v}" for n, v in t.errors.items()))
     return "\n".join(lines)

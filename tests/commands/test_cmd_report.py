@@ -88,6 +88,7 @@ def test_json(ledger: Ledger) -> None:
         "message": 31,
         "char": 512,
         "reason": "pass html changed message 31",
+        "usd": None,  # the fixture's rows name no priced model
     }
     assert session["evictions"] == [{"call": 10, "tokens": 1500}, {"call": 19, "tokens": 2100}]
     assert session["calls"][9]["prefixBreakAt"] == [7, 0]

@@ -183,3 +183,36 @@ def test_anthropic_thinking_blocks_leave_and_nothing_else_does() -> None:
     plain = Message("assistant", [TextPart("Done.")])
     asked = Message("user", [signed])  # never a user's message: only answers carry the model's thinking
     assert without_thinking(plain) is plain and without_thinking(asked) is asked
+
+
+FAILING = "\n".join(
+    [f"tests/test_parser.py::test_{j} PASSED" for j in range(30)]
+    + [
+        "E   AssertionError: assert parse('a b') == ['a', 'b']",
+        "FAILED tests/test_parser.py::test_last_token",
+    ]
+)
+
+
+def test_the_newest_run_of_a_failing_command_stays_whole_through_a_compaction(tmp_path: Path) -> None:
+    """The agent acts on the error lines of a command's newest run: a compaction that paged them out
+    hid 70% of those the agent went on to use (the long dev Claude Code sessions)."""
+    _, s = _session(tmp_path)
+
+    def history(calls: int) -> list[dict[str, Any]]:
+        out = _history(calls)
+        args = json.dumps({"command": "python -m pytest tests/test_parser.py"})
+        run = {"id": "run", "type": "function", "function": {"name": "Bash", "arguments": args}}
+        return [
+            *out[:4],
+            {"role": "assistant", "content": "Running the tests.", "tool_calls": [run]},
+            {"role": "tool", "tool_call_id": "run", "content": FAILING},
+            *out[4:],
+        ]
+
+    sent = [s.before_model_call(history(n)) for n in range(2, 15)]
+    first = s.evictor.state.compactions[0]
+    after = sent[first.call - 1]
+    assert first.kept_from > 5 and first.outputs >= 3  # the run lies in what the compaction paged out
+    assert after[5]["role"] == "tool" and after[5]["content"] == FAILING
+    assert after[3]["content"] != _output(0)  # the read before it did leave

@@ -5,12 +5,13 @@ newest run of a failing command stays whole, and a warm call or conservative mod
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from eviction_helpers import Session, module
 
-from lightmem_plugin.commands import status
+from lightmem_plugin.commands import report, status
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.deferred import deferred_table
 from lightmem_plugin.pipeline import LightMem
@@ -68,7 +69,7 @@ def _calls(lm: LightMem, history: list[dict[str, Any]], times: list[float]) -> l
     sent = []
     msgs = list(history)
     for k, at in enumerate(times):
-        sent.append(s.before_model_call(msgs, api="anthropic", now=at))
+        sent.append(s.before_model_call(msgs, api="anthropic", model="claude-sonnet-4-5", now=at))
         msgs = [
             *msgs,
             {"role": "assistant", "content": f"Step {k} done."},
@@ -105,6 +106,10 @@ def test_a_cold_call_reduces_a_finished_task_s_view_recoverably_and_keeps_the_fa
     # against vanilla, which writes its whole prompt again there (before: normal 19% over vanilla)
     totals = lm.ledger.totals("s")
     assert totals.k < totals.k_baseline
+    # report names the batch and what the call that made it cost
+    assert re.search(
+        r"call 2 at .*reduced again at a cold start.* \(this call \$0\.\d{4}\)", report.run(lm.ledger, "s")
+    )
 
 
 def test_a_warm_session_and_conservative_mode_change_nothing(tmp_path: Path) -> None:
