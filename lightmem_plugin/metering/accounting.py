@@ -125,16 +125,21 @@ def message_tokens(msg: Message, encode: Callable[[str], Sequence[int]]) -> arra
     return array("i", chat_tokens(chat, encode))
 
 
-def _first_break(prev: Sequence[str], cur: Sequence[str]) -> tuple[int, int] | None:
+def _first_break(prev: Sequence[str], cur: Sequence[str], evicted: bool = False) -> tuple[int, int] | None:
     """(message index, char offset) of the first difference in what the previous call had cached.
 
-    The previous request's last message carried the per-call tail block, so it is allowed to differ.
+    The previous request's last message carried the per-call tail block, so it is allowed to differ;
+    but not at a call where a batch paged out (``evicted``): a batch may change only that message (the
+    newest-but-one tool output, a compaction's oldest kept one), and that change is the break.
     """
     for i in range(min(len(prev) - 1, len(cur))):
         if prev[i] != cur[i]:
             return i, len(os.path.commonprefix([prev[i], cur[i]]))
     if len(cur) < len(prev) - 1:
         return len(cur), 0
+    last = len(prev) - 1
+    if evicted and 0 <= last < len(cur) and prev[last] != cur[last]:
+        return last, len(os.path.commonprefix([prev[last], cur[last]]))
     return None
 
 
@@ -265,7 +270,7 @@ class Accountant:
         ours = self._cache_ours.observe([_HEAD, *chunks], keys=["<head>", *texts])
         base = self._cache_base.observe([_HEAD, *base_chunks], keys=["<head>", *base_texts])
         baseline = max(0, base.input_tokens - self.footprint(sent.tools))
-        brk = _first_break(self._prev, texts) if self._prev else None
+        brk = _first_break(self._prev, texts, facts.eviction) if self._prev else None
         self.repeated = bool(self._prev) and texts == self._prev
         self._prev = texts
         reason = None

@@ -54,6 +54,10 @@ MARK = re.compile(
     r"(?:an earlier output|the output of tool call (\S+)|the outputs of tool calls ([^\]]+)))\]"
 )
 KEY = re.compile(r"\b([0-9a-f]{12,32})\b")
+LINES = re.compile(r"--lines (\d+):(\d+)")
+"""A stub's recover hint naming its lines in a batch's archive (one document for the batch's outputs)."""
+RECORD = "\n[lightmem2 session record]\n"
+"""What follows it in a batch's first stub is the session record: lightmem2's own text, not output."""
 EXIT_CODE = re.compile(
     r"(?:exit code|exit_code|exited with code|exit status|Exit code)\W{0,3}(-?\d+)", re.IGNORECASE
 )
@@ -339,6 +343,8 @@ def audit_output(
     if got_text == plain_text:
         audit.verbatim += 1
         return
+    if RECORD in got_text and STUB_ANY.search(got_text.split(RECORD)[0]):
+        got_text = got_text.split(RECORD)[0]
     stubs = STUB_ANY.findall(got_text)
     if not stubs:
         audit.fault(where, f"changed with no stub: {got_text[:200]!r} vs {plain_text[:200]!r}")
@@ -370,8 +376,11 @@ def audit_output(
         keys = KEY.findall(stub)
         if not keys:
             audit.fault(where, f"a stub with no key: {stub}")
+        lines = LINES.search(stub)
         for key in keys:
             original = recover(key)
+            if original is not None and lines:  # its lines in the batch's document
+                original = "\n".join(original.split("\n")[int(lines.group(1)) - 1 : int(lines.group(2))])
             if original is None:
                 audit.fault(where, f"key {key} recovers nothing")
             elif steady(original).rstrip("\n") not in plain_text:

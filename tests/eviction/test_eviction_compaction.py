@@ -216,3 +216,34 @@ def test_the_newest_run_of_a_failing_command_stays_whole_through_a_compaction(tm
     assert first.kept_from > 5 and first.outputs >= 3  # the run lies in what the compaction paged out
     assert after[5]["role"] == "tool" and after[5]["content"] == FAILING
     assert after[3]["content"] != _output(0)  # the read before it did leave
+
+
+def test_a_compaction_of_the_previous_request_s_last_message_is_a_break_in_the_ledger(
+    tmp_path: Path,
+) -> None:
+    # the ledger lets the previous request's last message differ (it carried the per-call tail), but
+    # a batch that pages out only that message (here: call 2 pages out output 0, call 1's last
+    # message) broke the prefix there, and its row must say so (found on Claude Code end to end: the
+    # compaction's row had no break reason)
+    from lightmem_plugin.store.ledger import Ledger
+
+    cfg = Config(mode="aggressive")
+    settings = {
+        "batchTurns": 1,
+        "compactAtTokens": 1_000,
+        "compactMarginTokens": 0,
+        "compactKeepTokens": 1_000,
+    }
+    cfg = cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update=settings)})
+    with Ledger(tmp_path / "ledger.sqlite3") as ledger:
+        lm = LightMem(config=cfg, registry=Registry(tmp_path / "reg"), ledger=ledger)
+        s = lm.session("s")
+        sent = _run(s, 2)
+        rows = {r.call_index: r for r in ledger.calls("s")}
+    (done,) = s.evictor.state.compactions
+    assert done.call == 2 and done.outputs == 1, done
+    assert sent[1][3]["content"] != _output(0) and sent[1][5]["content"] == _output(1)
+    assert sent[1][:3] == sent[0][:3]  # only call 1's last message changed
+    assert rows[1].break_reason is None
+    assert rows[2].prefix_break_at is not None and rows[2].prefix_break_at[0] >= 2, rows[2]
+    assert (rows[2].break_reason or "").startswith("eviction batch: compaction before the host's limit")
