@@ -28,6 +28,10 @@ class Batch:
     tokens_saved: int
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 @dataclass(frozen=True, slots=True)
 class Compaction:
     """One compaction lightmem2 made before the host's (:mod:`.compacting`): at call ``call``, the context (in the host's count) before and
@@ -67,7 +71,8 @@ class Compaction:
         return (
             f"compaction before the host's limit: context ~{self.before:,} -> ~{self.after:,} tokens; "
             f"kept the newest {self.kept_tokens:,} tokens (from message {self.kept_from}), what the "
-            f"user wrote and the session record; {self.outputs} outputs and {self.arguments} arguments "
+            f"user wrote and the session record; {_count(self.outputs, 'output')} and "
+            f"{_count(self.arguments, 'argument')} "
             f"archived as {self.key}"
         )
 
