@@ -130,7 +130,11 @@ def test_doc_continuous_table_matches_its_results_file() -> None:
     assert timed[("deepseek", True)] == timed[("deepseek", False)]
     paused, flat = timed[("anthropic", True)], timed[("anthropic", False)]
     assert all(flat[m]["cold_starts"] == 0 < paused[m]["cold_starts"] for m in FIRST_ROWS)
-    assert all(paused[m]["usd"] > flat[m]["usd"] for m in FIRST_ROWS)
+    # a pause costs a mode that never changes the past what it costs vanilla; one that acts at the free
+    # break pays less for it (aggressive, paging out at the cold start, ends cheaper than without pauses)
+    extra = {m: paused[m]["usd"] - flat[m]["usd"] for m in FIRST_ROWS}
+    assert extra["vanilla"] > 0 and extra["conservative"] > 0
+    assert extra["normal"] < extra["conservative"] and extra["aggressive"] < extra["normal"]
 
 
 def _results() -> tuple[dict[str, Any], dict[str, Any]]:
