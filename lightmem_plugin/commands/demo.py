@@ -133,8 +133,10 @@ def why(rows: dict[str, dict[str, Any]], tasks_collapsed: int, pauses: list[floa
     """One line on why the rows differ, from the replay's own figures."""
     con, nor, agg = (rows[p] for p in ("conservative", "normal", "aggressive"))
     parts = [
-        f"normal (lossy cuts of long tool outputs allowed; conservative keeps every pass lossless) sent "
-        f"{int(con['input_tokens']) - int(nor['input_tokens']):,} input tokens fewer than conservative",
+        f"normal (lossy cuts of long tool outputs allowed, and at {int(nor.get('evictions_at_cold') or 0):,} "
+        "cold start(s) the old outputs it had kept whole cut again; conservative keeps every pass lossless "
+        f"and never changes the past) sent {int(con['input_tokens']) - int(nor['input_tokens']):,} input "
+        "tokens fewer than conservative",
         f"aggressive {int(nor['input_tokens']) - int(agg['input_tokens']):,} fewer than normal "
         f"({1 - int(agg['input_tokens']) / max(1, int(nor['input_tokens'])):.0%}): it collapsed "
         f"{tasks_collapsed} finished task{'s' if tasks_collapsed != 1 else ''}, each into one stub",

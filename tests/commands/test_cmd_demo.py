@@ -64,6 +64,8 @@ def test_the_three_modes_give_three_rows_and_the_why_line_is_their_figures(bundl
     cold = {p: int(r[3]) for p, r in rows.items()}
     assert set(cold.values()) == {2}  # two pauses of 30 minutes, each a cold start on a 5-minute cache
     assert "the 2 pauses of 30 minutes outlived the cache's 300 s: 2 cold start(s) in every policy" in why
+    # normal changed the past at both (a free break): part of what it sent fewer is that
+    assert "at 2 cold start(s) the old outputs it had kept whole cut again" in why
 
 
 def test_the_report_says_what_it_counts_and_gives_the_figures_it_names(bundled: str) -> None:
