@@ -35,22 +35,19 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+import cc_support as cc
 import pytest
 from e2e_support import (
     STUB_KEY,
     ScriptedUpstream,
     assert_recovers,
     base_env,
-    log_tail,
     npm_cli,
-    run_bounded,
     stop_pid,
     write_lightmem_config,
 )
@@ -61,8 +58,6 @@ from wire_audit import audit, audit_ledger, o200k_counter, tool_outputs
 from lightmem_plugin.hosts.claude_code import install as installer
 from lightmem_plugin.hosts.shared import serve_ctl
 
-PACKAGE, VERSION = "@anthropic-ai/claude-code", "2.1.332"
-CLAUDE_TIMEOUT_S = 180
 TTL_S = 6  # eviction.cacheTtlS: calls ~0.4 s apart stay warm, the pause below goes cold
 PAUSE_S = 8
 CHECKS = 8  # after the read: it is then older than keepRecentTurns (6) calls at turn 2
@@ -82,24 +77,6 @@ def _notes() -> str:
     )
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(b.get("text", "") for b in content if isinstance(b, dict))
-
-
-def _after_goal(body: dict[str, Any], goal: str) -> list[dict[str, Any]] | None:
-    msgs = body.get("messages") or []
-    for n in range(len(msgs) - 1, -1, -1):
-        if msgs[n].get("role") == "user" and goal in _text(msgs[n].get("content") or ""):
-            return msgs[n + 1 :]
-    return None
-
-
-def _is_agent_call(body: dict[str, Any]) -> bool:
-    return any(t.get("name") == "Bash" for t in body.get("tools") or [])
-
-
 class Session:
     """The scripted model: turn 1 reads, runs CHECKS checks and answers; turn 2 tags and answers.
     The model says a word with each call, as models do. Keeps when each agent request arrived."""
@@ -108,10 +85,10 @@ class Session:
         self.arrived: list[float] = []
 
     def __call__(self, api: str, body: dict[str, Any]) -> Reply:
-        if not _is_agent_call(body):
+        if not cc.is_agent_call(body):
             return Reply(text="Release")
         self.arrived.append(time.monotonic())
-        after2 = _after_goal(body, GOAL2)
+        after2 = cc.after_goal(body, GOAL2)
         if after2 is not None:
             if not tool_outputs(api, {"messages": after2}):
                 args = json.dumps({"command": "echo tagged v1.4.0", "description": "tag"})
@@ -130,56 +107,15 @@ class Session:
 
 @pytest.fixture(scope="module")
 def claude() -> Path:
-    return npm_cli(PACKAGE, VERSION, "claude-code", "claude")
-
-
-def _env(home: Path, lm_home: Path) -> dict[str, str]:
-    env = base_env(home, lm_home)
-    env.update({"ANTHROPIC_API_KEY": "dummy", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
-    return env
-
-
-def _fresh(path: Path) -> Path:
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    return path
-
-
-def _claude(exe: Path, env: dict[str, str], work: Path, prompt: str, *extra: str) -> dict[str, Any]:
-    cmd = [str(exe), "-p", prompt, "--allowedTools", "Bash", "--output-format", "json", *extra]
-    done = run_bounded(cmd, env, work, CLAUDE_TIMEOUT_S)
-    lm_home = Path(env["LIGHTMEM2_HOME"])
-    assert done.returncode == 0, (
-        f"claude -p failed ({done.returncode}):\n{done.stderr[-3000:]}\n"
-        f"hooks.log: {log_tail(lm_home / 'hooks.log')}"
-    )
-    out: dict[str, Any] = json.loads(done.stdout)
-    return out
+    return npm_cli(cc.PACKAGE, cc.VERSION, "claude-code", "claude")
 
 
 def _two_turns(exe: Path, env: dict[str, str], work: Path, session: str) -> tuple[str, str]:
-    (_fresh(work) / "notes.py").write_text(_notes(), encoding="utf-8")
-    first = _claude(exe, env, work, GOAL1, "--session-id", session)
+    (cc.fresh(work) / "notes.py").write_text(_notes(), encoding="utf-8")
+    first = cc.run_claude(exe, env, work, GOAL1, "--session-id", session)
     time.sleep(PAUSE_S)
-    second = _claude(exe, env, work, GOAL2, "--resume", session)
+    second = cc.run_claude(exe, env, work, GOAL2, "--resume", session)
     return str(first.get("result")), str(second.get("result"))
-
-
-def _agent_calls(up: ScriptedUpstream) -> tuple[list[dict[str, Any]], list[dict[str, int]], list[bool]]:
-    assert len(up.model_bodies) == len(up.reported), "a model request got no usage row"
-    mask = [_is_agent_call(body) for _, body in up.model_bodies]
-    bodies = [body for (_, body), keep in zip(up.model_bodies, mask, strict=True) if keep]
-    usage = [row for row, keep in zip(up.reported, mask, strict=True) if keep]
-    return bodies, usage, mask
-
-
-def _plain(value: Any) -> Any:
-    """``value`` without ``cache_control`` (Claude Code moves its breakpoints every call)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _read_at(body: dict[str, Any]) -> tuple[int, int]:
@@ -200,22 +136,7 @@ def _read_at(body: dict[str, Any]) -> tuple[int, int]:
 
 def _read_text(body: dict[str, Any]) -> str:
     i, j = _read_at(body)
-    return _text(body["messages"][i]["content"][j]["content"])
-
-
-def _cli(env: dict[str, str], cwd: Path, *args: str) -> str:
-    done = run_bounded([sys.executable, "-m", "lightmem_plugin.cli", *args], env, cwd, 60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def _recover(key: str) -> str | None:
-    from lightmem_plugin.pipeline import LightMem
-
-    try:
-        return LightMem().registry.recover(key)
-    except Exception:
-        return None
+    return cc.text(body["messages"][i]["content"][j]["content"])
 
 
 def test_claude_code_cold_start_reduces_a_finished_task_s_read_again(
@@ -231,29 +152,29 @@ def test_claude_code_cold_start_reduces_a_finished_task_s_read_again(
     plain_model = Session()
     vanilla = ScriptedUpstream(plain_model, counter=o200k_counter())
     with ServerThread(vanilla.app) as up:
-        env = _env(_fresh(host_home), tmp_path / "vanilla-lm")
+        env = cc.env_for(cc.fresh(host_home), tmp_path / "vanilla-lm")
         env["ANTHROPIC_BASE_URL"] = up.url
         assert _two_turns(claude, env, work, session) == ("All checks pass.", "Tagged.")
-    without, without_usage, _ = _agent_calls(vanilla)
+    without, without_usage, _ = cc.agent_calls(vanilla)
 
     # with lightmem2 installed (normal mode), the cache TTL in force set to TTL_S
     model = Session()
     fake = ScriptedUpstream(model, counter=o200k_counter())
     with ServerThread(fake.app) as up:
-        _fresh(host_home)
+        cc.fresh(host_home)
         write_lightmem_config(isolated_home, free_port(), up.url, eviction={"cacheTtlS": TTL_S})
         print(installer.run(uninstall=False, project=None))
-        env = _env(host_home, isolated_home)
+        env = cc.env_for(host_home, isolated_home)
         try:
             assert _two_turns(claude, env, work, session) == ("All checks pass.", "Tagged.")
         finally:
             stop_pid(serve_ctl.pid_file())
-    bodies, usage, mask = _agent_calls(fake)
+    bodies, usage, mask = cc.agent_calls(fake)
     check_env = base_env(host_home, isolated_home)
 
     # the case under test: turn 2's first request is request COLD, after the only pause past the TTL
     assert len(bodies) == len(without) == COLD + 2, (len(bodies), len(without))
-    assert _after_goal(bodies[COLD], GOAL2) == [] and _after_goal(bodies[COLD - 1], GOAL2) is None
+    assert cc.after_goal(bodies[COLD], GOAL2) == [] and cc.after_goal(bodies[COLD - 1], GOAL2) is None
     gaps = [round(b - a, 2) for a, b in zip(model.arrived, model.arrived[1:], strict=False)]
     print(f"\nseconds between agent requests: {gaps}")
     assert gaps[COLD - 1] > TTL_S, gaps
@@ -277,7 +198,7 @@ def test_claude_code_cold_start_reduces_a_finished_task_s_read_again(
         assert _read_text(bodies[n]) == seen, f"request {n + 1} does not keep the reduced read"
 
     # request COLD: every other message as the request before the pause sent it, then turn 2's
-    before, cold = _plain(bodies[COLD - 1]), _plain(bodies[COLD])
+    before, cold = cc.plain(bodies[COLD - 1]), cc.plain(bodies[COLD])
     at, block = _read_at(bodies[COLD])
     assert _read_at(bodies[COLD - 1]) == (at, block)
     assert cold["system"] == before["system"] and cold["tools"] == before["tools"]
@@ -290,12 +211,12 @@ def test_claude_code_cold_start_reduces_a_finished_task_s_read_again(
 
     # request by request against the run without lightmem2: outputs verbatim or recoverable, success
     # unchanged, each request extending the one before but at COLD
-    result = audit("anthropic", bodies, without, _recover, batches=[COLD])
+    result = audit("anthropic", bodies, without, cc.recover, batches=[COLD])
     result.raise_if_faulty()
     assert result.stubbed >= len(bodies) - COLD, result
 
     # the ledger against the provider, and what status and report say of the cold start
-    report = json.loads(_cli(check_env, work, "report", "--session", session, "--json"))
+    report = json.loads(cc.cli(check_env, work, "report", "--session", session, "--json"))
     (data,) = report["sessions"]
     rows = data["calls"]
     assert len(rows) == len(mask) and all(mask), "a side call reached the provider"
@@ -321,8 +242,8 @@ def test_claude_code_cold_start_reduces_a_finished_task_s_read_again(
     print(f"tokens the reduction saved: ledger {row['evictedTokens']}, provider {grew_plain - grew}")
     assert abs((grew_plain - grew) - row["evictedTokens"]) <= 0.02 * row["evictedTokens"] + 5
 
-    status = _cli(check_env, work, "status", "--session", session)
-    text = _cli(check_env, work, "report", "--session", session)
+    status = cc.cli(check_env, work, "status", "--session", session)
+    text = cc.cli(check_env, work, "report", "--session", session)
     print(status + "\n" + text)
     assert f"cold starts: 1 (pause past the {TTL_S}-second TTL), the last at call {COLD + 1}" in status
     assert f"cold starts: 1 (pause past the {TTL_S}-second TTL), the last at call {COLD + 1}" in text

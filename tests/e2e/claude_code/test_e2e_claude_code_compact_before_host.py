@@ -42,21 +42,18 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+import cc_support as cc
 import pytest
 from e2e_support import (
     STUB_KEY,
     ScriptedUpstream,
     base_env,
-    log_tail,
     npm_cli,
-    run_bounded,
     stop_pid,
     write_lightmem_config,
 )
@@ -67,14 +64,11 @@ from wire_audit import audit, audit_ledger, history, o200k_counter, tool_outputs
 from lightmem_plugin.hosts.claude_code import install as installer
 from lightmem_plugin.hosts.shared import serve_ctl
 
-PACKAGE, VERSION = "@anthropic-ai/claude-code", "2.1.332"
-CLAUDE_TIMEOUT_S = 180
 FILES = 6
 CHECKS = 2  # small steps after the reads: the requests after the compaction
 AT, MARGIN, KEEP = 17_500, 1_000, 1_500  # the module doc says why 17,500
 GOAL = f"Read the {FILES} shard files, one at a time, and summarise the owners."
 ANSWER = "All shards read."
-COMPACT_ASK = "create a detailed summary of the conversation so far"
 RECORD = "[lightmem2 session record]"
 HINT = re.compile(r"lightmem2 recover ([0-9a-f]{12,32}) --lines (\d+):(\d+)")
 
@@ -92,24 +86,9 @@ def _name(n: int) -> str:
     return f"shard_{n}.txt"
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(b.get("text", "") for b in content if isinstance(b, dict))
-
-
-def _is_agent_call(body: dict[str, Any]) -> bool:
-    return any(t.get("name") == "Bash" for t in body.get("tools") or [])
-
-
-def _is_compaction(body: dict[str, Any]) -> bool:
-    last = (body.get("messages") or [{}])[-1]
-    return last.get("role") == "user" and COMPACT_ASK in _text(last.get("content") or "")
-
-
 def policy(api: str, body: dict[str, Any]) -> Reply:
     """One read per call, in order, then CHECKS small checks, then the answer."""
-    if not _is_agent_call(body):
+    if not cc.is_agent_call(body):
         return Reply(text="Shards")
     done = len(tool_outputs(api, body))
     if done < FILES:
@@ -123,41 +102,14 @@ def policy(api: str, body: dict[str, Any]) -> Reply:
 
 @pytest.fixture(scope="module")
 def claude() -> Path:
-    return npm_cli(PACKAGE, VERSION, "claude-code", "claude")
-
-
-def _env(home: Path, lm_home: Path) -> dict[str, str]:
-    env = base_env(home, lm_home)
-    env.update({"ANTHROPIC_API_KEY": "dummy", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
-    return env
-
-
-def _fresh(path: Path) -> Path:
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    return path
+    return npm_cli(cc.PACKAGE, cc.VERSION, "claude-code", "claude")
 
 
 def _turn(exe: Path, env: dict[str, str], work: Path, session: str) -> str:
-    _fresh(work)
+    cc.fresh(work)
     for n in range(FILES):
         (work / _name(n)).write_text(_shard(n), encoding="utf-8")
-    cmd = [str(exe), "-p", GOAL, "--allowedTools", "Bash", "--output-format", "json", "--session-id", session]
-    done = run_bounded(cmd, env, work, CLAUDE_TIMEOUT_S)
-    lm_home = Path(env["LIGHTMEM2_HOME"])
-    assert done.returncode == 0, (
-        f"claude -p failed ({done.returncode}):\n{done.stderr[-3000:]}\n"
-        f"hooks.log: {log_tail(lm_home / 'hooks.log')}\nserve.log: {log_tail(lm_home / 'serve.log')}"
-    )
-    return str(json.loads(done.stdout).get("result"))
-
-
-def _agent_calls(up: ScriptedUpstream) -> tuple[list[dict[str, Any]], list[dict[str, int]], list[bool]]:
-    assert len(up.model_bodies) == len(up.reported), "a model request got no usage row"
-    mask = [_is_agent_call(body) for _, body in up.model_bodies]
-    bodies = [body for (_, body), keep in zip(up.model_bodies, mask, strict=True) if keep]
-    usage = [row for row, keep in zip(up.reported, mask, strict=True) if keep]
-    return bodies, usage, mask
+    return str(cc.run_claude(exe, env, work, GOAL, "--session-id", session).get("result"))
 
 
 def _reads(body: dict[str, Any]) -> dict[int, str]:
@@ -175,30 +127,6 @@ def _blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
 
 
-def _plain(value: Any) -> Any:
-    """``value`` without ``cache_control`` (Claude Code moves its breakpoints every call)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _cli(env: dict[str, str], cwd: Path, *args: str) -> str:
-    done = run_bounded([sys.executable, "-m", "lightmem_plugin.cli", *args], env, cwd, 60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def _recover(key: str, lines: tuple[int, int] | None = None) -> str | None:
-    from lightmem_plugin.pipeline import LightMem
-
-    try:
-        return LightMem().registry.recover(key, lines)
-    except Exception:
-        return None
-
-
 def test_claude_code_aggressive_compacts_before_the_host(
     claude: Path, tmp_path: Path, host_home: Path, isolated_home: Path
 ) -> None:
@@ -211,10 +139,10 @@ def test_claude_code_aggressive_compacts_before_the_host(
     # without lightmem2
     vanilla = ScriptedUpstream(policy, counter=o200k_counter())
     with ServerThread(vanilla.app) as up:
-        env = _env(_fresh(host_home), tmp_path / "vanilla-lm")
+        env = cc.env_for(cc.fresh(host_home), tmp_path / "vanilla-lm")
         env["ANTHROPIC_BASE_URL"] = up.url
         assert _turn(claude, env, work, session) == ANSWER
-    without, without_usage, _ = _agent_calls(vanilla)
+    without, without_usage, _ = cc.agent_calls(vanilla)
 
     # with lightmem2 installed, aggressive, the host's threshold small
     fake = ScriptedUpstream(policy, counter=o200k_counter())
@@ -225,15 +153,15 @@ def test_claude_code_aggressive_compacts_before_the_host(
         "batchTurns": 1,
     }
     with ServerThread(fake.app) as up:
-        _fresh(host_home)
+        cc.fresh(host_home)
         write_lightmem_config(isolated_home, free_port(), up.url, mode="aggressive", eviction=eviction)
         print(installer.run(uninstall=False, project=None))
-        env = _env(host_home, isolated_home)
+        env = cc.env_for(host_home, isolated_home)
         try:
             assert _turn(claude, env, work, session) == ANSWER
         finally:
             stop_pid(serve_ctl.pid_file())
-    bodies, usage, mask = _agent_calls(fake)
+    bodies, usage, mask = cc.agent_calls(fake)
     check_env = base_env(host_home, isolated_home)
     print(f"\nprovider's input tokens with lightmem2: {[u['prompt'] for u in usage]}")
     print(f"provider's input tokens without it:    {[u['prompt'] for u in without_usage]}")
@@ -241,7 +169,7 @@ def test_claude_code_aggressive_compacts_before_the_host(
     # no host compaction, in either run; one read per request, then the answer
     assert len(bodies) == len(without) == FILES + CHECKS + 1, (len(bodies), len(without))
     for run in (bodies, without):
-        assert not any(_is_compaction(b) for b in run), "Claude Code sent a summarising request"
+        assert not any(cc.is_summarising(b) for b in run), "Claude Code sent a summarising request"
     # without lightmem2 every read is whole in every request
     for n, body in enumerate(without):
         reads = _reads(body)
@@ -272,13 +200,13 @@ def test_claude_code_aggressive_compacts_before_the_host(
         hint = HINT.search(reads[k])
         assert hint is not None and hint.group(1) == key, reads[k]
         assert len(reads[k].split(RECORD)[0]) < 400, reads[k]
-        assert _recover(key, (int(hint.group(2)), int(hint.group(3)))) == shards[k], k
+        assert cc.recover(key, (int(hint.group(2)), int(hint.group(3)))) == shards[k], k
         lines = f"{hint.group(2)}:{hint.group(3)}"
-        assert _cli(check_env, work, "recover", key, "--lines", lines) == shards[k], k
+        assert cc.cli(check_env, work, "recover", key, "--lines", lines) == shards[k], k
     # every other message as the request before sent it: the user's prompt, what the assistant wrote
-    before, now = _plain(bodies[at - 1]), _plain(bodies[at])
+    before, now = cc.plain(bodies[at - 1]), cc.plain(bodies[at])
     assert now["system"] == before["system"] and now["tools"] == before["tools"]
-    assert GOAL in _text(now["messages"][0]["content"])
+    assert GOAL in cc.text(now["messages"][0]["content"])
     assert now["messages"][0] == before["messages"][0], "the user's prompt changed"
     stubbed_now = 0
     for i, msg in enumerate(before["messages"]):  # every block but the stubs as the request before sent it
@@ -291,7 +219,7 @@ def test_claude_code_aggressive_compacts_before_the_host(
             if (
                 b_got != b_was
                 and b_got.get("type") == "tool_result"
-                and STUB_KEY.search(_text(b_got["content"]))
+                and STUB_KEY.search(cc.text(b_got["content"]))
             ):
                 stubbed_now += 1
                 assert b_got["tool_use_id"] == b_was["tool_use_id"] and not b_got.get("is_error")
@@ -306,11 +234,11 @@ def test_claude_code_aggressive_compacts_before_the_host(
             f"request {n + 1} does not extend {at + 1}"
         )
         assert {k: _reads(bodies[n])[k] for k in gone} == {k: reads[k] for k in gone}
-    result = audit("anthropic", bodies, without, _recover, batches=[at])
+    result = audit("anthropic", bodies, without, cc.recover, batches=[at])
     result.raise_if_faulty()
 
     # the ledger: one row per request, tokens as the provider counted; request N's row is the compaction
-    (data,) = json.loads(_cli(check_env, work, "report", "--session", session, "--json"))["sessions"]
+    (data,) = json.loads(cc.cli(check_env, work, "report", "--session", session, "--json"))["sessions"]
     rows = data["calls"]
     assert len(rows) == len(mask) and all(mask), "a side call reached the provider"
     audit_ledger(rows, usage, without_usage).raise_if_faulty()
@@ -318,7 +246,7 @@ def test_claude_code_aggressive_compacts_before_the_host(
     print(f"ledger row {at + 1}: {row['breakReason']}")
     assert "compaction before the host's limit" in (row["breakReason"] or ""), row
     assert row["evictedTokens"] > 0 and all(r["evictedTokens"] == 0 for r in rows if r is not row), rows
-    status = _cli(check_env, work, "status", "--session", session)
+    status = cc.cli(check_env, work, "status", "--session", session)
     print(status)
     assert "compactions before the host's limit: 1" in status, status
     print(f"claude-code compaction-before-the-host run: {time.monotonic() - started:.1f} s")

@@ -37,21 +37,18 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+import cc_support as cc
 import pytest
 from e2e_support import (
     ScriptedUpstream,
     assert_recovers,
     base_env,
-    log_tail,
     npm_cli,
-    run_bounded,
     stop_pid,
     write_lightmem_config,
 )
@@ -63,12 +60,9 @@ from lightmem_plugin.eviction.compaction_note import HEAD
 from lightmem_plugin.hosts.claude_code import install as installer
 from lightmem_plugin.hosts.shared import serve_ctl
 
-PACKAGE, VERSION = "@anthropic-ai/claude-code", "2.1.332"
-CLAUDE_TIMEOUT_S = 180
 TOKEN = "canary region: zebra-4417-kilo"  # not secret-like: the index redacts those
 GOAL1 = "Read notes.txt and check the deploy settings."
 GOAL3 = "Now restart the deploy."
-COMPACT_ASK = "create a detailed summary of the conversation so far"
 SUMMARY = "The user asked to read notes.txt and check the deploy settings; both were done."
 ADDED = "SessionStart hook additional context: "  # how Claude Code 2.1.332 shows additionalContext
 
@@ -80,39 +74,16 @@ def _notes() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(b.get("text", "") for b in content if isinstance(b, dict))
-
-
-def _is_agent_call(body: dict[str, Any]) -> bool:
-    return any(t.get("name") == "Bash" for t in body.get("tools") or [])
-
-
-def _is_compaction(body: dict[str, Any]) -> bool:
-    last = (body.get("messages") or [{}])[-1]
-    return last.get("role") == "user" and COMPACT_ASK in _text(last.get("content") or "")
-
-
-def _after_goal(body: dict[str, Any], goal: str) -> list[dict[str, Any]] | None:
-    msgs = body.get("messages") or []
-    for n in range(len(msgs) - 1, -1, -1):
-        if msgs[n].get("role") == "user" and goal in _text(msgs[n].get("content") or ""):
-            return msgs[n + 1 :]
-    return None
-
-
 def policy(api: str, body: dict[str, Any]) -> Reply:
     """Turn 1: read, one check, an answer; the compaction: a summary without TOKEN; turn 3: one step,
     then Done."""
-    if not _is_agent_call(body):
+    if not cc.is_agent_call(body):
         return Reply(text="Deploy")
-    if _is_compaction(body):
+    if cc.is_summarising(body):
         return Reply(
             text=f"<analysis>The user asked for a read and a check.</analysis>\n<summary>{SUMMARY}</summary>"
         )
-    after3 = _after_goal(body, GOAL3)
+    after3 = cc.after_goal(body, GOAL3)
     if after3 is not None:
         if not tool_outputs(api, {"messages": after3}):
             args = json.dumps({"command": "echo deploy restarted", "description": "restart"})
@@ -130,50 +101,18 @@ def policy(api: str, body: dict[str, Any]) -> Reply:
 
 @pytest.fixture(scope="module")
 def claude() -> Path:
-    return npm_cli(PACKAGE, VERSION, "claude-code", "claude")
-
-
-def _env(home: Path, lm_home: Path) -> dict[str, str]:
-    env = base_env(home, lm_home)
-    env.update({"ANTHROPIC_API_KEY": "dummy", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
-    return env
-
-
-def _fresh(path: Path) -> Path:
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    return path
-
-
-def _claude(exe: Path, env: dict[str, str], work: Path, prompt: str, *extra: str) -> dict[str, Any]:
-    cmd = [str(exe), "-p", prompt, "--allowedTools", "Bash", "--output-format", "json", *extra]
-    done = run_bounded(cmd, env, work, CLAUDE_TIMEOUT_S)
-    lm_home = Path(env["LIGHTMEM2_HOME"])
-    assert done.returncode == 0, (
-        f"claude -p failed ({done.returncode}):\n{done.stderr[-3000:]}\n"
-        f"hooks.log: {log_tail(lm_home / 'hooks.log')}"
-    )
-    out: dict[str, Any] = json.loads(done.stdout)
-    return out
+    return npm_cli(cc.PACKAGE, cc.VERSION, "claude-code", "claude")
 
 
 def _session(exe: Path, env: dict[str, str], work: Path, session: str) -> list[str]:
     """Turn 1, /compact, turn 3: each run's result."""
-    (_fresh(work) / "notes.txt").write_text(_notes(), encoding="utf-8")
+    (cc.fresh(work) / "notes.txt").write_text(_notes(), encoding="utf-8")
     runs = [
-        _claude(exe, env, work, GOAL1, "--session-id", session),
-        _claude(exe, env, work, "/compact", "--resume", session),
-        _claude(exe, env, work, GOAL3, "--resume", session),
+        cc.run_claude(exe, env, work, GOAL1, "--session-id", session),
+        cc.run_claude(exe, env, work, "/compact", "--resume", session),
+        cc.run_claude(exe, env, work, GOAL3, "--resume", session),
     ]
     return [str(r.get("result")) for r in runs]
-
-
-def _agent_calls(up: ScriptedUpstream) -> tuple[list[dict[str, Any]], list[dict[str, int]], list[bool]]:
-    assert len(up.model_bodies) == len(up.reported), "a model request got no usage row"
-    mask = [_is_agent_call(body) for _, body in up.model_bodies]
-    bodies = [body for (_, body), keep in zip(up.model_bodies, mask, strict=True) if keep]
-    usage = [row for row, keep in zip(up.reported, mask, strict=True) if keep]
-    return bodies, usage, mask
 
 
 def _texts(body: dict[str, Any], note: str = "") -> list[tuple[str, str]]:
@@ -185,7 +124,7 @@ def _texts(body: dict[str, Any], note: str = "") -> list[tuple[str, str]]:
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         parts = []
         for b in blocks:
-            text = b.get("text") or _text(b.get("content") or "") or json.dumps(b.get("input"))
+            text = b.get("text") or cc.text(b.get("content") or "") or json.dumps(b.get("input"))
             text = text.replace(ADDED + note + "\n\n", "") if note else text
             text = re.sub(r"\n- lightmem2: [^\n]*", "", text)  # the skill /lightmem2 installs
             text = re.sub(
@@ -196,21 +135,6 @@ def _texts(body: dict[str, Any], note: str = "") -> list[tuple[str, str]]:
             parts.append(f"{b.get('type')}: {text}")
         out.append((msg["role"], "\n".join(parts)))
     return out
-
-
-def _cli(env: dict[str, str], cwd: Path, *args: str) -> str:
-    done = run_bounded([sys.executable, "-m", "lightmem_plugin.cli", *args], env, cwd, 60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def _recover(key: str) -> str | None:
-    from lightmem_plugin.pipeline import LightMem
-
-    try:
-        return LightMem().registry.recover(key)
-    except Exception:
-        return None
 
 
 def test_claude_code_compaction_note_and_what_it_dropped_recoverable(
@@ -225,36 +149,38 @@ def test_claude_code_compaction_note_and_what_it_dropped_recoverable(
     # without lightmem2
     vanilla = ScriptedUpstream(policy, counter=o200k_counter())
     with ServerThread(vanilla.app) as up:
-        env = _env(_fresh(host_home), tmp_path / "vanilla-lm")
+        env = cc.env_for(cc.fresh(host_home), tmp_path / "vanilla-lm")
         env["ANTHROPIC_BASE_URL"] = up.url
         assert _session(claude, env, work, session) == results
-    without, without_usage, _ = _agent_calls(vanilla)
+    without, without_usage, _ = cc.agent_calls(vanilla)
 
     # with lightmem2 installed (normal mode): the PreCompact and SessionStart hooks
     fake = ScriptedUpstream(policy, counter=o200k_counter())
     with ServerThread(fake.app) as up:
-        _fresh(host_home)
+        cc.fresh(host_home)
         write_lightmem_config(isolated_home, free_port(), up.url)
         print(installer.run(uninstall=False, project=None))
-        env = _env(host_home, isolated_home)
+        env = cc.env_for(host_home, isolated_home)
         try:
             assert _session(claude, env, work, session) == results
         finally:
             stop_pid(serve_ctl.pid_file())
-    bodies, usage, mask = _agent_calls(fake)
+    bodies, usage, mask = cc.agent_calls(fake)
     check_env = base_env(host_home, isolated_home)
 
     # the case under test: one summarising request per run, and after it the read is gone
     assert len(bodies) == len(without), (len(bodies), len(without))
-    asks = [n for n, b in enumerate(bodies) if _is_compaction(b)]
-    assert asks == [n for n, b in enumerate(without) if _is_compaction(b)] and len(asks) == 1, asks
+    asks = [n for n, b in enumerate(bodies) if cc.is_summarising(b)]
+    assert asks == [n for n, b in enumerate(without) if cc.is_summarising(b)] and len(asks) == 1, asks
     first = asks[0] + 1  # the first request after the compaction: turn 3's
-    after3 = _after_goal(bodies[first], GOAL3)
+    after3 = cc.after_goal(bodies[first], GOAL3)
     assert after3 is not None and not tool_outputs("anthropic", {"messages": after3}), "not turn 3's first"
     assert len(bodies) == first + 2
     assert TOKEN in json.dumps(bodies[asks[0]]), "the read was not in the history the host summarised"
     for run in (bodies, without):
-        assert SUMMARY in _text(run[first]["messages"][0]["content"]), "the summary is not the first message"
+        assert SUMMARY in cc.text(run[first]["messages"][0]["content"]), (
+            "the summary is not the first message"
+        )
         for body in run[first:]:
             assert TOKEN.split(": ")[1] not in json.dumps(body), "the read survived the compaction"
 
@@ -267,7 +193,7 @@ def test_claude_code_compaction_note_and_what_it_dropped_recoverable(
     assert dumped.count(HEAD.replace("\n", "\\n")) == 1, "the note is not there exactly once"
     assert not any(HEAD in json.dumps(b) for b in without)
     assert not any(HEAD in json.dumps(b) for b in bodies[:first]), "a note before the compaction"
-    holder = next(_text(m["content"]) for m in bodies[first]["messages"] if HEAD in _text(m["content"]))
+    holder = next(cc.text(m["content"]) for m in bodies[first]["messages"] if HEAD in cc.text(m["content"]))
     note = holder[holder.index(ADDED) + len(ADDED) :]
     note = note[: note.index("\n\n")] if "\n\n" in note else note
     print(f"\nthe note the model read after the compaction:\n{note}")
@@ -286,22 +212,24 @@ def test_claude_code_compaction_note_and_what_it_dropped_recoverable(
         ask, before = history("anthropic", run[asks[0]]), history("anthropic", run[asks[0] - 1])
         was, now = before[-1]["content"], ask[-1]["content"]
         assert ask[:-1] == before[:-1] and ask[-1]["role"] == before[-1]["role"] == "user"
-        assert now[: len(was)] == was and COMPACT_ASK in _text(now[len(was) :]), now
-    result = audit("anthropic", bodies, without, _recover, batches=[asks[0], first])
+        assert now[: len(was)] == was and cc.COMPACT_ASK in cc.text(now[len(was) :]), now
+    result = audit("anthropic", bodies, without, cc.recover, batches=[asks[0], first])
     result.raise_if_faulty()
 
     # what the compaction dropped: found by `lightmem2 search`, recovered byte-exact
-    found = json.loads(_cli(check_env, work, "search", TOKEN.split(": ")[1], "--session", session, "--json"))
+    found = json.loads(
+        cc.cli(check_env, work, "search", TOKEN.split(": ")[1], "--session", session, "--json")
+    )
     print("lightmem2 search:", json.dumps(found)[:1500])
     keys = [h["key"] for h in found["hits"] if h["excerpt"] == TOKEN]
     assert keys, found
     line = found["hits"][0]["line"]
-    assert _cli(check_env, work, "recover", keys[0], "--lines", f"{line}:{line}").rstrip("\n") == TOKEN
-    recovered = {k: _cli(check_env, work, "recover", k) for k in keys}
+    assert cc.cli(check_env, work, "recover", keys[0], "--lines", f"{line}:{line}").rstrip("\n") == TOKEN
+    recovered = {k: cc.cli(check_env, work, "recover", k) for k in keys}
     whole = [k for k, text in recovered.items() if text.rstrip("\n") == notes.rstrip("\n")]
     assert whole, f"no hit recovers the read byte-exact: {[t[:120] for t in recovered.values()]}"
     assert_recovers(whole[0], notes, check_env)
-    archived = _cli(check_env, work, "recover", conversation.group(1))
+    archived = cc.cli(check_env, work, "recover", conversation.group(1))
     assert GOAL1 in archived and whole[0] in archived, archived[:2000]
 
     # the ledger: one row per request, the summarising one included, tokens sent as the provider
@@ -309,7 +237,7 @@ def test_claude_code_compaction_note_and_what_it_dropped_recoverable(
     # it the ledger counts the note as the host's own text (it came in the host's request), so its
     # "without lightmem2" is the provider's count without lightmem2 plus the note: a known gap,
     # printed here, not hidden by a wider tolerance
-    (data,) = json.loads(_cli(check_env, work, "report", "--session", session, "--json"))["sessions"]
+    (data,) = json.loads(cc.cli(check_env, work, "report", "--session", session, "--json"))["sessions"]
     rows = data["calls"]
     assert len(rows) == len(mask) and all(mask), "a side call reached the provider"
     audit_ledger(rows[:first], usage[:first], without_usage[:first]).raise_if_faulty()
