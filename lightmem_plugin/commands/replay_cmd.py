@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..errors import UsageError
+from ..eviction.cold_cache import ttl_words
 from ..measure.replay import Clock, Compaction, Head, replay_paths, result_dicts, summarize, trace_files
 from ..metering.cachesim import PROVIDERS
 from ..prefix.cache_ttl import CHOICES
@@ -46,8 +47,7 @@ def _ttl_words(ttls: object) -> str:
     """The TTLs the replay's cache applied (seconds), in words: ``1-hour``, ``5-minute and 1-hour``."""
     if not isinstance(ttls, list) or not ttls:
         return "none (nothing expires)"
-    words = [f"{t / 3600:g}-hour" if t >= 3600 else f"{t / 60:g}-minute" for t in ttls]
-    return " and ".join(words)
+    return " and ".join(ttl_words(round(t)) for t in ttls)
 
 
 def render(summary: dict[str, object], mode: str, head: str) -> str:
@@ -133,9 +133,7 @@ def run(
         scenario,
         Path(dump) if dump else None,
         progress,
-        config=Config().model_copy(
-            update={"stabilizer": Config().stabilizer.model_copy(update={"cacheTtl": ttl})}
-        ),
+        config=Config.model_validate({"stabilizer": {"cacheTtl": ttl}}),
         clock=timed,
         compaction=compacted,
     )

@@ -14,11 +14,9 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..eviction.entries import of_chat
-from ..eviction.heuristic import HeuristicEstimator
-from ..eviction.lifecycle import TaskRegistry
 from ..eviction.record_render import render
 from ..eviction.record_store import LEVELS, RecordStore
-from ..eviction.session_record import extract
+from ..eviction.session_record import standalone
 from ..measure.traces import load_trace
 from ..store.home import Home
 from .base import Command, Outcome
@@ -29,10 +27,7 @@ def from_trace(path: str, level: str, at_turn: int | None) -> str:
     trace = load_trace(Path(path))
     if not trace.calls:
         raise UsageError(f"{path} has no model calls to build a record from")
-    messages = of_chat([*trace.calls[-1].prompt, trace.calls[-1].output])
-    estimator, tasks = HeuristicEstimator(), TaskRegistry()
-    tasks.apply(estimator.estimate(messages, tasks), max_turn=len(messages) - 1)
-    record = extract(messages, tasks, source=estimator)
+    record = standalone(of_chat([*trace.calls[-1].prompt, trace.calls[-1].output]))
     if at_turn is not None:
         record = record.at_turn(at_turn)
     return render(record, next(lv for lv in LEVELS if lv == level))

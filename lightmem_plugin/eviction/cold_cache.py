@@ -138,7 +138,8 @@ def by_drop(left: int | None, read: int | None, unchanged: bool) -> Verdict:
     return Verdict(True, f"drop {short}") if short else WARM
 
 
-def _ttl_words(seconds: int) -> str:
+def ttl_words(seconds: int) -> str:
+    """A TTL in words: ``5-minute``, ``1-hour``, ``45-second``."""
     if seconds and seconds % 3600 == 0:
         return f"{seconds // 3600}-hour"
     if seconds and seconds % 60 == 0:
@@ -151,7 +152,7 @@ def describe(code: str) -> str:
     shown by the provider's usage``; '' for a warm call."""
     kind, *figures = code.split()
     if kind == "pause" and len(figures) == 2:
-        return f"a pause of {int(figures[0]):,} s past the {_ttl_words(int(figures[1]))} TTL"
+        return f"a pause of {int(figures[0]):,} s past the {ttl_words(int(figures[1]))} TTL"
     if kind == "drop" and figures:
         return f"a drop of {int(figures[0]):,} tokens shown by the provider's usage"
     return ""
@@ -167,7 +168,7 @@ def summary(cold: Iterable[tuple[int, str]]) -> str:
     for _, code in starts:
         kind, *figures = code.split()
         if kind == "pause" and len(figures) == 2:
-            key = f"past the {_ttl_words(int(figures[1]))} TTL"
+            key = f"past the {ttl_words(int(figures[1]))} TTL"
         else:
             key = "shown by the provider's usage"
         kinds[f"{kind} {key}"] = kinds.get(f"{kind} {key}", 0) + 1

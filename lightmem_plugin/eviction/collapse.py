@@ -86,6 +86,11 @@ class Collapse:
         )
 
 
+def collapsed_at(collapses: Sequence[Collapse], index: int) -> bool:
+    """Whether message ``index`` lies in a finished task that already left as one summary."""
+    return any(c.first <= index <= c.last for c in collapses)
+
+
 def fingerprint(messages: Sequence[Message]) -> str:
     """A digest of what identifies ``messages`` and no reduction changes."""
     h = xxhash.xxh3_64()

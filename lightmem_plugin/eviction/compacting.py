@@ -28,7 +28,7 @@ from ..config import EvictionConfig
 from ..model import Message, Request, ToolCallPart
 from ..tokens import TokenCounter
 from .choosing import MIN_SAVING_TOKENS, PLACEHOLDER_KEY, Candidate
-from .collapse import Collapse
+from .collapse import Collapse, collapsed_at
 from .entries import tool_result
 from .stubs import COMPACTED, output_stub, stub_arguments
 
@@ -82,11 +82,6 @@ def kept_from(sizes: list[int], head: int, keep_tokens: int) -> int:
     return start
 
 
-def _collapsed(collapses: list[Collapse], index: int) -> bool:
-    """Whether message ``index`` lies in a finished task that already left as one summary."""
-    return any(c.first <= index <= c.last for c in collapses)
-
-
 def candidates(
     ids: list[str | None],
     owners: list[int],
@@ -111,7 +106,7 @@ def candidates(
     stub_tokens = counter.count(output_stub(PLACEHOLDER_KEY, COMPACTED, (10_000, 10_999), shell))
     for turn, cid in enumerate(ids):
         m = owners[turn]
-        if cid is None or not head <= m < end or cid in stubs or cid in keep or _collapsed(collapses, m):
+        if cid is None or not head <= m < end or cid in stubs or cid in keep or collapsed_at(collapses, m):
             continue
         part = tool_result(sent.messages[m], cid)
         saving = (counter.count(part.text()) if part is not None else 0) - stub_tokens
@@ -119,7 +114,7 @@ def candidates(
             items.append(Candidate(m, cid, saving, 0.0, COMPACTED))
     for m in range(head, end):
         msg: Message = original.messages[m]
-        if msg.role != "assistant" or _collapsed(collapses, m):
+        if msg.role != "assistant" or collapsed_at(collapses, m):
             continue
         for p in msg.parts:
             if not isinstance(p, ToolCallPart) or p.id in args:

@@ -20,9 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import LightMemError
 from ..reduction.base import already_reduced, stub_keys
 from ..store.registry import Registry
 from ..store.search_index import IndexBase
+from .entries import content_text
 
 ChatMessage = dict[str, Any]
 
@@ -40,17 +42,6 @@ class Archived:
     """Keys named by stubs in the history (archived when they were reduced), indexed for the session."""
     conversation: str | None = None
     """The key of the conversation document, None when the history had no text at all."""
-
-
-def text_of(content: Any) -> str:
-    """The text of chat content: a string as it is, the text parts of a list joined by newlines."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
-        )
-    return ""
 
 
 def _call_line(call: Any) -> str:
@@ -72,8 +63,6 @@ def _index(index: IndexBase | None, registry: Registry, key: str, data: bytes, s
 
 def _stubbed_text(registry: Registry, name: str) -> tuple[str, bytes] | None:
     """(whole key, archived bytes) of a stub's key; None when the archive no longer has it."""
-    from ..errors import LightMemError
-
     try:
         key = registry.resolve(name)
         return key, registry.peek(key)
@@ -97,7 +86,7 @@ def archive_history(
     lines = [f"[lightmem2: {title}; each tool output is archived under the key its line names]"]
     for msg in messages:
         role = str(msg.get("role", "?"))
-        text = text_of(msg.get("content"))
+        text = content_text(msg.get("content"))
         if role == "tool":
             call = str(msg.get("tool_call_id", ""))
             if already_reduced(text):

@@ -24,21 +24,17 @@ HEAD = "[lightmem2: the host compacted the conversation before this point into a
 
 
 def records_of(messages: Sequence[dict[str, Any]]) -> dict[RecordLevel, str]:
-    """The session record of a chat-form history at every level (heuristic estimator, no LLM: what
-    ``lightmem2 resume --trace`` prints for a recorded session); {} for an empty history."""
+    """The session record of a chat-form history at every level (:func:`.session_record.standalone`:
+    what ``lightmem2 resume --trace`` prints for a recorded session); {} for an empty history."""
     from .entries import of_chat  # lazy: the estimator stack is only needed when a host compacts
-    from .heuristic import HeuristicEstimator
-    from .lifecycle import TaskRegistry
-    from .session_record import extract
+    from .record_store import LEVELS
+    from .session_record import standalone
 
     turns = of_chat(list(messages))
     if not turns:
         return {}
-    estimator, tasks = HeuristicEstimator(), TaskRegistry()
-    tasks.apply(estimator.estimate(turns, tasks), max_turn=len(turns) - 1)
-    record = extract(turns, tasks, source=estimator)
-    levels: tuple[RecordLevel, ...] = ("critical", "standard", "full")
-    return {level: render(record, level) for level in levels}
+    record = standalone(turns)
+    return {level: render(record, level) for level in LEVELS}
 
 
 def record_of(messages: Sequence[dict[str, Any]], level: RecordLevel = LEVEL) -> str:

@@ -20,13 +20,14 @@ one text (a reduction cannot carry an image). Normal mode does this; aggressive 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from ..config import ModeTable
 from ..model import Message, Request, TextPart
 from ..reduction.base import stub_keys
 from ..tokens import TokenCounter
 from .choosing import MESSAGES_PER_CALL, MIN_SAVING_TOKENS, acted_on
+from .collapse import collapsed_at
 from .entries import tool_result
 from .goals import GoalTask
 from .heuristic import HeuristicEstimator
@@ -66,37 +67,32 @@ def due(
     estimator: HeuristicEstimator,
     state: EvictionState,
     keep_recent_turns: int,
-) -> dict[str, str]:
-    """Tool call id -> why it may be reduced again, in the order of the history (:mod:`this module
-    <.deferred>` says which outputs); ``state``: what was paged out already (its outputs, and the
+) -> list[str]:
+    """The call ids of the outputs that may be reduced again, in the order of the history (:mod:`this
+    module <.deferred>` says which); ``state``: what was paged out already (its outputs, and the
     finished tasks that left whole, are not sent as they were)."""
     floor = max((t.last for t in goals[:-1] if not t.empty), default=-1)
-    horizon = len(view) - keep_recent_turns * MESSAGES_PER_CALL
-    done = {t.number: t for t in goals[:-1] if not t.empty}
-    reasons: dict[int, str] = {}
-    for i in range(min(horizon, len(ids))):
-        if ids[i] is not None and owners[i] <= floor:
-            number = next((n for n, t in done.items() if t.first <= owners[i] <= t.last), None)
-            reasons[i] = f"task {number} finished" if number is not None else "its task finished"
+    horizon = min(len(view) - keep_recent_turns * MESSAGES_PER_CALL, len(ids))
+    due = {i for i in range(horizon) if owners[i] <= floor}  # a finished task's
     log = estimator.log
-    for seq, why in estimator.live.dead.items():
-        idx = log.events[seq].result_index
-        if idx is not None and idx < min(horizon, len(ids)) and ids[idx] is not None:
-            reasons.setdefault(idx, why)
+    due.update(  # stale: a later edit, re-read or re-run superseded it
+        idx
+        for seq in estimator.live.dead
+        if (idx := log.events[seq].result_index) is not None and idx < horizon
+    )
     keep = acted_on(estimator, ids)
-    out: dict[str, str] = {}
-    left = [(c.first, c.last) for c in state.collapses]
-    for i in sorted(reasons):
-        cid = ids[i]
-        if cid is None or cid in state.stubs or cid in keep:
-            continue
-        if not any(a <= owners[i] <= b for a, b in left):
-            out[cid] = reasons[i]
-    return out
+    return [
+        cid
+        for i in sorted(due)
+        if (cid := ids[i]) is not None
+        and cid not in state.stubs
+        and cid not in keep
+        and not collapsed_at(state.collapses, owners[i])
+    ]
 
 
 def reduce_again(
-    chosen: Mapping[str, str],
+    chosen: Iterable[str],
     ids: list[str | None],
     owners: list[int],
     sent: Request,

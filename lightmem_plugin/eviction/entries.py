@@ -60,6 +60,18 @@ def of_chat(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
     return entries(Request(decoded)).turns
 
 
+def content_text(content: object) -> str:
+    """The text of chat-form content: a string as it is, the text parts of a list joined by newlines
+    (images and other parts left out)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text"
+        )
+    return ""
+
+
 def turn_text(turn: Message) -> str:
     """The text of a turn: its text parts, or the output of the tool result it holds."""
     return "".join(

@@ -163,8 +163,7 @@ class Evictor:
         :attr:`last_evicted_tokens` (a batch may have run at the same call)."""
         turns = entries(original)
         view, ids, owners = turns.turns, turns.ids, turns.owners
-        self.estimator.sync(view)
-        self.tasks.apply(self.estimator.estimate(view, self.tasks), max_turn=len(view) - 1)
+        self.estimator.sync(view)  # what went stale (its liveness); the task registry is not needed
         goals = goal_tasks(original.messages)
         chosen = deferred.due(
             view, ids, owners, goals, self.estimator, self.state, self.config.keepRecentTurns

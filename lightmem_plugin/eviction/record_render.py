@@ -89,7 +89,7 @@ def _base_dir(record: SessionRecord) -> str | None:
     ``/home/USER/projects/spotter-worktrees/spotter-gqc/`` before each of the dozen files it listed,
     a third of a standard record's budget, and fewer files and tasks fitted."""
     named = [f.path for f in record.files] + [p for t in record.finished for p in t.facts.modified]
-    paths = {p for p in map(lambda p: located(record, p), named) if p.startswith("/")}
+    paths = {p for p in (located(record, p) for p in named) if p.startswith("/")}
     under: dict[str, int] = {}
     for path in paths:
         parent = posixpath.dirname(path)

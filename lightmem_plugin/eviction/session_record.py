@@ -300,3 +300,12 @@ def extract(
         finished=finished,
         workdir=source.log.tracker.workdir,
     )
+
+
+def standalone(messages: Sequence[Message]) -> SessionRecord:
+    """The record of a history read on its own, outside any session (a recorded session for
+    ``lightmem2 resume --trace``, the history a host is about to compact): the heuristic estimator's
+    tasks and parse, no LLM."""
+    estimator, tasks = HeuristicEstimator(), TaskRegistry()
+    tasks.apply(estimator.estimate(messages, tasks), max_turn=len(messages) - 1)
+    return extract(messages, tasks, source=estimator)

@@ -121,13 +121,15 @@ class EvictionState:
         reduced = sum(i.startswith("reduced:") for i in b.call_ids)
         outputs = len(b.call_ids) - len(tasks) - args - reduced
         if reduced:  # deferred reductions (:mod:`.deferred`): each names its own original's key
-            s = "s" if reduced > 1 else ""
-            return f"{reduced} output{s} kept whole reduced again at a cold start (originals archived, first as {b.key})"
+            return (
+                f"{_count(reduced, 'output')} kept whole reduced again at a cold start (originals "
+                f"archived, first as {b.key})"
+            )
         parts = [f"task {n} finished (archived as {keys.get(n, '?')})" for n in tasks]
         if outputs:
-            parts.append(f"{outputs} output{'s' if outputs > 1 else ''} (archived as {b.key})")
+            parts.append(f"{_count(outputs, 'output')} (archived as {b.key})")
         if args:
-            parts.append(f"{args} argument{'s' if args > 1 else ''} (archived as {b.key})")
+            parts.append(f"{_count(args, 'argument')} (archived as {b.key})")
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:

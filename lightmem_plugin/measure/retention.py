@@ -60,6 +60,7 @@ from typing import Any, Literal
 
 import xxhash
 
+from ..eviction.entries import content_text
 from ..eviction.goals import continues, goal_words, interrupted
 from ..metering.cachesim import k_cost
 from ..reduction.base import stub_keys
@@ -157,16 +158,6 @@ class Retention:
         return self.lost / self.uses if self.uses else 0.0
 
 
-def _content_text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text"
-        )
-    return ""
-
-
 def _leaves(value: object) -> Iterator[str]:
     """The string values inside decoded JSON (where an agent puts commands, paths, file text)."""
     if isinstance(value, str):
@@ -190,13 +181,13 @@ def _argument_texts(message: ChatMessage) -> Iterator[str]:
 
 def output_texts(output: ChatMessage) -> list[str]:
     """The texts of a call's output where a use can appear: assistant text and argument values."""
-    texts = [_content_text(output.get("content")), *_argument_texts(output)]
+    texts = [content_text(output.get("content")), *_argument_texts(output)]
     return [t for t in texts if t]
 
 
 def message_text(message: ChatMessage) -> str:
     """What one message shows the model, as one searchable string (content and argument values)."""
-    return _SEP.join([_content_text(message.get("content")), *_argument_texts(message)])
+    return _SEP.join([content_text(message.get("content")), *_argument_texts(message)])
 
 
 def prompt_text(prompt: Sequence[ChatMessage], text_of: Callable[[ChatMessage], str] = message_text) -> str:
@@ -306,7 +297,7 @@ def last_goal(prompt: Sequence[ChatMessage]) -> int:
     before it is finished work, judged by its uses, not by the error lines the current task acts on."""
     for pos in range(len(prompt) - 1, -1, -1):
         message = prompt[pos]
-        text = _content_text(message.get("content")) if message.get("role") == "user" else ""
+        text = content_text(message.get("content")) if message.get("role") == "user" else ""
         if goal_words(text) and not _answers_question(prompt, pos):
             return pos
     return -1
@@ -316,15 +307,15 @@ def _answers_question(prompt: Sequence[ChatMessage], pos: int) -> bool:
     """Whether the user message at ``pos`` answers a question the agent ended its turn with, follows
     the note that the user stopped the agent, or only tells it to go on (then it continues that task,
     as :func:`.eviction.goals.goal_tasks` has it)."""
-    own = _content_text(prompt[pos].get("content"))
+    own = content_text(prompt[pos].get("content"))
     if interrupted(own) or continues(own):
         return True  # the note and the user's next words in one message, or "continue"
     for message in reversed(prompt[:pos]):
         role = message.get("role")
-        if role == "user" and interrupted(_content_text(message.get("content"))):
+        if role == "user" and interrupted(content_text(message.get("content"))):
             return True  # the user stopped the agent: what they say next redirects the same task
         if role == "assistant":
-            said = _content_text(message.get("content")).rstrip()
+            said = content_text(message.get("content")).rstrip()
             if said:
                 return said.endswith("?") and not message.get("tool_calls")
         elif role != "user":
@@ -465,7 +456,7 @@ class RetentionTracker:
         for message in prompt:
             if message.get("role") != "tool" or id(message) in self._tool_ids:
                 continue
-            text = _content_text(message.get("content"))
+            text = content_text(message.get("content"))
             self._tool_ids[id(message)] = (message, text)  # holding it keeps the id from being reused
             self._index.add(text)
 
@@ -503,7 +494,7 @@ class RetentionTracker:
         """The distinct error lines of one tool message, memoised per message object."""
         hit = self._errors.get(id(message))
         if hit is None or hit[0] is not message:
-            found = tuple(dict.fromkeys(error_lines(_content_text(message.get("content")))))
+            found = tuple(dict.fromkeys(error_lines(content_text(message.get("content")))))
             hit = self._errors[id(message)] = (message, found)
         return hit[1]
 

@@ -103,8 +103,17 @@ class Outgoing:
     """The session's bookkeeping of this call is still to run (:meth:`Session.settle`): the proxy runs
     it once the request is on its way upstream."""
     headers: tuple[tuple[str, str], ...] = ()
-    """Headers whose values replace the host's (``anthropic-beta`` naming the thinking-binding beta,
-    :mod:`..wire.anthropic.binding`); none when the host's request goes out as it came."""
+    """(header, token) pairs to add to the host's comma-separated header of that name (``anthropic-beta``
+    naming the thinking-binding beta, :mod:`..wire.anthropic.binding`); none when the host's request
+    goes out as it came."""
+
+
+def with_token(headers: list[tuple[str, str]], name: str, token: str) -> list[tuple[str, str]]:
+    """``headers`` with ``token`` in the comma-separated header ``name`` (lower case): the host's
+    tokens kept in their order, ``token`` once, after them."""
+    tokens = [t.strip() for k, v in headers if k.lower() == name for t in v.split(",") if t.strip()]
+    rest = [(k, v) for k, v in headers if k.lower() != name]
+    return [*rest, (name, ",".join(dict.fromkeys([*tokens, token])))]
 
 
 def transform(
@@ -326,10 +335,8 @@ class Proxy:
             if k.lower() not in HOP_BY_HOP and k.lower() not in named
         ]
         headers.append(("accept-encoding", "identity"))
-        for name, value in out.headers:  # ours: merged into the host's value of the same header
-            host = [v for k, v in headers if k.lower() == name]
-            headers = [(k, v) for k, v in headers if k.lower() != name]
-            headers.append((name, binding.with_beta(",".join(host)) if name == "anthropic-beta" else value))
+        for name, token in out.headers:
+            headers = with_token(headers, name, token)
         try:
             target = upstream_url(url, request.url.query)
             resp = await self._send_then_settle(request.method, target, headers, out)

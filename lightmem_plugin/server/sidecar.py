@@ -271,14 +271,14 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
         status, answer = await runner.run(text, server.commandTimeoutS, server.commandMaxChars)
         return JSONResponse(answer, status_code=status)
 
-    @guarded
-    async def recover(request: Request) -> Response:
+    async def threaded(request: Request, job: Callable[[JSON], Callable[[], JSON]]) -> Response:
+        """``job`` reads the request's body (a :class:`BadRequest` is a 400) and gives the work, run off
+        the event loop, whose JSON is the answer; an unknown artifact is a 404, a usage error a 400,
+        any other lightmem2 error a 500 (the plugin carries on without the answer, I5)."""
         try:
-            body = await _body(request, get_proxy())
-            key = _field(body, "key", str)
-            lines = _field(body, "lines", str, required=False)
-            registry = get_proxy().plugin.registry
-            return JSONResponse({"text": await anyio.to_thread.run_sync(registry.recover, key, lines)})
+            work = job(await _body(request, get_proxy()))
+            with on_surface("sidecar"):
+                return JSONResponse(await anyio.to_thread.run_sync(work))
         except BadRequest as err:
             return JSONResponse({"error": str(err)}, status_code=400)
         except ArtifactNotFound as err:
@@ -286,21 +286,52 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
         except LightMemError as err:
             return JSONResponse({"error": str(err)}, status_code=400 if err.exit_code == 2 else 500)
 
+    def recovering(body: JSON) -> Callable[[], JSON]:
+        key = _field(body, "key", str)
+        lines = _field(body, "lines", str, required=False)
+        registry = get_proxy().plugin.registry
+        return lambda: {"text": registry.recover(key, lines)}
+
+    def searching(body: JSON) -> Callable[[], JSON]:
+        query = _unicode(_field(body, "query", str), "query")
+        limit = min(int(_field(body, "limit", int, required=False) or 10), 20)
+
+        def find() -> JSON:
+            with get_proxy().plugin.searching() as index:  # the stores' index
+                return {"text": bounded(search_text(index, query, None, True, False, limit))}
+
+        return find
+
+    def precompacting(body: JSON) -> Callable[[], JSON]:
+        sid = _unicode(_field(body, "sessionId", str), "sessionId")
+        messages = _field(body, "messages", list)
+        plugin = get_proxy().plugin
+        return lambda: _compaction.precompact(plugin, sid, messages)
+
+    def compacting(body: JSON) -> Callable[[], JSON]:
+        sid = _unicode(_field(body, "sessionId", str), "sessionId")
+        summary = _field(body, "summary", str)
+        key = _field(body, "conversation", str, required=False)
+        if key is not None and not KEY_RE.match(key):
+            raise BadRequest(f"conversation: got {json.dumps(key)[:60]}, expected a 32-hex artifact key")
+        plugin = get_proxy().plugin
+        return lambda: _compaction.compacted(plugin, sid, summary, key)
+
+    @guarded
+    async def recover(request: Request) -> Response:
+        return await threaded(request, recovering)
+
     @guarded
     async def search(request: Request) -> Response:
-        def find(query: str, limit: int) -> str:
-            with get_proxy().plugin.searching() as index:  # the stores' index
-                return bounded(search_text(index, query, None, True, False, limit))
+        return await threaded(request, searching)
 
-        try:
-            body = await _body(request, get_proxy())
-            query = _unicode(_field(body, "query", str), "query")
-            limit = _field(body, "limit", int, required=False) or 10
-            return JSONResponse({"text": await anyio.to_thread.run_sync(find, query, min(int(limit), 20))})
-        except BadRequest as err:
-            return JSONResponse({"error": str(err)}, status_code=400)
-        except LightMemError as err:
-            return JSONResponse({"error": str(err)}, status_code=400 if err.exit_code == 2 else 500)
+    @guarded
+    async def precompact(request: Request) -> Response:
+        return await threaded(request, precompacting)
+
+    @guarded
+    async def compacted(request: Request) -> Response:
+        return await threaded(request, compacting)
 
     async def health(request: Request) -> Response:
         try:
@@ -318,41 +349,6 @@ def sidecar_routes(get_proxy: Callable[[], Proxy], guard: SidecarGuard, runner: 
         plugin = get_proxy().plugin
         body.update(version=__version__, mode=plugin.config.mode, sessions=len(plugin.sessions))
         return JSONResponse(body)
-
-    @guarded
-    async def precompact(request: Request) -> Response:
-        try:
-            body = await _body(request, get_proxy())
-            sid = _unicode(_field(body, "sessionId", str), "sessionId")
-            messages = _field(body, "messages", list)
-            plugin = get_proxy().plugin
-            with on_surface("sidecar"):
-                return JSONResponse(
-                    await anyio.to_thread.run_sync(_compaction.precompact, plugin, sid, messages)
-                )
-        except BadRequest as err:
-            return JSONResponse({"error": str(err)}, status_code=400)
-        except LightMemError as err:  # the plugin goes on delegating without it (fail-open, I5)
-            return JSONResponse({"error": str(err)}, status_code=500)
-
-    @guarded
-    async def compacted(request: Request) -> Response:
-        try:
-            body = await _body(request, get_proxy())
-            sid = _unicode(_field(body, "sessionId", str), "sessionId")
-            summary = _field(body, "summary", str)
-            key = _field(body, "conversation", str, required=False)
-            if key is not None and not KEY_RE.match(key):
-                raise BadRequest(f"conversation: got {json.dumps(key)[:60]}, expected a 32-hex artifact key")
-            plugin = get_proxy().plugin
-            with on_surface("sidecar"):
-                return JSONResponse(
-                    await anyio.to_thread.run_sync(_compaction.compacted, plugin, sid, summary, key)
-                )
-        except BadRequest as err:
-            return JSONResponse({"error": str(err)}, status_code=400)
-        except LightMemError as err:  # the summary stays as OpenClaw wrote it (fail-open, I5)
-            return JSONResponse({"error": str(err)}, status_code=500)
 
     ingest = session_route(lambda p, s, b: _ingest(s, b))
     return [

@@ -59,7 +59,6 @@ def tally(rows: Iterable[CallRecord]) -> Work:
         arrival += sum(v for k, v in r.saved_by_pass.items() if k not in NOT_ON_ARRIVAL) - again
         if r.evicted_tokens <= 0:
             continue
-        reason = r.break_reason or ""
         kind = "reduced" if REDUCED_AGAIN in reason else "compacted" if COMPACTION in reason else "evicted"
         counts[kind][0] += 1
         counts[kind][1] += r.evicted_tokens

@@ -12,6 +12,7 @@ import pytest
 from server_harness import stack
 
 from lightmem_plugin.config import Config
+from lightmem_plugin.server.proxy import with_token
 from lightmem_plugin.wire.anthropic import binding
 
 AUTH = {"x-api-key": "sk-ant-secret", "anthropic-version": "2023-06-01", "anthropic-beta": "x-2025,y-2026"}
@@ -110,5 +111,13 @@ def test_the_pieces() -> None:
     assert binding.allow_drop({"thinking": {"type": "disabled"}}) == {"thinking": {"type": "disabled"}}
     kept = binding.allow_drop({"thinking": {"type": "adaptive", "block_binding": {"other": 1}}})
     assert kept["thinking"]["block_binding"] == {"other": 1, "prefix_mismatch_behavior": "drop_block"}
-    assert binding.with_beta(None) == binding.BETA
-    assert binding.with_beta(f"a, {binding.BETA}") == f"a,{binding.BETA}"
+    # the beta joins the host's comma-separated betas, once, after them
+    host = [("x-api-key", "k"), ("Anthropic-Beta", f"a, {binding.BETA}")]
+    assert with_token(host, "anthropic-beta", binding.BETA) == [
+        ("x-api-key", "k"),
+        ("anthropic-beta", f"a,{binding.BETA}"),
+    ]
+    assert with_token([("x-api-key", "k")], "anthropic-beta", binding.BETA)[-1] == (
+        "anthropic-beta",
+        binding.BETA,
+    )

@@ -70,9 +70,3 @@ def allow_drop(payload: dict[str, Any]) -> dict[str, Any]:
     else:
         return payload
     return {**payload, "thinking": new}
-
-
-def with_beta(value: str | None) -> str:
-    """An ``anthropic-beta`` header value that also names :data:`BETA` (the host's betas kept, in order)."""
-    names = [v.strip() for v in (value or "").split(",") if v.strip()]
-    return ",".join(names if BETA in names else [*names, BETA])
