@@ -16,7 +16,7 @@
 // Fail-open: any error (sidecar down, slow, a bad answer) leaves OpenClaw's payload as it was.
 
 import { Seen, archiveBefore, noted } from "./lib/compaction.js";
-import { estimateTokens, fromChat, resultFromOutput, resultToOutput, toChat, wireApiOf } from "./lib/messages.js";
+import { estimateTokens, fromChat, modelOf, resultFromOutput, resultToOutput, toChat, wireApiOf } from "./lib/messages.js";
 import { Sidecar, hostSettings } from "./lib/sidecar.js";
 
 const ID = "lightmem2";
@@ -103,9 +103,11 @@ function createEngine(sidecar, logger) {
         const body = { sessionId: sessionOf(params), messages: sent.chat, wholeTurn: true };
         const api = wireApiOf(messages);
         if (api) body.api = api;
+        const model = modelOf(params, messages);
+        if (model) body.model = model; // whether its thinking is bound to the history before it
         if (sent.chat.length) seen.set(body.sessionId, sent.chat);
         const answer = await sidecar.post("/sidecar/assemble", body);
-        if (sent.chat.length) out = fromChat(messages, sent, answer.messages, answer.collapsed);
+        if (sent.chat.length) out = fromChat(messages, sent, answer.messages, answer.collapsed, answer.thinking);
       } catch (err) {
         logger?.debug?.(`lightmem2: assemble passed through: ${err.message}`);
       }

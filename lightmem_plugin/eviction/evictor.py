@@ -151,7 +151,11 @@ class Evictor:
         host has no recover tool, so stubs name the command line instead."""
         self.last_evicted_tokens = 0
         self.gauge.sent = 0
+        due = call_index - self.state.last_batch_call >= self.config.batchTurns or self.break_cost.cold
+        before = self._before_change(reduced) if due else None
         evicted = self._maybe_evict(call_index, original, reduced, shell)
+        if evicted and before is not None:
+            self._note_change(before, reduced)
         if self.config.compactBeforeHost and not self.gauge.sent:  # what this call sends, counted
             sent = self._applier.stub_parts(self.state, reduced)
             self.gauge.sent = sum(self._sizes.of(sent, self.state.collapses))
@@ -170,12 +174,31 @@ class Evictor:
         )
         if not chosen:
             return False
-        sent = self._applier.stub_parts(self.state, reduced)
-        done = deferred.reduce_again(chosen, ids, owners, sent, again, self.counter)
+        before = self._before_change(reduced)
+        done = deferred.reduce_again(chosen, ids, owners, before[0], again, self.counter)
         if not done:
             return False
         self.last_evicted_tokens += deferred.record(self.state, call_index, done)
+        self._note_change(before, reduced)
         return True
+
+    def _before_change(self, reduced: Request) -> tuple[Request, int]:
+        """What ``reduced`` looks like with the decisions so far (without collapses), and how many
+        tasks had collapsed: compared after a batch by :meth:`_note_change`."""
+        return self._applier.stub_parts(self.state, reduced), len(self.state.collapses)
+
+    def _note_change(self, before: tuple[Request, int], reduced: Request) -> None:
+        """Record where the change of the past just made starts (:attr:`.state.EvictionState.past_changes`):
+        the first message that now reads differently, or the first message of a task that left."""
+        sent, collapses = before
+        after = self._applier.stub_parts(self.state, reduced)
+        pairs = zip(sent.messages, after.messages, strict=False)
+        first = next((i for i, (a, b) in enumerate(pairs) if a is not b and a != b), None)
+        for c in self.state.collapses[collapses:]:
+            start = c.goal if c.goal >= 0 else c.first
+            first = start if first is None else min(first, start)
+        if first is not None:
+            self.state.past_changes.append((first, len(reduced.messages)))
 
     def _maybe_evict(self, call_index: int, original: Request, reduced: Request, shell: bool) -> bool:
         goals = goal_tasks(original.messages) if self.config.finishedTasks else []

@@ -94,6 +94,11 @@ class EvictionState:
     thinking_before: int = 0
     """Answers before this message index go without their thinking (:mod:`.thinking`; a compaction
     sets it to where the history it kept whole starts)."""
+    past_changes: list[tuple[int, int]] = field(default_factory=list)
+    """Per change of the past (a batch, a deferred reduction, a compaction): the first message index
+    it changed and how many messages the request held then. The answers in between were produced
+    over a prefix that is gone: a model that binds its thinking to the prefix rejects them with it
+    (:func:`.thinking.stale_ranges`)."""
 
     @property
     def version(self) -> tuple[int, ...]:
@@ -105,6 +110,7 @@ class EvictionState:
             len(self.sent_whole),
             len(self.goal_calls),
             self.thinking_before,
+            len(self.past_changes),
         )
 
     def describe_last(self) -> str:
@@ -145,6 +151,7 @@ class EvictionState:
             "compactions": [c.to_list() for c in self.compactions],
             "ratio": self.ratio,
             "thinking_before": self.thinking_before,
+            "past_changes": [list(c) for c in self.past_changes],
         }
 
     @classmethod
@@ -161,4 +168,5 @@ class EvictionState:
             [Compaction.from_list(c) for c in ev.get("compactions", [])],
             None if ev.get("ratio") is None else float(ev["ratio"]),
             int(ev.get("thinking_before", 0)),
+            [(int(c[0]), int(c[1])) for c in ev.get("past_changes", [])],
         )

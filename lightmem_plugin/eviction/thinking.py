@@ -17,6 +17,7 @@ model that binds thinking to its prefix, the blocks after the change are dropped
 from __future__ import annotations
 
 from ..model import Message, OpaquePart
+from .state import EvictionState
 
 THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 """Anthropic content blocks that carry the model's thinking."""
@@ -42,3 +43,26 @@ def without_thinking(msg: Message) -> Message:
         return msg
     extra = {k: v for k, v in msg.extra.items() if k not in REASONING_FIELDS}
     return Message(msg.role, parts, extra, dict(msg.hints))
+
+
+def stale_ranges(state: EvictionState, binds: bool) -> list[tuple[int, int]]:
+    """The message ranges ``[start, end)`` whose answers must go without their thinking, merged and
+    ascending: the answers a compaction left behind (:attr:`~.state.EvictionState.thinking_before`),
+    and, on a model that binds each thinking block to its prefix (``binds``,
+    :mod:`..wire.anthropic.binding`), every answer produced before a change of the past and after
+    the first message it changed (:attr:`~.state.EvictionState.past_changes`).
+
+    Why a host needs this from us: OpenClaw's provider calls do not pass the proxy, which elsewhere
+    lets the API drop such blocks itself; OpenClaw sends back every earlier answer's thinking, and one
+    whose prefix changed fails the whole request with a 400. A block that was dropped stays dropped
+    on every later call (the ranges only grow), so the prefix after the change stays byte-stable."""
+    spans = [(0, state.thinking_before)] if state.thinking_before > 0 else []
+    if binds:
+        spans += [(first, end) for first, end in state.past_changes if end > first]
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged

@@ -22,7 +22,8 @@ A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
 
 ``POST /sidecar/assemble``
     ``{"sessionId", "messages", "tools"?, "format"?: "openai" | "anthropic", "system"?, "wholeTurn"?,
-    "api"?: "anthropic" | "chat" | "responses"}`` -> ``{"messages", "collapsed"?, "system"?}``. The
+    "api"?: "anthropic" | "chat" | "responses", "model"?}`` -> ``{"messages", "collapsed"?,
+    "thinking"?, "system"?}``. The
     message list the model should see (reduced tool outputs, stable head, tail block). ``format`` names
     the message form: OpenAI chat (default) or Anthropic (``system`` then is the top-level system
     prompt, echoed back transformed). ``api`` names the wire API of the host's provider, whose cache
@@ -32,7 +33,13 @@ A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
     (aggressive mode): ``collapsed`` then lists those ranges of the sent ``messages``, ascending, as
     ``{"first", "last"}`` (inclusive indices), and each range is one assistant message in the answer
     (its summary, at the range's place), so the answer is shorter by ``last - first`` per range.
-    Without ``collapsed`` the answer maps message for message.
+    Without ``collapsed`` the answer maps message for message. ``model`` (the host's model id) tells
+    whether the model binds each thinking block to its prefix (:mod:`lightmem_plugin.wire.anthropic.binding`);
+    ``thinking`` then lists the ranges ``{"start", "end"}`` (end exclusive, indices of the sent
+    ``messages``) whose assistant messages the host must send without their thinking blocks: those
+    produced before a change lightmem2 made to the past (a batch, a deferred reduction, a compaction)
+    and after the first message it changed, which the provider would reject, and the answers a
+    compaction left behind on any model. The chat form carries no thinking, so the host drops them.
 ``POST /sidecar/ingest`` and ``POST /sidecar/toolResult``
     ``{"sessionId", "toolCallId", "output", "toolName"?, "arguments"?}`` -> ``{"output"}``. A tool output
     as the model will see it, reduced once (memoised, I3). ``output`` is a string or a list of
@@ -87,6 +94,7 @@ from starlette.routing import Route
 from .. import wire
 from .._version import __version__
 from ..errors import AccessDenied, ArtifactNotFound, LightMemError
+from ..eviction.thinking import stale_ranges
 from ..faults import guard, on_surface
 from ..pipeline import Session
 from ..reduction.kinds import ToolCall
@@ -94,6 +102,7 @@ from ..store import session_lock
 from ..store.registry import KEY_RE
 from ..views.search import bounded
 from ..views.search import run as search_text
+from ..wire.anthropic import binding
 from ..wire.sse import json_bytes
 from . import sidecar_compaction as _compaction
 from .chat_commands import CommandRunner
@@ -137,6 +146,13 @@ def _assemble(session: Session, body: JSON) -> JSON:
         # failed open after the collapse sends the messages back whole)
         if ranges and len(sent) == len(messages) - sum(last - first for first, last in ranges):
             answer["collapsed"] = [{"first": first, "last": last} for first, last in ranges]
+        model = _field(body, "model", str, required=False)
+        binds = binding.wanted(session.cfg.stabilizer.thinkingBinding, model)
+        stale = stale_ranges(session.evictor.state, binds)
+        if stale:  # answers whose thinking would fail (or a compaction left behind): sent without it
+            answer["thinking"] = [
+                {"start": a, "end": min(b, len(messages))} for a, b in stale if a < len(messages)
+            ]
         return answer
     if body.get("format") != "anthropic":
         raise BadRequest(

@@ -14,6 +14,7 @@ from eviction_helpers import Session, module
 from lightmem_plugin.commands import report, status
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.deferred import deferred_table
+from lightmem_plugin.eviction.thinking import stale_ranges
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
 from lightmem_plugin.store.ledger import Ledger
@@ -195,3 +196,22 @@ def test_status_counts_what_arrival_reduced_once_per_call_the_output_is_sent(tmp
     ]
     assert per_call[0] > 0 and not any(r.evicted_tokens for r in rows)
     assert f"on arrival: new tool output reduced, {sum(per_call):,} tokens saved" in _status(lm)
+
+
+def test_a_cold_start_s_reduction_names_the_answers_whose_thinking_it_invalidated(tmp_path: Path) -> None:
+    """The change starts at the view's message and the cold call held ``n`` messages: the answers in
+    between were produced over the whole view. The range survives a restart and is the same on every
+    later call; the thinking of a compaction's leftovers joins it, merged."""
+    s, view, _ = _history()
+    lm = _plugin(tmp_path, "normal")
+    _calls(lm, s.messages, [0.0, 1860.0, 1920.0])
+    state = lm.session("s").evictor.state
+    held = len(s.messages) + 2  # the second call's history
+    assert state.past_changes == [(view, held)]
+    assert stale_ranges(state, binds=True) == [(view, held)]
+    assert stale_ranges(state, binds=False) == []
+    restored = _plugin(tmp_path, "normal").session("s").evictor.state
+    assert restored.past_changes == state.past_changes
+    state.thinking_before = view + 1  # a compaction kept whole from just after the view
+    assert stale_ranges(state, binds=True) == [(0, held)]
+    assert stale_ranges(state, binds=False) == [(0, view + 1)]

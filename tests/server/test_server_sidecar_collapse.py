@@ -50,16 +50,18 @@ def aggressive() -> Any:
         yield client, plugin
 
 
-def session(client: httpx.Client, sid: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def session(
+    client: httpx.Client, sid: str, **extra: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Task 1 (8 greps with big outputs), then goal 2 with 10 small calls: each call's sent messages
-    and the sidecar's answer."""
+    and the sidecar's answer (``extra``: more fields of every body, e.g. the model)."""
     msgs: list[dict[str, Any]] = [{"role": "user", "content": GOAL1}]
     sent: list[list[dict[str, Any]]] = []
     answers: list[dict[str, Any]] = []
 
     def assemble() -> None:
         sent.append(list(msgs))
-        r = client.post("/sidecar/assemble", json={"sessionId": sid, "messages": msgs})
+        r = client.post("/sidecar/assemble", json={"sessionId": sid, "messages": msgs, **extra})
         assert r.status_code == 200, r.text
         answers.append(r.json())
 
@@ -129,3 +131,26 @@ def test_a_call_that_fails_open_after_a_collapse_names_no_range(
     answer = client.post("/sidecar/assemble", json={"sessionId": "oc-failopen", "messages": msgs}).json()
     assert s.evictor.collapsed, "the evictor collapsed task 1 on this call too"
     assert answer["messages"] == msgs and "collapsed" not in answer
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-5-5", "claude-opus-4-6", None])
+def test_answers_before_a_change_of_the_past_go_without_thinking_on_a_model_that_binds_it(
+    aggressive: Any, model: str | None
+) -> None:
+    """OpenClaw sends each earlier answer's signed thinking back; on a model that checks each block
+    against the history before it, a block produced before the batch and after the first message it
+    changed fails the request. The answer names those messages, from the batch on, the same range on
+    every later call; never on a model that accepts a changed history, nor before the batch."""
+    client, plugin = aggressive
+    sid = f"oc-thinking-{model}"
+    sent, answers = session(client, sid, **({"model": model} if model else {}))
+    batch = next(n for n, a in enumerate(answers) if "collapsed" in a)
+    (c,) = plugin.session(sid).evictor.state.collapses
+    for n, answer in enumerate(answers):
+        if model != "claude-sonnet-5-5" or n < batch:
+            assert "thinking" not in answer, n
+            continue
+        # from the first message of task 1 (which left) to the last message the batch call held
+        assert answer["thinking"] == [{"start": c.first, "end": len(sent[batch])}], n
+    if model == "claude-sonnet-5-5":  # the goal-2 answers after the batch keep theirs
+        assert len(sent[-1]) > len(sent[batch])

@@ -14,6 +14,10 @@
 // of the range's own assistant messages. Anything that does not line up (a range over a message we
 // did not send, a tool result whose call would leave without it, an answer of the wrong length) gives
 // back the input unchanged: fail-open.
+//
+// Thinking: the chat form carries none, so the sidecar names the ranges (`thinking: [{start, end}]`)
+// whose answers must go without it (a change lightmem2 made to the history before them, on a model
+// that binds thinking to that history; the answers a compaction left behind), and they are dropped here.
 
 /** A data URL for an OpenClaw image block. */
 function dataUrl(part) {
@@ -95,6 +99,19 @@ export function wireApiOf(messages) {
     if (api === "openai-completions") return "chat";
     if (api.endsWith("-responses")) return "responses";
     return null;
+  }
+  return null;
+}
+
+/**
+ * The model this turn's calls go to: the one OpenClaw names to the engine, else the newest reply's
+ * (a model id such as "claude-sonnet-5-5"); null when neither says.
+ */
+export function modelOf(params, messages) {
+  if (typeof params?.model === "string" && params.model) return params.model;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const msg = messages[i];
+    if (msg?.role === "assistant" && msg.provider !== "openclaw" && typeof msg.model === "string") return msg.model;
   }
   return null;
 }
@@ -211,20 +228,45 @@ function summaryMessage(range, text) {
 }
 
 /**
- * The OpenClaw message list with the sidecar's answer applied; the input itself if shapes differ.
- * `collapsed` is the answer's list of ranges that became one summary message each (absent: none).
+ * The OpenClaw indices of the messages the sidecar's `thinking` ranges name (`{start, end}`, end
+ * exclusive, indices of the chat messages sent), or an empty set when there are none or they do not
+ * fit what was sent.
  */
-export function fromChat(messages, sent, back, collapsed) {
+function thoughtless(thinking, sent) {
+  const out = new Set();
+  if (!Array.isArray(thinking)) return out;
+  for (const r of thinking) {
+    const start = r?.start;
+    const end = r?.end;
+    if (!Number.isInteger(start) || !Number.isInteger(end) || start < 0 || end > sent.chat.length) return new Set();
+    for (let k = start; k < end; k++) out.add(sent.index[k]);
+  }
+  return out;
+}
+
+/**
+ * An assistant message without its thinking blocks (signed, or redacted), or null when nothing else is
+ * left of it. Why: on a model that binds each thinking block to the history before it, a block whose
+ * history lightmem2 changed makes the provider reject the whole request; OpenClaw sends every earlier
+ * answer's thinking back, and its provider calls do not pass lightmem2's proxy.
+ */
+export function withoutThinking(msg) {
+  if (!msg || msg.role !== "assistant" || !Array.isArray(msg.content)) return msg;
+  const content = msg.content.filter((b) => !(b && (b.type === "thinking" || b.type === "redacted_thinking")));
+  if (content.length === msg.content.length) return msg;
+  return content.length ? { ...msg, content } : null;
+}
+
+/**
+ * The OpenClaw message list with the sidecar's answer applied; the input itself if shapes differ.
+ * `collapsed` is the answer's list of ranges that became one summary message each (absent: none);
+ * `thinking` the ranges whose answers go without their thinking (absent: none).
+ */
+export function fromChat(messages, sent, back, collapsed, thinking) {
   if (!Array.isArray(back)) return messages;
   const ranges = checkRanges(collapsed, sent, back);
   if (ranges === null) return messages;
-  if (!ranges.length) {
-    const out = messages.slice();
-    sent.index.forEach((i, k) => {
-      out[i] = messageFromChat(messages[i], sent.chat[k], back[k]);
-    });
-    return out;
-  }
+  const drop = thoughtless(thinking, sent);
   const start = new Map(ranges.map(([first, last]) => [sent.index[first], [first, last]]));
   const chatAt = new Map(sent.index.map((i, k) => [i, k]));
   const out = [];
@@ -241,7 +283,9 @@ export function fromChat(messages, sent, back, collapsed) {
       continue;
     }
     const k = chatAt.get(i);
-    out.push(k === undefined ? messages[i] : messageFromChat(messages[i], sent.chat[k], back[k - shift]));
+    const msg = k === undefined ? messages[i] : messageFromChat(messages[i], sent.chat[k], back[k - shift]);
+    const kept = drop.has(i) ? withoutThinking(msg) : msg;
+    if (kept !== null) out.push(kept);
   }
   return out;
 }

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 
 import plugin from "../index.js";
-import { estimateTokens, fromChat, resultFromOutput, resultToOutput, toChat, wireApiOf } from "../lib/messages.js";
+import { estimateTokens, fromChat, modelOf, resultFromOutput, resultToOutput, toChat, wireApiOf } from "../lib/messages.js";
 import { CHALLENGE_HEADER, SECRET_HEADER, Sidecar, hostSettings, proofOf } from "../lib/sidecar.js";
 
 const SECRET = "5e".repeat(32);
@@ -187,6 +187,47 @@ test("fromChat applies a finished task's shortened request together with its col
   assert.equal(back[0].timestamp, tasks[0].timestamp);
   assert.equal(back[1].content[0].text, SUMMARY);
   assert.equal(back[2], tasks[4]);
+});
+
+// three answers with signed thinking: before a change lightmem2 made (chat 4, the reduced output), and after
+const thought = (text, sig) => ({ type: "thinking", thinking: text, thinkingSignature: sig });
+const thinkingTurns = [
+  { role: "user", content: "read big.log", timestamp: 1 },
+  { ...history[1], content: [thought("read it first", "s1"), ...history[1].content] },
+  history[2],
+  { role: "assistant", content: [thought("it is long", "s2"), { type: "text", text: "I read it." }], api: "anthropic-messages", provider: "anthropic", model: "claude-sonnet-5-5", usage, stopReason: "stop", timestamp: 4 },
+  { role: "user", content: "again", timestamp: 5 },
+  { role: "assistant", content: [thought("nothing to say", "s3")], api: "anthropic-messages", provider: "anthropic", model: "claude-sonnet-5-5", usage, stopReason: "stop", timestamp: 6 },
+  { role: "user", content: "and now?", timestamp: 7 },
+  { role: "assistant", content: [thought("fresh", "s4"), { type: "text", text: "Done." }], api: "anthropic-messages", provider: "anthropic", model: "claude-sonnet-5-5", usage, stopReason: "stop", timestamp: 8 },
+];
+
+test("fromChat drops the thinking of the answers the sidecar names, and nothing else", () => {
+  const sent = toChat(thinkingTurns);
+  assert.equal(sent.chat.length, 8);
+  const answer = structuredClone(sent.chat);
+  answer[2].content[0].text = "reduced";
+  // chat 2..5 changed or came after the change; chat 7 was produced after it
+  const back = fromChat(thinkingTurns, sent, answer, undefined, [{ start: 2, end: 6 }]);
+  assert.equal(back[1], thinkingTurns[1], "an answer before the change keeps its thinking");
+  assert.equal(back[2].content[0].text, "reduced");
+  assert.deepEqual(back[3].content, [{ type: "text", text: "I read it." }]);
+  assert.equal(back[3].timestamp, 4);
+  assert.equal(back[3].model, "claude-sonnet-5-5");
+  // the answer that was only thinking leaves whole: the user's next message follows
+  assert.deepEqual(back.map((m) => m.role), ["user", "assistant", "toolResult", "assistant", "user", "user", "assistant"]);
+  assert.equal(back[6], thinkingTurns[7], "an answer after the change keeps its thinking");
+  // the transcript itself is untouched
+  assert.equal(thinkingTurns[3].content[0].type, "thinking");
+  // ranges that do not fit what was sent are ignored, never guessed at
+  assert.equal(fromChat(thinkingTurns, sent, answer, undefined, [{ start: 2, end: 99 }])[3], thinkingTurns[3]);
+  assert.deepEqual(fromChat(thinkingTurns, sent, answer, undefined, undefined)[3], thinkingTurns[3]);
+});
+
+test("modelOf prefers the model OpenClaw names, else the newest reply's", () => {
+  assert.equal(modelOf({ model: "claude-opus-5-5" }, thinkingTurns), "claude-opus-5-5");
+  assert.equal(modelOf({}, thinkingTurns), "claude-sonnet-5-5");
+  assert.equal(modelOf({}, [{ role: "user", content: "hi" }]), null);
 });
 
 test("fromChat keeps a message it did not send and maps the messages after a range", () => {
