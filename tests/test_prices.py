@@ -216,7 +216,7 @@ def test_a_version_2_ledger_keeps_its_rows_with_no_money(tmp_path: Path) -> None
         t = ledger.totals("old")
         assert (t.cost_usd, t.saved_usd, t.priced_calls, t.unpriced_calls) == (0.125, 0.0625, 1, 2)
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == _SCHEMA_VERSION == 4  # money (3), then cold starts (4)
+    assert version == _SCHEMA_VERSION == 5  # money (3), cold starts (4), the shapes of misses (5)
     with Ledger(path) as again:  # opened again: nothing migrates twice
         assert len(again.calls("old")) == 3
 

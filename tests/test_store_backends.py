@@ -232,10 +232,10 @@ def test_migrations_run_once_in_order_and_a_newer_schema_is_refused(
         b.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
         rows = conn.execute("SELECT version FROM lm_schema_migrations ORDER BY version").fetchall()
-        assert [r[0] for r in rows] == [v for v, _name, _sql in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7]
+        assert [r[0] for r in rows] == [v for v, _name, _sql in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8]
         assert conn.execute("SELECT COUNT(*) FROM lm_artifacts").fetchone() == (0,)
         conn.execute("INSERT INTO lm_schema_migrations (version, name) VALUES (99, 'from the future')")
-    with pytest.raises(StoreUnavailable, match=r"schema version 99, newer than this lightmem2 knows \(7\)"):
+    with pytest.raises(StoreUnavailable, match=r"schema version 99, newer than this lightmem2 knows \(8\)"):
         PgBackend(pg_url)
 
 
@@ -371,7 +371,7 @@ def test_doctor_checks_the_database(pg_url: str) -> None:
     ok = check_database(Config.model_validate({"store": {"url": pg_url, "poolSize": 50}}))
     assert ok.status == "pass", ok
     assert (
-        "reachable, schema version 7, 0 sessions with state, search index of 0 artifacts (0 stale)"
+        "reachable, schema version 8, 0 sessions with state, search index of 0 artifacts (0 stale)"
         in ok.detail
     )
     assert "pool 50 connections per process, server max_connections 300 (room for 6 processes)" in ok.detail

@@ -45,6 +45,7 @@ from ..config import Config, Mode
 from ..errors import LightMemError
 from ..metering.cachesim import default_breakpoints, k_cost, make_cache
 from ..metering.chat_tokens import REQUEST_OVERHEAD_TOKENS, ChatChunker, chat_key, head_chunk
+from ..metering.misses import Cause, Shape, Totals, attribute, cause_dicts
 from ..metering.prices import money_of
 from ..pipeline import LightMem
 from ..prefix import cache_ttl
@@ -53,6 +54,7 @@ from ..reduction.base import prefers_shell
 from ..store.registry import Registry
 from ..store.sealing import Sealer
 from ..tokens import TokenCounter
+from . import miss_shape
 from .compaction import INSTRUCTION_TOKENS, HostCompactor, host_limit
 from .fidelity import ChangedLinesTracker
 from .luck import HOUR_S, Luck, answers_cached, chosen_ttl, recorded_luck
@@ -265,6 +267,14 @@ class SessionResult:
     lines_shown: int = 0
     lines_changed_outside_stubs: int = 0
     overhead_ms: list[float] = field(default_factory=list)
+    misses: list[dict[str, Any]] = field(default_factory=list)
+    """Per call with uncached input: ``{"call", "causes"}``, each cause's tokens, money and what happened
+    (:mod:`..metering.misses`; a host compaction's summarising call is ``"call": "summary before N"``)."""
+    miss_causes: dict[str, Any] = field(default_factory=dict)
+    """The session's uncached input by cause (:meth:`..metering.misses.Totals.as_dict`)."""
+    uncached_usd: float | None = None
+    """The session's uncached input in money, priced apart from the causes (cache writes at the write
+    price, misses at the input price): the causes' money sums to it."""
 
 
 def split_tail(prompt: list[ChatMessage]) -> tuple[list[ChatMessage], str | None]:
@@ -336,18 +346,26 @@ def replay_trace(
     scale = 1.0  # the provider's tokens per token counted here (its tokenizer is not ours)
     sent: tuple[list[Any], list[Any]] = ([], [])  # the previous call's chunks and their keys
     sent_body: list[ChatMessage] = []  # and its messages
+    prev_original: list[ChatMessage] = []  # the host's previous prompt
+    misses = _Misses(provider, trace.model, luck.ttl == HOUR_S)
     try:
         for i, call in enumerate(trace.calls):
             size = host.due(i, reported, scale) if host else None
+            host_compacted = False
             if host and size is not None:
                 host.compact(i, size)
+                host_compacted = True
                 summary = _summarising_call(trace, i, sent, chunker, provider, len(head_blocks))
                 usage = cache.observe(*summary, call.at if clock == "recorded" else None)
                 _add_usage(res, usage)
+                what = "the host's summarising call reads the whole history"
+                shape = Shape(usage.input_tokens, 0, 0, "host compaction", what)
+                misses.add(f"summary before {i}", shape, usage)
                 res.compaction_output_tokens += host.done[-1].summary_tokens
                 summarised = prompt_text(trace.calls[i].uncompacted)
             elif host is None and any(c.before_call == i for c in trace.compactions):
                 summarised = prompt_text(trace.calls[i].uncompacted)
+                host_compacted = True
             original = host.prompt(i) if host else call.prompt
             prompt = volatile_head(original, i, used) if head == "volatile" else original
             t0 = time.perf_counter()
@@ -370,6 +388,28 @@ def replay_trace(
             if answers and i:
                 _cache_answer(cache, chunker, sent, len(sent_body), trace.calls[i - 1], body)
             usage = cache.observe(chunks, marks, keys, at, cap)
+            if usage.miss_tokens:
+
+                def new_of(k: int, body: list[ChatMessage] = body) -> int:
+                    last = body[len(body) - k :]
+                    return sum(map(len, chunker.pieces(last)[0])) + (hidden.tokens(last) if hidden else 0)
+
+                before = trace.calls[i - 1].at if i else None
+                gap = None if at is None or before is None else at - before
+                shape = miss_shape.shape(
+                    i,
+                    usage.input_tokens,
+                    miss_shape.common_tokens(sent, chunks, keys) if i else 0,
+                    new_of,
+                    len(chunks[-1]) if tail is not None else 0,
+                    prev_original if i else None,
+                    original,
+                    host_compacted,
+                    _idle(gap, cache.ttl) if usage.cold else None,
+                    _what_policy_did(policy),
+                )
+                misses.add(i, shape, usage)
+            prev_original = original
             sent, sent_body = (chunks, keys), body
             if host and call.prompt_tokens:
                 # what the host reads in the provider's usage: our count of what the policy sent, in the
@@ -434,9 +474,47 @@ def replay_trace(
     )
     if provider == trace.provider:
         res.recorded_usd = _recorded_usd(trace)
+    res.misses = misses.calls
+    res.miss_causes = Totals.of(misses.causes).as_dict()
+    res.uncached_usd = money_of(provider, trace.model, 0, res.miss_tokens - writes, writes - hourly, hourly)
     res.K_charged = res.K + recover_charge(recovers, res.calls)
     res.K_charged_all = res.K_charged + recover_charge(said, res.calls)
     return res
+
+
+def _idle(gap: float | None, ttl: float | None) -> str:
+    """An expiry in words: the idle gap and the TTL it outlasted."""
+    if gap is None:
+        return "the cache had expired"
+    return f"idle {gap:,.0f} s" + (f", past the {ttl:,.0f} s TTL" if ttl else "")
+
+
+def _what_policy_did(policy: SessionPolicy) -> str:
+    """What a lightmem2 mode changed at the call just made, in words (its batch), else a general line."""
+    session = getattr(policy, "session", None)
+    if session is not None and getattr(session, "evicted_now", False):
+        return str(session.evictor.describe_last()) or "a batch"
+    return "the policy changed what it had sent before"
+
+
+class _Misses:
+    """The replay's cache misses by cause, call by call, priced as the session is."""
+
+    def __init__(self, provider: str, model: str | None, hourly: bool) -> None:
+        self.provider, self.model, self.hourly = provider, model, hourly
+        self.calls: list[dict[str, Any]] = []
+        self.causes: list[list[Cause]] = []
+
+    def _money(self, usage: Any) -> float | None:
+        writes = usage.write_tokens if self.provider == "anthropic" else 0
+        w5, w1 = (0, writes) if self.hourly else (writes, 0)
+        return money_of(self.provider, self.model, 0, usage.miss_tokens - writes, w5, w1)
+
+    def add(self, call: int | str, shape: Shape, usage: Any) -> None:
+        usd = self._money(usage)
+        causes = attribute(shape, usage.miss_tokens, usd=usd)
+        self.causes.append(causes)
+        self.calls.append({"call": call, "causes": cause_dicts(causes)})
 
 
 def _usage_seen(usage: Any, scale: float, output: int, provider: str) -> tuple[dict[str, Any], str]:
@@ -718,10 +796,20 @@ def summarize(results: Iterable[SessionResult]) -> dict[str, Any]:
         "lines_changed_outside_stubs": sum(r.lines_changed_outside_stubs for r in rs),
         "overhead_ms_p50": round(_pct(overhead, 50), 3),
         "overhead_ms_p99": round(_pct(overhead, 99), 3),
+        "miss_causes": _causes_over(rs),
+        "uncached_usd": _money_sum([r.uncached_usd for r in rs]),
         "recorded_hit_rate": round(
             sum(r.recorded_cached_tokens for r in rs) / max(1, sum(r.recorded_prompt_tokens for r in rs)), 4
         ),
     }
+
+
+def _causes_over(rs: Sequence[SessionResult]) -> dict[str, Any]:
+    """The uncached input of all sessions by cause (:class:`..metering.misses.Totals`)."""
+    causes = [
+        [Cause(c["cause"], c["tokens"], c["usd"]) for m in r.misses for c in m["causes"]] for r in rs
+    ]
+    return Totals.of(causes).as_dict()
 
 
 def _money_sum(values: Sequence[float | None]) -> float | None:

@@ -260,6 +260,7 @@ class Accountant:
         tools (:meth:`footprint`): the host alone would not send them."""
         chunks, texts = self._ours.pieces(sent.messages)
         base_chunks, base_texts = self._base.pieces(original.messages)
+        shape = self._shape(chunks, texts, base_texts)
         if self._cache_ours.caches_output:
             _cache_answer(self._cache_ours, self._sent_before, sent.messages, chunks, texts)
             _cache_answer(self._cache_base, self._host_before, original.messages, base_chunks, base_texts)
@@ -283,6 +284,7 @@ class Accountant:
                 reason = f"message {brk[0]} changed"
         price = facts.price
         simulated = money(price, ours.hit_tokens, ours.miss_tokens) if price is not None else None
+        uncached = money(price, 0, ours.miss_tokens) if price is not None else None
         without = money(price, base.hit_tokens, base.miss_tokens) if price is not None else None
         return CallRecord(
             session_id=facts.session_id,
@@ -309,7 +311,36 @@ class Accountant:
             last_error=facts.last_error,
             writer=facts.writer,
             cold_start=facts.cold_start,
+            miss_shape=shape,
+            uncached_usd=uncached,
         )
+
+    def _shape(self, chunks: list[Any], texts: list[str], host_texts: list[str]) -> str:
+        """This request against the previous one (:attr:`CallRecord.miss_shape`): its leading tokens
+        identical to the previous request's, the tokens of the messages the host appended, and who
+        changed what stood between (the host, when its own request does not extend its previous one;
+        else lightmem2, when ours does not)."""
+        prev_chunks, prev_texts = self._sent_before
+        prev_host = self._host_before[1]
+        if not prev_texts:
+            return "0 0 first"
+        common = len(_HEAD)
+        for before, after, chunk, text in zip(prev_chunks, prev_texts, chunks, texts, strict=False):
+            if before is chunk or text == after:
+                common += len(chunk)
+                continue
+            common += len(os.path.commonprefix([list(before), list(chunk)]))
+            break
+        extends = len(host_texts) >= len(prev_host) and host_texts[: len(prev_host)] == prev_host
+        added = len(host_texts) - len(prev_host) if extends else 0
+        new = sum(len(c) for c in chunks[len(chunks) - added :]) if added else 0
+        if not extends:
+            by = "host-compaction" if len(host_texts) < len(prev_host) else "host"
+        elif len(texts) < len(prev_texts) or texts[: len(prev_texts)] != prev_texts:
+            by = "lightmem2"
+        else:
+            by = "-"
+        return f"{common} {new} {by}"
 
 
 def _cache_answer(
@@ -367,11 +398,15 @@ def billed(rec: CallRecord, price: Price | None) -> CallRecord:
     uncached input, 5-minute and 1-hour writes, output), as the provider bills them; without them the
     simulated cost :meth:`Accountant.account` set stays. No price: no money."""
     if price is None:
-        return replace(rec, cost_usd=None, saved_usd=None)
+        return replace(rec, cost_usd=None, saved_usd=None, uncached_usd=None)
     if not rec.has_real_usage:
         return rec
     hit, total = rec.real_hit_tokens or 0, rec.real_input_tokens or 0
     write = rec.real_cache_creation or 0
     hour = min(write, rec.real_cache_write_1h or 0)
     miss = max(0, total - hit - write)
-    return replace(rec, cost_usd=money(price, hit, miss, write - hour, hour, rec.output_tokens or 0))
+    return replace(
+        rec,
+        cost_usd=money(price, hit, miss, write - hour, hour, rec.output_tokens or 0),
+        uncached_usd=money(price, 0, miss, write - hour, hour),
+    )

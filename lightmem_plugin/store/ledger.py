@@ -34,7 +34,7 @@ from ..tokens import k_cost as _k_cost
 from .home import Home
 from .sqlite_store import open_private_db
 
-_SCHEMA_VERSION = 4
+_SCHEMA_VERSION = 5
 _SCHEMA = (
     "session_id TEXT NOT NULL, writer TEXT NOT NULL DEFAULT '', call_index INTEGER NOT NULL, "
     "mode TEXT NOT NULL, "
@@ -56,7 +56,10 @@ _V3_ADDED = (
 tokens and the 1-hour share of the cache writes the provider reported, and money (USD)."""
 _V4_ADDED = (("cold_start", "TEXT"),)
 """Version 4: why the call met a cold provider cache (NULL: warm, unknown, or an older row)."""
-_COLUMNS = _V2_COLUMNS + tuple(name for name, _ in (*_V3_ADDED, *_V4_ADDED))
+_V5_ADDED = (("miss_shape", "TEXT"), ("uncached_usd", "REAL"))
+"""Version 5: what the request was made of against the previous one, for naming the cause of each
+uncached token (:mod:`..metering.misses`), and the money of its uncached input (NULL: older rows)."""
+_COLUMNS = _V2_COLUMNS + tuple(name for name, _ in (*_V3_ADDED, *_V4_ADDED, *_V5_ADDED))
 _JSON_COLUMNS = ("saved_by_pass", "errors")
 _V1_COLUMNS = tuple(c for c in _V2_COLUMNS if c != "writer")
 # Version 2 keys rows by (session, writer, call index): two processes serving one session (two
@@ -80,6 +83,7 @@ _STEPS = (
     (2, _CREATE),
     (3, "".join(f"ALTER TABLE calls ADD COLUMN {name} {kind};\n" for name, kind in _V3_ADDED)),
     (4, "".join(f"ALTER TABLE calls ADD COLUMN {name} {kind};\n" for name, kind in _V4_ADDED)),
+    (5, "".join(f"ALTER TABLE calls ADD COLUMN {name} {kind};\n" for name, kind in _V5_ADDED)),
 )
 """The ledger's schema in steps: a file at version 1 or 2 keeps its rows and gains the money columns
 (NULL: unknown), a new file gets both steps."""
@@ -141,6 +145,12 @@ class CallRecord:
     ``cold_start`` (schema version 4): why the call met a cold provider cache, as a code of
     :mod:`lightmem_plugin.eviction.cold_cache` (``pause 1800 300``, ``drop 45000``); None when warm or
     unknown.
+
+    ``miss_shape`` (schema version 5): the request against the previous one, in lightmem2's count,
+    as ``"common new by"`` (leading tokens identical to the previous request, tokens the host
+    appended, who changed what stood between: ``first``, ``lightmem2``, ``host``, ``host-compaction``
+    or ``-``), read by :meth:`shape`; ``uncached_usd`` the money of the call's uncached input (cache
+    writes and misses), which :mod:`lightmem_plugin.metering.misses` splits by cause. None on older rows.
     """
 
     session_id: str
@@ -170,6 +180,8 @@ class CallRecord:
     cost_usd: float | None = None
     saved_usd: float | None = None
     cold_start: str | None = None
+    miss_shape: str | None = None
+    uncached_usd: float | None = None
 
     @property
     def cost_without_usd(self) -> float | None:

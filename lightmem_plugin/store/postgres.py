@@ -130,6 +130,13 @@ ALTER TABLE lm_calls ADD COLUMN model text, ADD COLUMN output_tokens bigint,
 ALTER TABLE lm_calls ADD COLUMN cold_start text;
 """,
     ),
+    (
+        8,
+        "the causes of cache misses (each request's shape against the previous one, uncached money)",
+        """
+ALTER TABLE lm_calls ADD COLUMN miss_shape text, ADD COLUMN uncached_usd double precision;
+""",
+    ),
 )
 """(version, what it adds, SQL), in order. Never edit an applied one: append the next version."""
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..eviction import cold_cache
+from ..metering.misses import cause_dicts
 from ..metering.prices import hint
 from ..prefix import cache_ttl
 from ..store.ledger import CallRecord, summarize
+from . import miss_report
 from .format import call_dict, money_line, pct, tokens, totals_dict, where
 
 # input/vanilla: our estimate of the messages (with and without lightmem2); provider: the input the
@@ -41,9 +43,11 @@ def _killers(calls: list[CallRecord]) -> list[CallRecord]:
 def session_data(session_id: str, calls: list[CallRecord]) -> dict[str, Any]:
     """One session's report as JSON data."""
     totals = summarize(session_id, calls)
+    causes, _, unknown = miss_report.session_causes(calls)
     return {
         "summary": totals_dict(totals),
-        "calls": [call_dict(c) for c in calls],
+        "calls": [_with_causes(call_dict(c), c) for c in calls],
+        "missCauses": {**causes.as_dict(), "callsWithoutShape": unknown},
         "topReductions": [{"pass": n, "tokens": v} for n, v in _top_reductions(totals.saved_by_pass)],
         "evictions": [{"call": c.call_index, "tokens": c.evicted_tokens} for c in calls if c.evicted_tokens],
         "cacheKillers": [
@@ -57,6 +61,12 @@ def session_data(session_id: str, calls: list[CallRecord]) -> dict[str, Any]:
             for c in _killers(calls)
         ],
     }
+
+
+def _with_causes(row: dict[str, Any], c: CallRecord) -> dict[str, Any]:
+    """A call's JSON row with the causes of its uncached input (None: recorded before they were kept)."""
+    causes = miss_report.call_causes(c)
+    return {**row, "missCauses": None if causes is None else cause_dicts(causes)}
 
 
 def _billed(c: CallRecord) -> str:
@@ -112,6 +122,7 @@ def session_text(session_id: str, calls: list[CallRecord]) -> str:
     lines += [
         f"  call {c.call_index} at {where(c)}: {c.break_reason or 'unknown'}{_billed(c)}" for c in killers
     ]
+    lines += miss_report.lines(calls)
     if t.errors:
         lines.append("pass errors: " + ", ".join(f"{n} x{v}" for n, v in t.errors.items()))
     return "\n".join(lines)
