@@ -23,8 +23,10 @@ import xxhash
 
 from ..atomic import write_private_bytes, write_private_text
 from ..errors import UsageError
+from ..metering.misses import CAUSES
 from ..store.home import Home
 from ..store.ledger import CallRecord, Ledger, summarize
+from ..views import miss_report
 from ..views.format import money_line, where
 from .base import Command, Outcome
 from .chart import HEIGHT, WIDTH, Chart, Label, Line, Rect, layout, render_png
@@ -135,6 +137,36 @@ def _tables(calls: list[CallRecord]) -> str:
     )
     out += "<h2>Evictions</h2>"
     out += f"<table><tr><th>call</th><th>tokens</th></tr>{evictions}</table>" if evictions else "<p>none</p>"
+    return out + _causes(calls)
+
+
+def _causes(calls: list[CallRecord]) -> str:
+    """The uncached input by cause (:mod:`..views.miss_report`), and each call's causes past new content."""
+    totals, per_call, _ = miss_report.session_causes(calls)
+    out = "<h2>Uncached input by cause</h2>"
+    if not totals.uncached:
+        return out + "<p>none</p>"
+
+    def usd(v: float | None) -> str:
+        return "-" if v is None else f"${v:.4f}"
+
+    rows = "".join(
+        f'<tr><td>{html.escape(cause)}</td><td class="n">{n:,}</td>'
+        f'<td class="n">{100 * n / totals.uncached:.1f}%</td><td class="n">{usd(totals.usd.get(cause))}</td></tr>'
+        for cause in CAUSES
+        if (n := totals.tokens.get(cause, 0))
+    )
+    out += f"<table><tr><th>cause</th><th>tokens</th><th>share</th><th>money</th></tr>{rows}</table>"
+    past = "".join(
+        f'<tr><td class="n">{call}</td><td>{html.escape(c.cause)}</td><td class="n">{c.tokens:,}</td>'
+        f'<td class="n">{usd(c.usd)}</td><td>{html.escape(c.detail)}</td></tr>'
+        for call, causes in per_call
+        for c in causes
+        if c.cause != "new content"
+    )
+    if past:
+        out += "<h2>Misses past new content</h2><table><tr><th>call</th><th>cause</th><th>tokens</th>"
+        out += f"<th>money</th><th>what happened</th></tr>{past}</table>"
     return out
 
 

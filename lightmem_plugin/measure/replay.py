@@ -806,9 +806,7 @@ def summarize(results: Iterable[SessionResult]) -> dict[str, Any]:
 
 def _causes_over(rs: Sequence[SessionResult]) -> dict[str, Any]:
     """The uncached input of all sessions by cause (:class:`..metering.misses.Totals`)."""
-    causes = [
-        [Cause(c["cause"], c["tokens"], c["usd"]) for m in r.misses for c in m["causes"]] for r in rs
-    ]
+    causes = [[Cause(c["cause"], c["tokens"], c["usd"]) for m in r.misses for c in m["causes"]] for r in rs]
     return Totals.of(causes).as_dict()
 
 

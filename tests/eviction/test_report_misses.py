@@ -110,3 +110,20 @@ def test_with_the_provider_s_usage_a_short_read_is_its_drop(tmp_path: Path) -> N
     assert second[misses.DROP] > second[misses.NEW]
     row = lm.ledger.calls("d")[-1]
     assert row.uncached_usd == pytest.approx((30 * 3 + 5_000 * 3.75) / 1e6)
+
+
+def test_the_visual_page_and_the_chat_command_name_the_causes(tmp_path: Path) -> None:
+    from lightmem_plugin.commands import visual
+
+    lm = _plugin(tmp_path, "normal")
+    s = lm.session("v")
+    msgs = _history()
+    s.before_model_call(msgs, api="anthropic", model=MODEL, now=0.0)
+    msgs = [*msgs, {"role": "assistant", "content": "Next."}, {"role": "user", "content": "go on"}]
+    s.before_model_call(msgs, api="anthropic", model=MODEL, now=1900.0)
+    s.settle()
+    assert lm.ledger is not None
+    page = visual.page("v", lm.ledger.calls("v"))
+    assert "<h2>Uncached input by cause</h2>" in page
+    assert "<td>expiry</td>" in page and "a pause of 1,900 s past the 5-minute TTL" in page
+    assert "<td>lightmem2 change</td>" in page and "reduced again at a cold start" in page
