@@ -242,6 +242,25 @@ def test_claude_code_cold_start_reduces_a_finished_task_s_read_again(
     print(f"tokens the reduction saved: ledger {row['evictedTokens']}, provider {grew_plain - grew}")
     assert abs((grew_plain - grew) - row["evictedTokens"]) <= 0.02 * row["evictedTokens"] + 5
 
+    # every uncached token the fake provider reported has its cause in report --json (issue #43): the
+    # first call's, the new content of each call, and at request COLD the batch that changed the past
+    for n, (r, u) in enumerate(zip(rows, usage, strict=True)):
+        causes = {c["cause"]: c for c in r["missCauses"]}
+        assert sum(c["tokens"] for c in causes.values()) == u["prompt"] - u["cached"], (n, causes, u)
+        if n == 0:
+            assert set(causes) == {"first call"}, causes
+        elif n == COLD:
+            assert set(causes) == {"new content", "lightmem2 change"}, causes
+            assert "reduced again at a cold start" in causes["lightmem2 change"]["detail"], causes
+        else:
+            assert set(causes) <= {"new content"}, (n, causes)
+    assert {c["cause"] for c in data["missCauses"]["causes"]} == {
+        "first call",
+        "new content",
+        "lightmem2 change",
+    }
+    assert data["missCauses"]["uncachedTokens"] == sum(u["prompt"] - u["cached"] for u in usage)
+
     status = cc.cli(check_env, work, "status", "--session", session)
     text = cc.cli(check_env, work, "report", "--session", session)
     print(status + "\n" + text)
