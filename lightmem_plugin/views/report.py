@@ -10,7 +10,7 @@ from ..metering.misses import cause_dicts
 from ..metering.prices import hint
 from ..prefix import cache_ttl
 from ..store.ledger import CallRecord, summarize
-from . import miss_report
+from . import miss_report, verdicts
 from .format import call_dict, money_line, pct, tokens, totals_dict, where
 
 # input/vanilla: our estimate of the messages (with and without lightmem2); provider: the input the
@@ -48,6 +48,9 @@ def session_data(session_id: str, calls: list[CallRecord]) -> dict[str, Any]:
         "summary": totals_dict(totals),
         "calls": [_with_causes(call_dict(c), c) for c in calls],
         "missCauses": {**causes.as_dict(), "callsWithoutShape": unknown},
+        "interventions": [
+            v.as_dict() for v in verdicts.batch_verdicts(calls) + verdicts.pass_verdicts(calls)
+        ],
         "topReductions": [{"pass": n, "tokens": v} for n, v in _top_reductions(totals.saved_by_pass)],
         "evictions": [{"call": c.call_index, "tokens": c.evicted_tokens} for c in calls if c.evicted_tokens],
         "cacheKillers": [
@@ -123,6 +126,7 @@ def session_text(session_id: str, calls: list[CallRecord]) -> str:
         f"  call {c.call_index} at {where(c)}: {c.break_reason or 'unknown'}{_billed(c)}" for c in killers
     ]
     lines += miss_report.lines(calls)
+    lines += verdicts.lines(calls)
     if t.errors:
         lines.append("pass errors: " + ", ".join(f"{n} x{v}" for n, v in t.errors.items()))
     return "\n".join(lines)
