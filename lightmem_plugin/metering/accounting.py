@@ -41,6 +41,12 @@ from .chat_tokens import MESSAGE_OVERHEAD_TOKENS, REQUEST_OVERHEAD_TOKENS, Chunk
 from .prices import Price, money
 from .savings import CALL_IDS, saver, split_saving
 
+HOST_COMPACTION = "host compaction"
+"""How a ledger row names the host's own compaction: its ``break_reason`` starts with this (the
+proxy sees Codex's, :mod:`lightmem_plugin.server.codex_compaction`)."""
+SUMMARISING_CALL = "summarising request"
+"""The words that name the host's summarising request among those rows (``status`` counts them)."""
+
 
 @dataclass
 class CallFacts:
@@ -60,6 +66,7 @@ class CallFacts:
     model: str = ""  # the model the request named ('' when it named none)
     price: Price | None = None  # its price under the config in force (None: no money for this call)
     cold_start: str | None = None  # why its provider cache was cold (eviction.cold_cache), None: warm
+    host_event: str = ""  # what the host itself did at this call (a compaction), its row's break_reason
 
 
 def render(msg: Message) -> str:
@@ -274,8 +281,8 @@ class Accountant:
         brk = _first_break(self._prev, texts, facts.eviction) if self._prev else None
         self.repeated = bool(self._prev) and texts == self._prev
         self._prev = texts
-        reason = None
-        if brk is not None:
+        reason = facts.host_event or None  # the host's own change (its compaction) is named even unbroken
+        if brk is not None and reason is None:
             if facts.eviction:
                 reason = "eviction batch" + (f": {facts.eviction_what}" if facts.eviction_what else "")
             elif brk[0] < facts.head_messages:

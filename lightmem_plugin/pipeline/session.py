@@ -92,6 +92,9 @@ class Session(SessionChain):
         self.model = ""  # the model the last request named ('' when none): what its row is priced as
         self._respelled_ids = False
         self._evicted_now = False
+        self.host_event = ""
+        """What the host itself did at the next call, for its ledger row (the proxy sets it: a Codex
+        compaction, :mod:`lightmem_plugin.server.codex_compaction`); cleared by :meth:`begin`."""
         self._record_call = 0  # the call the session record was last snapshotted at
         self.passes_override: dict[str, TextReducer] = {}  # tests: replace the text passes
         self._processed: PerObject[Message, Message] = PerObject(self._process_message)
@@ -230,6 +233,7 @@ class Session(SessionChain):
         named = req.extra.get("model")
         self.model = named if isinstance(named, str) else ""
         facts = self._facts(self.fail.errors - errors_before)
+        self.host_event = ""
         self._unsettled = lambda: self._bookkeep(facts, req, out, whole_turn, later)
         return out
 
@@ -368,13 +372,19 @@ class Session(SessionChain):
             # the price under the config in force at this call (an edit of `prices` prices the next)
             price=self.fail.run("prices", lambda: price_for(self.model, self.cfg.prices), None),
             cold_start=self.cold.code or None,
+            host_event=self.host_event,
         )
 
     def _next_call_facts(self) -> CallFacts:
         """A later model call of a turn the host ran itself: numbered next, no eviction of its own."""
         self.calls += 1
         return replace(
-            self._facts(Counter()), eviction=False, evicted_tokens=0, eviction_what="", cold_start=None
+            self._facts(Counter()),
+            eviction=False,
+            evicted_tokens=0,
+            eviction_what="",
+            cold_start=None,
+            host_event="",
         )
 
     def record_turn(

@@ -41,6 +41,7 @@ from ..store import session_lock
 from ..wire.anthropic import binding
 from ..wire.rewrite import StreamRewriter, body_usage
 from ..wire.sse import json_bytes, json_value
+from .codex_compaction import CodexCompactions
 from .identity import HEADER, session_identity
 from .usage import UsageBook, record_usage
 
@@ -192,6 +193,7 @@ class Proxy:
         self.plugin = plugin
         self.usage = UsageBook()
         self.locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.codex = CodexCompactions(plugin)
         self._client: aiohttp.ClientSession | None = None
         self._proxies: dict[tuple[str, str], tuple[URL | None, aiohttp.BasicAuth | None]] = {}
 
@@ -263,8 +265,28 @@ class Proxy:
 
         with guard("proxy", on_error=failed), session_lock(self.plugin.states, sid):
             session = self.plugin.session(sid)
-            return transform(session, api, payload, body, settle)
+            if api == "responses":
+                payload, body = self._host_compaction(session, payload, body)
+            try:
+                return transform(session, api, payload, body, settle)
+            finally:
+                session.host_event = ""  # this call's only, also when it never began (a codec error)
         return Outgoing(body)  # fail-open (I5): the host's own request goes out
+
+    def _host_compaction(
+        self, session: Session, payload: dict[str, Any], body: bytes
+    ) -> tuple[dict[str, Any], bytes]:
+        """Codex's compaction (:mod:`.codex_compaction`): the history archived at its summarising
+        request, lightmem2's note in its summary after it; the host's request as it came on any
+        failure (I5, counted under ``host_compaction``)."""
+        with on_surface("proxy"), guard("host_compaction", on_error=session.fail.report) as caught:
+            changed, event = self.codex.prepare(session.id, payload)
+            session.host_event = event
+            if changed is not None:
+                return changed, json_bytes(changed)
+        if caught.error is not None:
+            session.host_event = ""
+        return payload, body
 
     async def _send_then_settle(
         self, method: str, url: URL, headers: list[tuple[str, str]], out: Outgoing

@@ -36,12 +36,13 @@ SHELL = False
 """OpenClaw's model has our tools (``lightmem2_search``, ``lightmem2_recover``): the note names them."""
 
 
-def precompact(plugin: LightMem, session: str, raw_messages: object) -> JSON:
-    """Archive the history OpenClaw is about to compact; what was archived."""
+def precompact(plugin: LightMem, session: str, raw_messages: object, host: str = "OpenClaw") -> JSON:
+    """Archive the history ``host`` is about to compact; what was archived. The record of that whole
+    history becomes the session's newest snapshot (:func:`latest_record`)."""
     messages = chat_messages(raw_messages)
     with plugin.searching() as index:
         done = archive_history(
-            messages, plugin.registry, index, session, f"OpenClaw session {session} before a compaction"
+            messages, plugin.registry, index, session, f"{host} session {session} before a compaction"
         )
     renders = records_of(messages)
     if renders and plugin.records is not None:
@@ -49,9 +50,10 @@ def precompact(plugin: LightMem, session: str, raw_messages: object) -> JSON:
     return {"archived": len(done.outputs), "indexed": len(done.stubbed), "conversation": done.conversation}
 
 
-def compaction_id(summary: str) -> str:
-    """The id a note is kept under: the summary's hash (OpenClaw's summaries carry no id we can use)."""
-    return "openclaw-" + xxhash.xxh3_64_hexdigest(summary.encode("utf-8", "surrogatepass"))
+def compaction_id(summary: str, host: str = "openclaw") -> str:
+    """The id a note is kept under: the summary's hash (neither OpenClaw's nor Codex's summaries carry
+    an id we can use)."""
+    return f"{host}-" + xxhash.xxh3_64_hexdigest(summary.encode("utf-8", "surrogatepass"))
 
 
 def latest_record(plugin: LightMem, session: str) -> str:
@@ -64,10 +66,15 @@ def latest_record(plugin: LightMem, session: str) -> str:
         return ""
 
 
+def notes_of(plugin: LightMem) -> CompactionNotes:
+    """The data dir's kept notes (redacted with the plugin's rules where they are not sealed)."""
+    return CompactionNotes(Home.default().compaction_notes_dir, redactor=plugin.registry.redactor)
+
+
 def compacted(plugin: LightMem, session: str, summary: str, conversation: str | None = None) -> JSON:
     """The note for the context after the compaction whose summary is ``summary`` (``conversation``:
     the key ``precompact`` archived the conversation under, when the plugin still knows it)."""
-    notes = CompactionNotes(Home.default().compaction_notes_dir, redactor=plugin.registry.redactor)
+    notes = notes_of(plugin)
     cid = compaction_id(summary)
     note = notes.get(session, cid)
     if note is None:

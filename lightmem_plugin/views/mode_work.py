@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..metering.accounting import HOST_COMPACTION, SUMMARISING_CALL
 from ..metering.savings import CALL_IDS, EVICTION, STABILIZER
 from ..store.ledger import CallRecord
 from .format import tokens
@@ -38,6 +39,8 @@ class Work:
     at_cold: int = 0
     cold_starts: int = 0
     on_arrival: int = 0
+    host_compactions: tuple[int, ...] = ()
+    """The calls that were the host's own summarising request (its compaction, seen on the wire)."""
 
 
 def tally(rows: Iterable[CallRecord]) -> Work:
@@ -51,9 +54,12 @@ def tally(rows: Iterable[CallRecord]) -> Work:
     output reduced again and later paged out counts under eviction, and is taken out all the same)."""
     counts = {"reduced": [0, 0], "evicted": [0, 0], "compacted": [0, 0]}
     at_cold = cold = arrival = again = 0
+    host: list[int] = []
     for r in rows:
         cold += r.cold_start is not None
         reason = r.break_reason or ""
+        if reason.startswith(HOST_COMPACTION) and SUMMARISING_CALL in reason:
+            host.append(r.call_index)
         if r.evicted_tokens > 0 and REDUCED_AGAIN in reason:
             again += r.evicted_tokens
         arrival += sum(v for k, v in r.saved_by_pass.items() if k not in NOT_ON_ARRIVAL) - again
@@ -70,6 +76,7 @@ def tally(rows: Iterable[CallRecord]) -> Work:
         at_cold,
         cold,
         max(0, arrival),
+        tuple(host),
     )
 
 
@@ -85,6 +92,7 @@ def as_dict(work: Work) -> dict[str, int]:
         "compactedTokens": work.compacted[1],
         "coldStarts": work.cold_starts,
         "savedOnArrival": work.on_arrival,
+        "hostCompactions": len(work.host_compactions),
     }
 
 
@@ -93,8 +101,15 @@ def _n(count: int, noun: str) -> str:
 
 
 def lines(mode: str, work: Work) -> list[str]:
-    """What ``mode`` did, one line each: the reduction of new output (every mode), then the past."""
+    """What ``mode`` did, one line each: the reduction of new output (every mode), then the past, and
+    the host's own compactions, if any (what lightmem2 did about them)."""
     out = [f"on arrival: new tool output reduced, {tokens(work.on_arrival)} tokens saved"]
+    if work.host_compactions:
+        calls = ", ".join(str(c) for c in work.host_compactions)
+        out.append(
+            f"the host compacted: {_n(len(work.host_compactions), 'time')} (its summarising call {calls}); "
+            "the history before it archived for lightmem2 search, lightmem2's note after its summary"
+        )
     n, saved = work.reduced_again
     frees = f"{_n(work.cold_starts, 'cold start')} (free breaks)"
     if mode == "conservative":
