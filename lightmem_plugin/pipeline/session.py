@@ -27,7 +27,7 @@ from ..eviction import cold_cache
 from ..eviction.break_cost import break_cost
 from ..eviction.evictor import Evictor
 from ..faults import FailOpen
-from ..metering.accounting import CallFacts
+from ..metering.accounting import HOST_COMPACTION, CallFacts
 from ..metering.prices import price_for
 from ..metering.recorder import Recorder
 from ..model import Message, Request
@@ -279,7 +279,11 @@ class Session(SessionChain):
         if rec is None or not rec.has_real_usage:
             return
         left = self._left[1] if self._left is not None and self._left[0] == rec.call_index - 1 else None
-        verdict = cold_cache.by_drop(left, rec.real_hit_tokens, rec.prefix_break_at is None)
+        # the host's own change (Codex's summarising request sends no tools) is no drop of the cache
+        host_changed = (rec.break_reason or "").startswith(HOST_COMPACTION)
+        verdict = cold_cache.by_drop(
+            left, rec.real_hit_tokens, rec.prefix_break_at is None and not host_changed
+        )
         if verdict.cold and not rec.cold_start:
             self.cold_starts.append((rec.call_index, verdict.code))
             self.recorder.mark_cold(verdict.code)

@@ -28,7 +28,7 @@ from lightmem_plugin.wire.responses import codex_compaction as codex
 SID = "01a24b05-dd5b-7a51-a892-95b678de0e07"
 GOAL = "Read notes.txt and check the deploy settings."
 TOKEN = "canary region: zebra-4417-kilo"
-NOTES = "".join(f"setting {i}: replicas={i % 5 + 1} region=eu-{i % 3}\n" for i in range(40)) + TOKEN + "\n"
+NOTES = "".join(f"setting {i}: replicas={i % 5 + 1} region=eu-{i % 3}\n" for i in range(250)) + TOKEN + "\n"
 PROMPT = (  # Codex's templates/compact/prompt.md, as 0.169.0 and 0.171.0 send it
     "You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary for another LLM that "
     "will resume the task.\n\nInclude:\n- Current progress and key decisions made\n- Important context, "
@@ -185,6 +185,9 @@ def test_the_ledger_and_status_name_the_host_s_compaction(proxied: Any) -> None:
     reasons = [r.break_reason for r in rows]
     assert reasons[2] == codex_compaction.SUMMARISING and reasons[3] == codex_compaction.AFTER, reasons
     assert reasons[4] is None
+    # the summarising request sends no tools, so the provider read nothing of it from its cache:
+    # the host's change, not a drop of the cache (no cold start counted)
+    assert s.fake.reported[2]["cached"] == 0 and rows[2].cold_start is None
     out = status_run(s.plugin.ledger, s.plugin.registry, s.plugin.config, SID)
     assert "the host compacted: 1 time (its summarising call 3)" in out, out
 
