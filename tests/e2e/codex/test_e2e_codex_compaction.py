@@ -20,6 +20,8 @@ command and answers. Checked at the fake provider, request by request:
   recover`` lines, the conversation's key), the run without lightmem2 none, no request before it
   one; otherwise its conversation is the one Codex sends without lightmem2; the next request extends
   it byte for byte (and the fake's cache reads all of it);
+- ``wire_audit.audit``: outputs verbatim or recoverable, success unchanged, each request extending the
+  one before except the first after the compaction;
 - ``lightmem2 search TOKEN --session ID --json`` finds the read and ``lightmem2 recover KEY`` prints
   it byte-exact as Codex sent it; the conversation's key recovers the goal and names that key;
 - ``lightmem2 status`` names the host's compaction, the ledger row of the summarising request and of
@@ -56,6 +58,8 @@ from test_e2e_codex import (
     fake_provider,
     namespaced,
 )
+from test_e2e_codex_wire import _recoverer
+from wire_audit import audit
 
 from lightmem_plugin.eviction.compaction_note import HEAD
 from lightmem_plugin.hosts.codex import install as installer
@@ -261,6 +265,10 @@ def test_codex_compaction_note_and_what_it_dropped_recoverable(
     later = _items(bodies[first + 1])
     assert later[: len(_items(bodies[first]))] == _items(bodies[first]), "the next request does not extend it"
     assert fake.reported[first + 1]["cached"] >= fake.reported[first]["prompt"] - 16
+    # every tool output verbatim or stubbed with a key that recovers it, its success unchanged, each
+    # request extending the one before but the first after the compaction (the summarising request
+    # only appends Codex's prompt)
+    audit("responses", bodies, without, _recoverer(), batches=[first]).raise_if_faulty()
 
     # what the compaction dropped: found by `lightmem2 search`, recovered byte-exact
     read = next(o["output"] for o in _outputs(_items(bodies[ask])) if TOKEN in str(o["output"]))
