@@ -194,6 +194,7 @@ class Accountant:
         # the previous call's chunks and keys, ours and the host's: where the provider caches the
         # answer with its prompt, the next call hits it
         self._sent_before: tuple[list[Any], list[str]] = ([], [])
+        self._tools_before = ""  # a digest of the host's tool definitions at the previous call
         self._host_before: tuple[list[Any], list[str]] = ([], [])
         self._encode = counter.encode
         self._footprint: tuple[str, int] = ("", 0)
@@ -267,7 +268,11 @@ class Accountant:
         tools (:meth:`footprint`): the host alone would not send them."""
         chunks, texts = self._ours.pieces(sent.messages)
         base_chunks, base_texts = self._base.pieces(original.messages)
-        shape = self._shape(chunks, texts, base_texts)
+        tools = xxhash.xxh3_64_hexdigest(
+            json.dumps(list(original.tools), sort_keys=True, default=str).encode()
+        )
+        shape = self._shape(chunks, texts, base_texts, tools != self._tools_before, facts.host_event)
+        self._tools_before = tools
         if self._cache_ours.caches_output:
             _cache_answer(self._cache_ours, self._sent_before, sent.messages, chunks, texts)
             _cache_answer(self._cache_base, self._host_before, original.messages, base_chunks, base_texts)
@@ -322,15 +327,20 @@ class Accountant:
             uncached_usd=uncached,
         )
 
-    def _shape(self, chunks: list[Any], texts: list[str], host_texts: list[str]) -> str:
+    def _shape(
+        self, chunks: list[Any], texts: list[str], host_texts: list[str], tools_changed: bool, host_event: str
+    ) -> str:
         """This request against the previous one (:attr:`CallRecord.miss_shape`): its leading tokens
         identical to the previous request's, the tokens of the messages the host appended, and who
-        changed what stood between (the host, when its own request does not extend its previous one;
-        else lightmem2, when ours does not)."""
+        changed what stood between (the host, when its own request does not extend its previous one
+        or its tool definitions changed, which come first in the prompt; its compaction when it names
+        one; else lightmem2, when ours does not extend ours)."""
         prev_chunks, prev_texts = self._sent_before
         prev_host = self._host_before[1]
         if not prev_texts:
             return "0 0 first"
+        if tools_changed:
+            return f"0 0 {'host-compaction' if host_event else 'host-tools'}"
         common = len(_HEAD)
         for before, after, chunk, text in zip(prev_chunks, prev_texts, chunks, texts, strict=False):
             if before is chunk or text == after:
@@ -341,7 +351,9 @@ class Accountant:
         extends = len(host_texts) >= len(prev_host) and host_texts[: len(prev_host)] == prev_host
         added = len(host_texts) - len(prev_host) if extends else 0
         new = sum(len(c) for c in chunks[len(chunks) - added :]) if added else 0
-        if not extends:
+        if host_event:
+            by = "host-compaction"
+        elif not extends:
             by = "host-compaction" if len(host_texts) < len(prev_host) else "host"
         elif len(texts) < len(prev_texts) or texts[: len(prev_texts)] != prev_texts:
             by = "lightmem2"

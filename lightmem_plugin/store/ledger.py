@@ -148,8 +148,8 @@ class CallRecord:
 
     ``miss_shape`` (schema version 5): the request against the previous one, in lightmem2's count,
     as ``"common new by"`` (leading tokens identical to the previous request, tokens the host
-    appended, who changed what stood between: ``first``, ``lightmem2``, ``host``, ``host-compaction``
-    or ``-``), read by :meth:`shape`; ``uncached_usd`` the money of the call's uncached input (cache
+    appended, who changed what stood between: ``first``, ``lightmem2``, ``host``, ``host-tools``,
+    ``host-compaction`` or ``-``), read by :meth:`shape`; ``uncached_usd`` the money of the call's uncached input (cache
     writes and misses), which :mod:`lightmem_plugin.metering.misses` splits by cause. None on older rows.
     """
 

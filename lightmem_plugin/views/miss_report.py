@@ -15,7 +15,7 @@ from ..metering.misses import CAUSES, Cause, Shape, Totals, attribute
 from ..store.ledger import CallRecord
 from .format import tokens
 
-_BY = {"lightmem2": "lightmem2", "host": "host", "host-compaction": "host compaction"}
+_BY = {"lightmem2": "lightmem2", "host": "host", "host-tools": "host", "host-compaction": "host compaction"}
 
 
 def call_causes(rec: CallRecord) -> list[Cause] | None:
@@ -30,8 +30,10 @@ def call_causes(rec: CallRecord) -> list[Cause] | None:
     code = rec.cold_start or ""
     expired = cold_cache.describe(code) if code.startswith("pause") else None
     detail = rec.break_reason or ""
-    if by == "host-compaction":
-        detail = "the host dropped messages from its history (its compaction)"
+    if by == "host-tools":
+        detail = "the host changed its tool definitions, which come first in the prompt"
+    elif by == "host-compaction":
+        detail = rec.break_reason or "the host dropped messages from its history (its compaction)"
     shape = Shape(rec.input_tokens, common, new, _BY.get(by), detail, expired, first=by == "first")
     if rec.has_real_usage:
         total = rec.real_input_tokens or 0
