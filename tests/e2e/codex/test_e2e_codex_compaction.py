@@ -292,3 +292,16 @@ def test_codex_compaction_note_and_what_it_dropped_recoverable(
     assert len(reasons) == len(bodies), reasons
     assert reasons[ask] == SUMMARISING and reasons[first] == AFTER, reasons
     assert "host_compaction" not in json.dumps(data), "a host_compaction fault"
+    # every uncached token the fake provider reported has its cause (issue #43): the summarising
+    # request (no tools: nothing of it cached) and the rebuilt history are the host's compaction
+    for n, row in enumerate(data["calls"]):
+        causes = {c["cause"]: c["tokens"] for c in row["missCauses"]}
+        reported = fake.reported[n]["prompt"] - fake.reported[n]["cached"]
+        assert sum(causes.values()) == reported, (n, causes, fake.reported[n])
+        assert "provider drop" not in causes, (n, causes)
+        if n == 0:
+            assert set(causes) == {"first call"}, causes
+        elif n in (ask, first):
+            assert "host compaction" in causes and causes["host compaction"] >= reported // 2, (n, causes)
+        else:
+            assert set(causes) <= {"new content"}, (n, causes)
