@@ -124,3 +124,30 @@ def test_a_simulated_deepseek_call_reads_the_answer_the_previous_call_generated(
         assert rec.hit_tokens >= rec.input_tokens - 64 - 20
     else:  # the first prompt's whole units only
         assert rec.hit_tokens <= first.input_tokens
+
+
+def test_without_lightmem2_leaves_out_its_compaction_note_in_the_host_s_text(tmp_path: Path) -> None:
+    """After a host's compaction, lightmem2's note rides in the host's own text (Claude Code's additional
+    context, a summary): the host alone would not send it, so the baseline does not count it."""
+    from lightmem_plugin.eviction.compaction_note import compaction_note
+
+    note = compaction_note("Goal (turn 0): fix the parser.\nFiles read: parser.py", "s1", "ab" * 16, True)
+    summary = "This session continues an earlier one. Summary: the parser was fixed."
+    baselines = []
+    for with_note in (False, True):
+        ledger = Ledger(tmp_path / f"ledger{with_note}.sqlite3")
+        lm = LightMem(config=Config(mode="conservative"), registry=Registry(tmp_path / "reg"), ledger=ledger)
+        s = lm.session("note")
+        reminder = "<system-reminder>\nSessionStart hook additional context: " + note + "\n</system-reminder>"
+        msgs = [
+            {"role": "system", "content": "agent"},
+            {"role": "user", "content": summary + ("\n\n" + reminder if with_note else "")},
+        ]
+        s.before_model_call(msgs)
+        s.settle()
+        (row,) = ledger.calls("note")
+        baselines.append(row.baseline_tokens)
+        if with_note:
+            assert row.input_tokens - row.baseline_tokens >= 100  # what was sent holds the note
+    # only the host's wrapper around the note stays (its opening words and closing tag)
+    assert 0 < baselines[1] - baselines[0] <= 20, baselines

@@ -20,6 +20,7 @@ import xxhash
 
 from .. import wire
 from ..codecs.memo import PerObject
+from ..eviction.compaction_note import HEAD as NOTE_HEAD
 from ..model import (
     ImagePart,
     Message,
@@ -132,6 +133,23 @@ def message_tokens(msg: Message, encode: Callable[[str], Sequence[int]]) -> arra
     return array("i", chat_tokens(chat, encode))
 
 
+def without_note(msg: Message) -> Message:
+    """``msg`` without lightmem2's compaction note (:mod:`..eviction.compaction_note`), which a host
+    carries after its compaction as its own text (Claude Code's additional context, Codex's and
+    OpenClaw's summary): the host alone would not send it, so "without lightmem2" leaves it out. The
+    note runs from its first line to the end of its text (a closing tag after it stays)."""
+    if not any(isinstance(p, TextPart) and NOTE_HEAD in p.text for p in msg.parts):
+        return msg
+    parts: list[Any] = []
+    for p in msg.parts:
+        if isinstance(p, TextPart) and NOTE_HEAD in p.text:
+            before, _, after = p.text.partition(NOTE_HEAD)
+            close = after.rfind("</")
+            p = replace(p, text=before.rstrip("\n") + (after[close:] if close >= 0 else ""))
+        parts.append(p)
+    return replace(msg, parts=parts)
+
+
 def _first_break(prev: Sequence[str], cur: Sequence[str], evicted: bool = False) -> tuple[int, int] | None:
     """(message index, char offset) of the first difference in what the previous call had cached.
 
@@ -199,6 +217,7 @@ class Accountant:
         self._encode = counter.encode
         self._footprint: tuple[str, int] = ("", 0)
         self._changes: PerObject[Message, list[tuple[str, int]]] = PerObject(self._message_changes)
+        self._noteless: PerObject[Message, Message] = PerObject(without_note)
         self._host: dict[str, ToolResultPart] = {}  # this call's tool outputs as the host sent them
         self._spelled: dict[str, str] = {}  # call id as the model reads it -> as the host spelled it
         self.repeated = False
@@ -267,7 +286,8 @@ class Accountant:
         """The ledger row of one call (real usage still unknown). The baseline leaves out our own
         tools (:meth:`footprint`): the host alone would not send them."""
         chunks, texts = self._ours.pieces(sent.messages)
-        base_chunks, base_texts = self._base.pieces(original.messages)
+        host_messages = self._noteless.map(original.messages)  # without lightmem2's compaction note
+        base_chunks, base_texts = self._base.pieces(host_messages)
         tools = xxhash.xxh3_64_hexdigest(
             json.dumps(list(original.tools), sort_keys=True, default=str).encode()
         )
