@@ -81,6 +81,26 @@ def turn_text(turn: Message) -> str:
     )
 
 
+def document_text(turn: Message) -> str:
+    """The text of a turn as an archive document writes it: as :func:`turn_text`, but the blocks of a
+    tool result each start a line. Why: the model reads a result's blocks apart (Claude Code's Task
+    result is its report, then a block ``agentId: ...``); joined end to end, the report's last line
+    and the next block made one line that no line the agent quoted matched (4d5611e5: 5 uses whose
+    span a compaction's archive held, their line in no archive)."""
+    out: list[str] = []
+    for p in turn.parts:
+        if isinstance(p, TextPart):
+            out.append(p.text)
+        elif isinstance(p, ToolResultPart):
+            blocks = [sub.text for sub in p.content if isinstance(sub, TextPart)]
+            out.append(
+                "".join(
+                    b if b.endswith("\n") or i == len(blocks) - 1 else b + "\n" for i, b in enumerate(blocks)
+                )
+            )
+    return "".join(out)
+
+
 def tool_calls(turn: Message) -> list[ToolCallPart]:
     """The tool calls a turn makes."""
     return [p for p in turn.parts if isinstance(p, ToolCallPart)]

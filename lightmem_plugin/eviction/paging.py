@@ -18,7 +18,7 @@ from ..model import Message, Request, ToolCallPart, ToolResultPart
 from ..tokens import TokenCounter
 from .choosing import PLACEHOLDER_KEY, Candidate, events_in
 from .collapse import Collapse, archive_document, fingerprint, request_text, summary
-from .entries import tool_call, tool_result, turn_text
+from .entries import document_text, tool_call, tool_result
 from .goals import GoalTask
 from .heuristic import HeuristicEstimator
 from .lifecycle import TaskRegistry
@@ -145,7 +145,7 @@ class Pager:
             else:
                 cid = it.ident
                 lines.append(f"=== lightmem2: output of tool call {self.spell(cid)} ===")
-                text = turn_text(view[index[cid]])
+                text = document_text(view[index[cid]])
             start = len(lines) + 1
             lines.extend(text.split("\n"))
             ranges[it.ident] = (start, len(lines))

@@ -56,3 +56,17 @@ def test_chat_transcripts_read_as_turns() -> None:
         ("tool", "a.py", "c"),
     ]
     assert tool_calls(turns[1])[0].arguments == '{"command":"ls"}'
+
+
+def test_an_archive_document_starts_each_block_of_a_tool_result_on_its_own_line() -> None:
+    """Claude Code's Task result is the subagent's report, then a block ``agentId: ...``: joined end to
+    end, the report's last line was no line the agent could quote (4d5611e5, lost by line)."""
+    from lightmem_plugin.eviction.entries import document_text, turn_text
+    from lightmem_plugin.model import Message, TextPart, ToolResultPart
+
+    report = "Files:\n- `assets/app.css` (lines 969-1168)"
+    result = ToolResultPart("t1", [TextPart(report), TextPart("agentId: a2898e3"), TextPart("\nend\n")])
+    turn = Message("tool", [result])
+    assert turn_text(turn) == report + "agentId: a2898e3\nend\n"  # what passes read, unchanged
+    assert document_text(turn) == report + "\nagentId: a2898e3\n\nend\n"
+    assert "- `assets/app.css` (lines 969-1168)" in document_text(turn).split("\n")
