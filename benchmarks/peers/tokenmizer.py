@@ -20,26 +20,22 @@ both TokenMizer rows for ``../shared/traces/swe`` with their ratios to vanilla.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
-import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from lightmem_plugin.errors import LightMemError  # noqa: E402
 from lightmem_plugin.measure.replay import replay_paths, summarize, trace_files  # noqa: E402
 from lightmem_plugin.measure.traces.base import Trace  # noqa: E402
+from peers.common import DriverProcess, PeerError, pct, subset  # noqa: E402
+from peers.common import ensure_venv as _ensure_venv  # noqa: E402
 from peers.task_probe import TaskProbe  # noqa: E402
 
 ChatMessage = dict[str, Any]
@@ -51,41 +47,12 @@ STABLE_WINDOW: dict[Variant, str] = {"default": "auto", "frozen_bridge": "on"}
 ROWS: dict[str, Variant] = {"tokenmizer": "default", "tokenmizer_frozen_bridge": "frozen_bridge"}
 
 
-class PeerError(LightMemError):
-    """The peer could not be installed or started, or its proxy refused a replayed call."""
+__all__ = ["ROWS", "PeerError", "TokenMizerDriver", "TokenMizerPolicy", "ensure_venv", "peer_rows"]
 
 
 def ensure_venv(venv: Path = DEFAULT_VENV, timeout: float = 900) -> Path:
     """The peer environment's python, creating it (``python -m venv`` + pip) when absent or stale."""
-    python = venv / "bin" / "python"
-    marker = venv / ".installed"
-    want = " ".join(REQUIREMENTS)
-    if python.exists() and marker.exists() and marker.read_text(encoding="utf-8") == want:
-        return python
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a test and `make bench` may race to build it
-        if python.exists() and marker.exists() and marker.read_text(encoding="utf-8") == want:
-            return python
-        steps = [
-            [sys.executable, "-m", "venv", "--clear", str(venv)],
-            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *REQUIREMENTS],
-        ]
-        for step in steps:
-            try:
-                done = subprocess.run(step, capture_output=True, text=True, timeout=timeout, check=False)
-            except subprocess.TimeoutExpired:
-                raise PeerError(
-                    f"installing {want} into {venv} took over {timeout:.0f}s; check access to PyPI"
-                ) from None
-            if done.returncode != 0:
-                tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-                raise PeerError(
-                    f"cannot install {want} into {venv}: `{' '.join(step[:4])} ...` exited {done.returncode} "
-                    f"({tail[0][:200]}); check access to PyPI"
-                )
-        marker.write_text(want, encoding="utf-8")
-    return python
+    return _ensure_venv(venv, REQUIREMENTS, timeout)
 
 
 class TokenMizerDriver:
@@ -93,21 +60,10 @@ class TokenMizerDriver:
 
     def __init__(self, variant: Variant = "default", venv: Path = DEFAULT_VENV) -> None:
         python = ensure_venv(venv)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
         self.variant = variant
-        self._log: IO[str] = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 closed in close()
-        cmd = [str(python), "-I", str(DRIVER), "--stable-window", STABLE_WINDOW[variant]]
-        cmd += ["--vocab-cache", str(venv / "tiktoken-cache")]
-        self._proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            text=True,
-            encoding="utf-8",
-            env=env,
-        )
-        hello = self._read()
+        args = ["--stable-window", STABLE_WINDOW[variant], "--vocab-cache", str(venv / "tiktoken-cache")]
+        self._driver = DriverProcess("TokenMizer", python, DRIVER, args)
+        hello = self._driver.hello
         self.version: str = hello["version"]
         self.settings: dict[str, Any] = hello["settings"]
         self.changes: list[str] = hello["changes"]
@@ -115,27 +71,11 @@ class TokenMizerDriver:
         self.fallbacks = 0
         self.last_answer: ChatMessage | None = None
 
-    def _read(self) -> dict[str, Any]:
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline()
-        if not line:
-            self._log.seek(0)
-            tail = " | ".join(self._log.read().strip().splitlines()[-3:])
-            raise PeerError(
-                f"the TokenMizer driver exited ({self._proc.poll()}) before answering: {tail[:600]}"
-            )
-        reply: dict[str, Any] = json.loads(line)
-        return reply
-
     def capture(
         self, session: str, model: str, prompt: list[ChatMessage], reply: ChatMessage
     ) -> list[ChatMessage]:
         """The message list TokenMizer sends upstream for ``prompt``; the stub answers with ``reply``."""
-        assert self._proc.stdin is not None
-        call = {"session": session, "model": model, "prompt": prompt, "reply": reply}
-        self._proc.stdin.write(json.dumps(call) + "\n")
-        self._proc.stdin.flush()
-        out = self._read()
+        out = self._driver.ask({"session": session, "model": model, "prompt": prompt, "reply": reply})
         if out["status"] != 200 or out["messages"] is None:
             raise PeerError(
                 f"TokenMizer answered {out['status']} for session {session!r} "
@@ -148,16 +88,7 @@ class TokenMizerDriver:
         return messages
 
     def close(self) -> None:
-        if self._proc.stdin:
-            self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        if self._proc.stdout:
-            self._proc.stdout.close()
-        self._log.close()
+        self._driver.close()
 
     def __enter__(self) -> TokenMizerDriver:
         return self
@@ -188,12 +119,6 @@ class TokenMizerPolicy:
         return None
 
 
-def _pct(values: Sequence[float], q: int) -> float:
-    if len(values) < 2:
-        return round(values[0], 3) if values else 0.0
-    return round(statistics.quantiles(values, n=100, method="inclusive")[q - 1], 3)
-
-
 def replay_tokenmizer(
     paths: Sequence[str | Path],
     variant: Variant = "default",
@@ -211,8 +136,8 @@ def replay_tokenmizer(
             "variant": variant,
             "settings": driver.settings,
             "changes": driver.changes,
-            "proxy_ms_p50": _pct(driver.proxy_ms, 50),
-            "proxy_ms_p99": _pct(driver.proxy_ms, 99),
+            "proxy_ms_p50": pct(driver.proxy_ms, 50),
+            "proxy_ms_p99": pct(driver.proxy_ms, 99),
             "upstream_fallbacks": driver.fallbacks,
         }
     row["wall_s"] = round(time.perf_counter() - t0, 1)
@@ -235,15 +160,6 @@ def peer_rows(
         return {name: future.result() for name, future in futures.items()}
 
 
-@contextlib.contextmanager
-def _subset(paths: list[Path]) -> Iterator[Path]:
-    """A directory of links to ``paths``, so ``--limit`` runs every policy on the same sessions."""
-    with tempfile.TemporaryDirectory(prefix="tokenmizer-subset-") as tmp:
-        for p in paths:
-            (Path(tmp) / p.name).symlink_to(p.resolve())
-        yield Path(tmp)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--traces", default=str(HERE.parents[2] / "shared" / "traces" / "swe"))
@@ -257,7 +173,10 @@ def main() -> int:
         print(f"tokenmizer: no traces under {args.traces}; pass --traces DIR", file=sys.stderr)
         return 2
     rows: dict[str, dict[str, Any]] = {}
-    with _subset(files) as root, tempfile.TemporaryDirectory(prefix="tokenmizer-ours-") as tmp:
+    with (
+        subset(files, "tokenmizer-subset-") as root,
+        tempfile.TemporaryDirectory(prefix="tokenmizer-ours-") as tmp,
+    ):
         for name in ("vanilla", "conservative", "normal", "aggressive") if args.ours else ():
             t0 = time.perf_counter()
             probe = TaskProbe(name, Path(tmp) / name)

