@@ -1,7 +1,8 @@
 """`make bench`: every policy x both trace sets, into benchmarks/results/results.json and docs/BENCHMARKS.md.
 
-Policies: vanilla, the three lightmem2 modes, the baselines in ``baselines.py`` and the oracle, on the
-plain sessions; vanilla and the modes again on the constructed volatile-head scenario. Each row gives
+Policies: vanilla, the three lightmem2 modes, the baselines in ``baselines.py``, the oracle and the real
+peers in ``peers/`` (TokenMizer, Headroom; skipped with a line on stderr where their venv cannot be
+built), on the plain sessions; vanilla and the modes again on the constructed volatile-head scenario. Each row gives
 K and K charged (K plus a recover round trip for every use that is only recoverable), each as a
 fraction of vanilla, how far it went from vanilla towards the oracle, hit rate, retention by line and
 by span, error lines kept, lines changed outside stubs and the pipeline's time per call. The table in docs/BENCHMARKS.md is
@@ -15,6 +16,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +24,24 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from baselines import BASELINES  # noqa: E402
+from peers import headroom, tokenmizer  # noqa: E402
+from peers.common import PeerError  # noqa: E402
 from peers.task_probe import TaskProbe  # noqa: E402
-from peers.tokenmizer import ROWS as PEER_ROWS  # noqa: E402
-from peers.tokenmizer import PeerError, peer_rows  # noqa: E402
 from readme_table import BENCHMARKS, update_readme  # noqa: E402
 
 from lightmem_plugin.measure.replay import replay_paths, summarize  # noqa: E402
 
 MODES = ("vanilla", "conservative", "normal", "aggressive")
 SETS = ("swe", "claude-code")
+PEERS: tuple[tuple[str, Callable[[Path], dict[str, dict[str, Any]]], tuple[str, ...]], ...] = (
+    ("TokenMizer", tokenmizer.peer_rows, ("swe",)),  # OpenAI-compatible only
+    ("Headroom", headroom.peer_rows, ("swe", "claude-code")),
+)
+"""Each real peer (``peers/``): its name, its rows for one trace set, and the sets it is replayed on."""
 
 
-def run_set(path: Path, quick: bool) -> dict[str, Any]:
-    """All rows for one trace set."""
+def run_set(path: Path, quick: bool, peers: bool = False) -> dict[str, Any]:
+    """All rows for one trace set; ``peers``: the real peers' rows too (each in its own venv)."""
     rows: dict[str, dict[str, Any]] = {}
     names = list(MODES) + ([] if quick else list(BASELINES))
     with tempfile.TemporaryDirectory(prefix="lightmem2-bench-") as tmp:
@@ -44,14 +51,17 @@ def run_set(path: Path, quick: bool) -> dict[str, Any]:
             rows[name] = summarize(replay_paths([path], probe)) | probe.figures()
             rows[name]["wall_s"] = round(time.perf_counter() - t0, 1)
             print(f"  {path.name:<12} {name:<22} K {rows[name]['K']:>14,.0f}", file=sys.stderr)
-    if not quick and path.name == "swe":
+    for peer, rows_of, sets in PEERS if peers else ():
+        if path.name not in sets:
+            continue
         try:
-            rows.update(peer_rows(path))
+            found = rows_of(path)
         except PeerError as err:
-            print(f"  {path.name:<12} TokenMizer rows skipped: {err}", file=sys.stderr)
-        for name in PEER_ROWS:
-            if name in rows:
-                print(f"  {path.name:<12} {name:<22} K {rows[name]['K']:>14,.0f}", file=sys.stderr)
+            print(f"  {path.name:<12} {peer} rows skipped: {err}", file=sys.stderr)
+            continue
+        rows.update(found)
+        for name in found:
+            print(f"  {path.name:<12} {name:<22} K {rows[name]['K']:>14,.0f}", file=sys.stderr)
     volatile: dict[str, dict[str, Any]] = {}
     for name in MODES:
         volatile[name] = summarize(replay_paths([path], name, head="volatile"))
@@ -80,7 +90,11 @@ def main() -> int:
     if not root.exists():
         print(f"bench: no traces at {root}; pass --traces DIR (the shared trace set)", file=sys.stderr)
         return 2
-    results = {"traces": {s: run_set(root / s, args.quick) for s in SETS if (root / s).exists()}}
+    results = {
+        "traces": {
+            s: run_set(root / s, args.quick, peers=not args.quick) for s in SETS if (root / s).exists()
+        }
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -328,7 +328,8 @@ def replay_trace(
     # summary); elsewhere the difference is the provider's tokenizer, not unseen input
     unseen = clock == "recorded" and trace.kind == "claude-code"
     hidden = HiddenInput.of(trace, chunker, head_tokens) if unseen else None
-    tracker = RetentionTracker(policy.lookup)
+    # a policy whose stubs are not lightmem2's (a peer) says how to find the keys they name
+    tracker = RetentionTracker(policy.lookup, getattr(policy, "stub_keys", None))
     fidelity = ChangedLinesTracker()
     res = SessionResult(trace.id, trace.kind, provider)
     res.cache_ttl_s = luck.ttl

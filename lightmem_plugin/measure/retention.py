@@ -415,12 +415,14 @@ class RetentionTracker:
     """Feed it a session call by call; ``result()`` gives the retention over all uses so far.
 
     ``lookup(key)`` returns the archived text behind a stub key (or None); without it, nothing is
-    recoverable. Keep the lost uses for a report in :attr:`lost_uses` (the first 100). The recover
+    recoverable. ``keys(text)`` finds the keys a prompt's stubs name: lightmem2's by default, another
+    tool's markers for a peer replayed the same way (``benchmarks/peers``). Keep the lost uses for a report in :attr:`lost_uses` (the first 100). The recover
     round trips K charged prices are in :attr:`recovers`, each (artifact, line range) once.
     """
 
-    def __init__(self, lookup: Lookup | None = None) -> None:
+    def __init__(self, lookup: Lookup | None = None, keys: Callable[[str], list[str]] | None = None) -> None:
         self._lookup = lookup
+        self._keys = keys or stub_keys
         self._archived: dict[str, str | None] = {}
         self._index = _SpanIndex()
         self._tool_ids: dict[int, tuple[ChatMessage, str]] = {}
@@ -548,7 +550,7 @@ class RetentionTracker:
         def archives() -> list[tuple[str, str]]:
             nonlocal keyed
             if keyed is None:
-                keys = dict.fromkeys(stub_keys(haystack))
+                keys = dict.fromkeys(self._keys(haystack))
                 keyed = [(k, t) for k, t in ((k, self._archived_text(k)) for k in keys) if t is not None]
             return keyed
 
