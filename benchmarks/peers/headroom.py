@@ -56,6 +56,9 @@ KEY_RE = re.compile(r"(?:hash=|<<ccr:)([0-9a-f]{12,24})")
 """A hash Headroom's retrieve tool takes, as its markers show it."""
 HEAD = "[request head as the proxy changed it] "
 """Starts the stand-in message for tools or a system prompt the proxy added (see ``head_message``)."""
+SIGNATURE = "c2lnbmF0dXJlLW5vdC1yZWNvcmRlZA=="
+"""Stands for a thinking block's signature, which the transcripts do not keep (base64 text, as on the
+wire; Headroom forwards its edits only where every thinking block reaches the provider unchanged)."""
 BASH_TOOL = {
     "type": "function",
     "function": {
@@ -177,7 +180,9 @@ class AnthropicForm:
             return {"role": "user", "content": content if isinstance(content, str) else _blocks(content)}
         blocks: list[dict[str, Any]] = []
         if message.get("reasoning_content"):
-            blocks.append({"type": "thinking", "thinking": message["reasoning_content"], "signature": ""})
+            blocks.append(
+                {"type": "thinking", "thinking": message["reasoning_content"], "signature": SIGNATURE}
+            )
         blocks += _blocks(message.get("content"))
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}

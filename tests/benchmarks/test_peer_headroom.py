@@ -24,6 +24,7 @@ from peers.common import PeerError  # noqa: E402
 from peers.headroom import (  # noqa: E402
     HEAD,
     ROWS,
+    SIGNATURE,
     AnthropicForm,
     HeadroomDriver,
     HeadroomPolicy,
@@ -48,14 +49,15 @@ LOG = (
 DROPPED = "2026-01-01T00:00:05 INFO worker-0 processed batch 5 in 65 ms"
 
 
-def session(kind: str = "claude-code") -> Trace:
-    """A short session: the agent runs a command whose long log it quotes a line of two calls later."""
+def session(kind: str = "claude-code", thinking: bool = True) -> Trace:
+    """A short session: the agent runs a command whose long log it quotes a line of two calls later.
+    ``thinking``: its first answer carries thinking (Headroom's default mode then left the log whole)."""
     anthropic = kind == "claude-code"
-    user = {"role": "user", "content": "Why did the batch job fail?"}
+    user = {"role": "user", "content": "Show me the batch job log."}
     ask = {
         "role": "assistant",
         "content": "",
-        "reasoning_content": "look at the log",
+        **({"reasoning_content": "look at the log"} if thinking else {}),
         "tool_calls": [
             {
                 "id": "t1",
@@ -87,7 +89,7 @@ def test_unchanged_messages_come_back_as_the_very_chat_messages() -> None:
     form = AnthropicForm()
     out = form.to_anthropic(prompt)
     assert [m["role"] for m in out] == ["user", "assistant", "user", "assistant", "user"]
-    assert out[1]["content"][0] == {"type": "thinking", "thinking": "look at the log", "signature": ""}
+    assert out[1]["content"][0] == {"type": "thinking", "thinking": "look at the log", "signature": SIGNATURE}
     assert out[1]["content"][-1] == {
         "type": "tool_use",
         "id": "t1",
@@ -299,7 +301,7 @@ def peer_venv() -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["claude-code", "swe"])
 def test_headroom_compresses_the_log_and_its_hash_gives_the_original_back(peer_venv: Path, kind: str) -> None:
-    trace = session(kind)
+    trace = session(kind, thinking=False)
     with HeadroomDriver("default", peer_venv) as driver:
         assert driver.version == "0.42.0" and driver.settings["savings_profile"] == "coding"
         assert any("HEADROOM_OFFLINE=1" in change for change in driver.changes)
@@ -313,7 +315,9 @@ def test_headroom_compresses_the_log_and_its_hash_gives_the_original_back(peer_v
         assert keys and policy.lookup(keys[0]) == LOG
         assert policy.lookup("0" * 24) is None
         assert any(m["content"].startswith(HEAD) for m in prompts[1] if m["role"] == "system")
-        res = replay_trace(session(kind), HeadroomPolicy(driver, session(kind)))
+    # a fresh proxy: the same requests again would be answered from its response cache, not forwarded
+    with HeadroomDriver("default", peer_venv) as driver:
+        res = replay_trace(trace, HeadroomPolicy(driver, trace))
     assert res.recoverable >= 1 and res.lost == 0
 
 
