@@ -28,7 +28,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest --ignore=tests/e2e -m "not slow and not postgres" -n auto --dist loadscope
 
 # The tests marked slow, one at a time: soak, SIGKILL campaigns, time/memory bounds, load, full-trace
-# replays, the TokenMizer peer. Several bound time or memory, so they must not compete for the cores.
+# replays, the TokenMizer and Headroom peers. Several bound time or memory, so they must not compete for the cores.
 slow: $(STAMP)
 	$(BIN)/python -m pytest --ignore=tests/e2e -m "slow and not postgres" -p no:xdist
 
