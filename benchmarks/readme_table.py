@@ -96,6 +96,7 @@ def render(results: dict[str, Any]) -> str:
                     f"| {r['error_lines_kept']:.1%} | {r['retention_lost_lines']:.1%} | {compacted} "
                     f"| {r['lines_changed_outside_stubs']:,} | {task} | {p50:.2f} | {p99:.2f} |"
                 )
+            out += _cause_rows(rows)
             peers = {r["peer"]["package"]: r["peer"]["changes"] for r in rows.values() if "peer" in r}
             if peers:
                 out += [
@@ -109,6 +110,44 @@ def render(results: dict[str, Any]) -> str:
                 ]
     out += ["", LEGEND, "", END]
     return "\n".join(out)
+
+
+CAUSE_COLUMNS = (
+    "first call",
+    "expiry",
+    "provider drop",
+    "lightmem2 change",
+    "host change",
+    "host compaction",
+    "new content",
+)
+
+
+def _cause_rows(rows: dict[str, Any]) -> list[str]:
+    """The uncached input of each policy by cause, in money where priced (issue #43: every miss
+    explained; ``replay --json`` ``miss_causes``), when the results carry it."""
+    named = {name: r["miss_causes"] for name, r in rows.items() if r.get("miss_causes", {}).get("causes")}
+    if not named:
+        return []
+    out = [
+        "",
+        "Uncached input by cause (money, else tokens; `lightmem_plugin/metering/misses.py`):",
+        "",
+        "| policy | uncached | " + " | ".join(CAUSE_COLUMNS) + " |",
+        "|---|---:|" + "---:|" * len(CAUSE_COLUMNS),
+    ]
+    for name, causes in named.items():
+        by = {c["cause"]: c for c in causes["causes"]}
+        priced = causes.get("uncachedUsd") is not None
+
+        def cell(c: dict[str, Any] | None, priced: bool = priced) -> str:
+            if c is None:
+                return "-"
+            return f"${c['usd']:,.2f}" if priced and c.get("usd") is not None else f"{c['tokens']:,}"
+
+        total = f"${causes['uncachedUsd']:,.2f}" if priced else f"{causes['uncachedTokens']:,}"
+        out.append(f"| {name} | {total} | " + " | ".join(cell(by.get(k)) for k in CAUSE_COLUMNS) + " |")
+    return out
 
 
 def render_continuous(result: dict[str, Any]) -> str:

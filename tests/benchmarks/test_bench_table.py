@@ -81,6 +81,8 @@ def parse_tables(block: str) -> dict[tuple[str, str], dict[str, Any]]:
             scenario = "plain" if head[2] == "plain sessions" else "volatile_head"
             current = {"sessions": int(head[3]), "calls": int(head[4]), "rows": {}, "header": None}
             tables[(head[1], scenario)] = current
+        elif line.startswith("Uncached input by cause"):  # a table of its own after the main one
+            current = None
         elif current is not None and line.startswith("| ") and not line.startswith("|---"):
             cells = [c.strip() for c in line.strip("|").split("|")]
             if current["header"] is None:
@@ -382,3 +384,27 @@ def test_server_verdicts_hold_only_when_every_api_meets_the_target() -> None:
         "target": "<= 0.1",
         "met": True,
     }
+
+
+def test_the_uncached_input_by_cause_is_a_table_of_money_per_policy() -> None:
+    """Every policy whose results name the causes of its misses gets a row, in money where priced."""
+    from readme_table import _cause_rows
+
+    causes = {
+        "uncachedTokens": 300,
+        "uncachedUsd": 3.0,
+        "causes": [
+            {"cause": "first call", "tokens": 100, "usd": 1.0},
+            {"cause": "lightmem2 change", "tokens": 50, "usd": 0.5},
+            {"cause": "new content", "tokens": 150, "usd": 1.5},
+        ],
+    }
+    rows = {
+        "vanilla": {"miss_causes": {**causes, "uncachedUsd": None}},
+        "aggressive": {"miss_causes": causes},
+    }
+    lines = _cause_rows(rows)
+    assert lines[3].startswith("| policy | uncached | first call | expiry |")
+    assert "| vanilla | 300 | 100 | - | - | 50 | - | - | 150 |" in lines
+    assert "| aggressive | $3.00 | $1.00 | - | - | $0.50 | - | - | $1.50 |" in lines
+    assert _cause_rows({"vanilla": {}}) == []
