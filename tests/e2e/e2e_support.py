@@ -5,6 +5,8 @@
   its executable; skips the test only when npm or its registry cannot be reached.
 - :class:`ScriptedUpstream`: the server tests' fake provider, answering by looking at the request
   (so the host's own extra calls cannot shift a queued script).
+- :class:`BindingUpstream`: a fake Claude model that answers with signed thinking blocks and binds
+  each to the prefix it was produced over, as preserved thinking does (DESIGN 6).
 - :func:`write_lightmem_config`, :func:`stop_pid`, :func:`cache_figures`: the rest of the stack.
 
 Every subprocess is time-bounded; servers listen on 127.0.0.1 and are stopped by PID.
@@ -13,7 +15,9 @@ Every subprocess is time-bounded; servers listen on 127.0.0.1 and are stopped by
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -31,7 +35,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
-from fake_upstream import FakeUpstream
+from fake_upstream import FakeUpstream, strip_marks
 from fake_wire import Reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,6 +136,96 @@ class ScriptedUpstream(FakeUpstream):
         if api and isinstance(body, dict):
             self.model_bodies.append((api, body))
             self.script.appendleft(self.policy(api, body))
+        return body
+
+
+BOUND = "The block is bound to a different conversation"
+"""What the API answers (400) to a thinking block sent back over a prefix other than its own."""
+
+
+def _blocks(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+
+
+def _prefix(body: dict[str, Any], message: int, block: int) -> str:
+    """What a thinking block at ``messages[message].content[block]`` is checked against: system, tools
+    and everything before it, canonical (cache marks aside, a string content as its text block)."""
+    msgs = [{**m, "content": _blocks(m.get("content"))} for m in body.get("messages") or []]
+    before = (
+        [*msgs[:message], {**msgs[message], "content": msgs[message]["content"][:block]}]
+        if block
+        else msgs[:message]
+    )
+    return json.dumps(
+        strip_marks(
+            {"system": _blocks(body.get("system")), "tools": body.get("tools") or [], "messages": before}
+        ),
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+
+
+class BindingUpstream(FakeUpstream):
+    """A fake Claude model with preserved thinking: each scripted :class:`Reply` with ``thinking`` is
+    answered with a thinking block signed for the request it answers, and the fake remembers the prefix
+    it was produced over (system, tools, every message of that request). A later request that sends
+    the block back after any other prefix is answered 400 :data:`BOUND`, as the API does (DESIGN 6,
+    "Preserved thinking"), unless it asks ``thinking.block_binding.prefix_mismatch_behavior:
+    "drop_block"``: then the block is dropped (:attr:`dropped`) and the request answered.
+
+    ``signed``: (request index, signature) of each block produced; ``checked``: per request, the
+    signatures it sent back that passed; ``rejected``: (request index, message index) of each 400.
+    """
+
+    def __init__(self, counter: Callable[[str], int] | None = None, ttl_s: float | None = None) -> None:
+        super().__init__(counter, ttl_s)
+        self.bound: dict[str, str] = {}
+        self.signed: list[tuple[int, str]] = []
+        self.checked: dict[int, list[str]] = {}
+        self.rejected: list[tuple[int, int]] = []
+        self.dropped: list[tuple[int, int]] = []
+
+    def stale(self, body: dict[str, Any]) -> tuple[list[str], list[int]]:
+        """The signatures a request sends back over their own prefix, and the message indexes of the
+        blocks sent over another (or of an unknown signature)."""
+        ok: list[str] = []
+        bad: list[int] = []
+        for i, m in enumerate(body.get("messages") or []):
+            if m.get("role") != "assistant":
+                continue
+            for j, b in enumerate(_blocks(m.get("content"))):
+                if isinstance(b, dict) and b.get("type") == "thinking":
+                    sig = str(b.get("signature") or "")
+                    if self.bound.get(sig) == _prefix(body, i, j):
+                        ok.append(sig)
+                    else:
+                        bad.append(i)
+        return ok, bad
+
+    async def _read(self, request: Any) -> Any:
+        body = await super()._read(request)
+        if request.url.path != "/v1/messages" or not isinstance(body, dict):
+            return body
+        n = len(self.received) - 1
+        ok, bad = self.stale(body)
+        self.checked[n] = ok
+        if bad:
+            control = ((body.get("thinking") or {}).get("block_binding") or {}).get(
+                "prefix_mismatch_behavior"
+            )
+            if control != "drop_block":
+                self.rejected.append((n, bad[0]))
+                message = f"messages.{bad[0]}.content.0: {BOUND}"
+                error = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+                self.script.appendleft(Reply(status=400, error=error))
+                return body
+            self.dropped.extend((n, i) for i in bad)
+        if self.script and self.script[0].thinking:
+            whole = _prefix(body, len(body.get("messages") or []), 0)
+            sig = f"sig{n}" + hashlib.sha256(whole.encode()).hexdigest()[:24]
+            self.bound[sig] = whole
+            self.signed.append((n, sig))
+            self.script[0] = dataclasses.replace(self.script[0], signature=sig)
         return body
 
 

@@ -10,7 +10,8 @@ Cache model: the prompt is rendered as canonical JSON pieces in prompt order (to
 instructions, then each message or input item; ``cache_control`` marks are ignored, as they do not
 change the tokens), one token per 4 characters, cached in blocks of 16 tokens chained by hash, so a
 changed byte misses everything after it. Every full block is cached on every request (writes are
-reported as Anthropic cache creation). Replies are scripted: queue :class:`Reply` objects (text, tool
+reported as Anthropic cache creation); with ``ttl_s`` a block unused for longer expires, as a
+provider's cache does after its TTL. Replies are scripted: queue :class:`Reply` objects (text, tool
 calls, an HTTP error, a cut stream, a per-event delay); with none queued the reply is ``"ok"``.
 Streams split text and arguments into ``chunk``-character deltas so placeholders cross boundaries.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -48,12 +50,15 @@ class PrefixCache:
 
     ``counter`` counts the tokens of a piece of rendered prompt (default: one per 4 characters); with
     one, the prompt, its cached prefix and the written blocks are counted with it (blocks stay
-    64 characters), as a provider that tokenises with that encoding would report them.
+    64 characters), as a provider that tokenises with that encoding would report them. ``ttl_s``: a
+    block not read or written for longer than this many seconds is gone, as a provider's cache
+    expires (None: kept for ever).
     """
 
-    def __init__(self, counter: Callable[[str], int] | None = None) -> None:
-        self.blocks: set[bytes] = set()
+    def __init__(self, counter: Callable[[str], int] | None = None, ttl_s: float | None = None) -> None:
+        self.blocks: dict[bytes, float] = {}  # block hash -> when it was last used (time.monotonic)
         self.counter = counter
+        self.ttl_s = ttl_s
 
     def observe(self, text: str) -> tuple[int, int, int]:
         """(prompt tokens, cached tokens, newly written tokens) for a prompt, caching its blocks."""
@@ -62,14 +67,18 @@ class PrefixCache:
         h = b""
         hit = written = 0
         missed = False
+        now = time.monotonic()
         for start in range(0, len(text) - size + 1, size):
             h = hashlib.sha256(h + text[start : start + size].encode("utf-8", "surrogatepass")).digest()
-            if h in self.blocks and not missed:
+            used = self.blocks.get(h)
+            if used is not None and self.ttl_s is not None and now - used > self.ttl_s:
+                used = None  # expired
+            if used is not None and not missed:
                 hit += BLOCK_TOKENS
             else:
                 missed = True
                 written += BLOCK_TOKENS
-                self.blocks.add(h)
+            self.blocks[h] = now
         if self.counter is not None:
             hit_chars, full_chars = hit * CHARS_PER_TOKEN, (hit + written) * CHARS_PER_TOKEN
             tokens = self.counter(text)
@@ -116,11 +125,11 @@ def render(api: str, body: dict[str, Any]) -> str:
 class FakeUpstream:
     """State and ASGI app of the fake provider."""
 
-    def __init__(self, counter: Callable[[str], int] | None = None) -> None:
+    def __init__(self, counter: Callable[[str], int] | None = None, ttl_s: float | None = None) -> None:
         self.script: deque[Reply] = deque()
         self.received: list[Received] = []
         self.reported: list[dict[str, int]] = []  # per call: prompt, cached, written
-        self.cache = PrefixCache(counter)
+        self.cache = PrefixCache(counter, ttl_s)
         self.streams_started = 0
         self.streams_aborted = 0
         self.streams_completed = 0

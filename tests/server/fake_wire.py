@@ -22,6 +22,8 @@ class Reply:
     delay_s: float = 0.0  # stream: pause before each event
     final_delay_s: float = 0.0  # stream: pause before the last event (a host may hang up meanwhile)
     chunk: int = 5
+    thinking: str = ""  # Anthropic: a signed thinking block before the text (its signature: ``signature``)
+    signature: str = ""
 
 
 def split(text: str, n: int) -> list[str]:
@@ -29,7 +31,8 @@ def split(text: str, n: int) -> list[str]:
 
 
 def usage_for(api: str, prompt: int, cached: int, written: int, reply: Reply) -> dict[str, Any]:
-    out = max(1, (len(reply.text) + sum(len(a) for _, a in reply.tool_calls)) // CHARS_PER_TOKEN)
+    said = len(reply.text) + len(reply.thinking) + sum(len(a) for _, a in reply.tool_calls)
+    out = max(1, said // CHARS_PER_TOKEN)
     if api == "anthropic":
         return {
             "input_tokens": prompt - cached - written,
@@ -60,7 +63,11 @@ def _sse(event: str | None, data: Any) -> bytes:
 
 # -- Anthropic Messages --------------------------------------------------------------------------
 def anthropic_body(reply: Reply, usage: dict[str, Any], n: int, model: str) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
+    content: list[dict[str, Any]] = []
+    if reply.thinking:
+        content.append({"type": "thinking", "thinking": reply.thinking, "signature": reply.signature})
+    if reply.text:
+        content.append({"type": "text", "text": reply.text})
     for i, (name, args) in enumerate(reply.tool_calls):
         content.append({"type": "tool_use", "id": f"toolu_{n}_{i}", "name": name, "input": json.loads(args)})
     return {
@@ -79,8 +86,24 @@ def anthropic_stream(reply: Reply, usage: dict[str, Any], n: int, body: dict[str
     full = anthropic_body(reply, usage, n, body.get("model", "fake-model"))
     start = {**full, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
     out = [_sse("message_start", {"type": "message_start", "message": start}), _sse("ping", {"type": "ping"})]
+    calls = iter(reply.tool_calls)
     for i, block in enumerate(full["content"]):
-        if block["type"] == "text":
+        if block["type"] == "thinking":
+            out.append(
+                _sse(
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+                    },
+                )
+            )
+            deltas = [
+                {"type": "thinking_delta", "thinking": t} for t in split(block["thinking"], reply.chunk)
+            ]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif block["type"] == "text":
             out.append(
                 _sse(
                     "content_block_start",
@@ -99,7 +122,7 @@ def anthropic_stream(reply: Reply, usage: dict[str, Any], n: int, body: dict[str
                     {"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}},
                 )
             )
-            args = reply.tool_calls[i - (1 if reply.text else 0)][1]
+            args = next(calls)[1]
             deltas = [{"type": "input_json_delta", "partial_json": t} for t in split(args, reply.chunk)]
         out += [
             _sse("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d})

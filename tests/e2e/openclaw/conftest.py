@@ -63,9 +63,11 @@ def lightmem2_exe() -> Path:
 def make_env(
     host: Host, lightmem2_exe: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Any]:
-    """``make_env(name, plugin=True, counter=None, api="openai-completions")``: a fresh OpenClaw env,
-    lightmem2 installed by our installer; ``counter`` counts the fake provider's tokens (default: one
-    per 4 characters); ``api`` is the wire API OpenClaw's provider speaks to it (:func:`base_config`)."""
+    """``make_env(name, plugin=True, counter=None, api="openai-completions", fake=FakeUpstream,
+    ttl_s=None, **model)``: a fresh OpenClaw env, lightmem2 installed by our installer; ``counter``
+    counts the fake provider's tokens (default: one per 4 characters); ``api`` is the wire API
+    OpenClaw's provider speaks to it; ``fake`` the fake provider's class, ``ttl_s`` its cache's TTL;
+    ``model`` sets the provider's model (``id``, ``contextWindow``, ``reasoning``: :func:`base_config`)."""
     servers: list[ServerThread] = []
 
     def make(
@@ -73,15 +75,18 @@ def make_env(
         plugin: bool = True,
         counter: Callable[[str], int] | None = None,
         api: str = "openai-completions",
+        fake: type[FakeUpstream] = FakeUpstream,
+        ttl_s: float | None = None,
+        **model: Any,
     ) -> OpenClawEnv:
-        fake = FakeUpstream(counter)
-        server = ServerThread(fake.app).__enter__()
+        upstream = fake(counter, ttl_s)
+        server = ServerThread(upstream.app).__enter__()
         servers.append(server)
         root = tmp_path / name
         for sub in ("home", "state", "workspace", "lightmem2-home"):
             (root / sub).mkdir(parents=True)
-        env = OpenClawEnv(host, root, fake, server.url, lightmem2_exe)
-        env.write_config(base_config(server.url, env.workspace, api))
+        env = OpenClawEnv(host, root, upstream, server.url, lightmem2_exe)
+        env.write_config(base_config(server.url, env.workspace, api, **model))
         if plugin:
             from lightmem_plugin.hosts.openclaw import install as installer
 

@@ -186,11 +186,14 @@ class OpenClawEnv:
         return subprocess.run([str(self.lightmem2), *args], env=self.env(), capture_output=True, timeout=120)
 
 
-def base_config(upstream: str, workspace: Path, api: str = "openai-completions") -> dict[str, Any]:
+def base_config(
+    upstream: str, workspace: Path, api: str = "openai-completions", **model: Any
+) -> dict[str, Any]:
     """A minimal OpenClaw config: the fake upstream as a custom provider speaking ``api`` (OpenAI Chat
     Completions by default; ``"anthropic-messages"``: Anthropic Messages, whose client appends
-    ``/v1/messages`` to the base URL itself)."""
-    model = {
+    ``/v1/messages`` to the base URL itself). ``model`` overrides the model's entry (``id``,
+    ``contextWindow``, ``reasoning``, ...)."""
+    entry = {
         "id": MODEL,
         "name": "Fake",
         "reasoning": False,
@@ -198,6 +201,7 @@ def base_config(upstream: str, workspace: Path, api: str = "openai-completions")
         "contextWindow": 128000,
         "maxTokens": 4096,
         "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+        **model,
     }
     return {
         "gateway": {"mode": "local"},
@@ -207,9 +211,11 @@ def base_config(upstream: str, workspace: Path, api: str = "openai-completions")
                     "baseUrl": upstream if api == "anthropic-messages" else upstream + "/v1",
                     "apiKey": "dummy",
                     "api": api,
-                    "models": [model],
+                    "models": [entry],
                 }
             }
         },
-        "agents": {"defaults": {"model": {"primary": f"{PROVIDER}/{MODEL}"}, "workspace": str(workspace)}},
+        "agents": {
+            "defaults": {"model": {"primary": f"{PROVIDER}/{entry['id']}"}, "workspace": str(workspace)}
+        },
     }

@@ -28,8 +28,9 @@ from collections.abc import Callable
 from typing import Any
 
 from e2e_support import STUB_KEY, cache_figures
-from test_e2e_openclaw_gateway import Gateway, on_gateway, wait_for
-from test_e2e_openclaw_gateway_tools import _last_answer, _replies, _tool_outputs
+from gateway_chat import chat_turns
+from test_e2e_openclaw_gateway import Gateway, on_gateway
+from test_e2e_openclaw_gateway_tools import _tool_outputs
 
 GOAL1 = "Read both logs, then write the design notes for every shard."
 MARKER = "[lightmem2: task 1 finished"
@@ -92,33 +93,7 @@ def run_chat(gateway: Gateway) -> list[dict[str, Any]]:
     (env.workspace / "logs").mkdir()
     for name in ("a", "b"):
         (env.workspace / "logs" / f"{name}.log").write_text(log_text(name), encoding="utf-8")
-    expected = 0
-    for n, (text, steps) in enumerate(turns()):
-        env.fake.queue(*_replies(steps))
-        expected += len(steps)
-        ack = gateway.call(
-            "chat.send", {"sessionKey": "agent:main:main", "message": text, "idempotencyKey": f"evict-{n}"}
-        )
-        assert ack.get("status") in ("started", "ok", "completed"), ack
-        wait_for(lambda c=expected: len(env.fake.received) >= c, 180, f"the model calls of {text!r}")
-        wait_for(lambda a=steps[-1]: _last_answer(gateway) == a, 120, f"the answer to {text!r}")
-    received = _without_retries(env.fake.received)
-    assert len(received) == expected, _extra(received, expected)
-    return [r.body for r in received]
-
-
-def _without_retries(received: list[Any]) -> list[Any]:
-    """The requests, a byte-identical repeat of the one before dropped (the host retrying a call
-    is not a call of the session; seen once in CI: 24 requests for 23 scripted calls, not
-    reproduced on an idle machine)."""
-    return [r for n, r in enumerate(received) if n == 0 or r.raw != received[n - 1].raw]
-
-
-def _extra(received: list[Any], expected: int) -> str:
-    """What the requests past the scripted ones asked, for the failure message."""
-    tail = [r.body["messages"][-1] for r in received[expected:]]
-    said = [f"{m.get('role')}: {_text(m.get('content'))[:200]!r}" for m in tail]
-    return f"{len(received)} requests for {expected} scripted calls; past them: {said}"
+    return chat_turns(gateway, turns(), "evict")
 
 
 def _text(content: Any) -> str:
