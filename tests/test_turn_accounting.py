@@ -185,3 +185,22 @@ def test_a_turn_respelled_by_the_host_at_the_next_assemble_is_no_cache_break(tmp
     assert row.miss_tokens < row.hit_tokens
     # the same ids compared as written (a host that does not respell) still break there
     assert boundary(False).break_reason == "message 3 changed"
+
+
+def test_a_whole_turn_tells_the_compaction_gauge_the_provider_s_count(tmp_path: Path) -> None:
+    """OpenClaw's usage comes per turn: the turn's first call (the assembled history, the system prompt
+    and tools it adds) sets the ratio the compaction before the host's estimates the context with. Before:
+    only the proxy's per-call path set it, so on OpenClaw the ratio stayed unknown (1.0), the estimate
+    left out the head (~12,000 provider tokens of OpenClaw's system prompt and tools, measured in the
+    Gateway e2e test) and OpenClaw compacted first."""
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
+    lm = LightMem(config=Config(mode="aggressive"), registry=Registry(tmp_path / "reg"), ledger=ledger)
+    session = lm.session("oc")
+    history = [{"role": "user", "content": "earlier goal"}, {"role": "assistant", "content": "done before"}]
+    session.before_model_call(history, whole_turn=True)
+    sent = session.evictor.gauge.sent
+    assert sent > 0
+    turn = [{"role": "user", "content": "go on"}, {"role": "assistant", "content": "ok"}]
+    head = {**USAGE_1, "input_tokens": 5 * sent, "cache_read_input_tokens": 0}
+    session.record_turn(turn, [(1, head)], "anthropic")
+    assert session.evictor.gauge.ratio == 4.0  # the provider's 5x, capped (compacting.MAX_RATIO)

@@ -411,6 +411,9 @@ class Session(SessionChain):
                 self.fail.report("codec", err)
         rows = self.recorder.turn(decoded, calls, self._next_call_facts, api or "")
         self._used_now()
+        if calls:  # the turn's first call received the assembled history: the gauge's pair (compacting)
+            first = min(calls, key=lambda c: c[0])[1]
+            self.fail.run("eviction", lambda: self._context_used(first, api), None)
         if rows:
             self._save()
         return rows
