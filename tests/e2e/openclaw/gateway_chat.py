@@ -46,7 +46,7 @@ def chat_turns(
             "chat.send", {"sessionKey": "agent:main:main", "message": text, "idempotencyKey": f"{key}-{n}"}
         )
         assert ack.get("status") in ("started", "ok", "completed"), ack
-        wait_for(lambda c=expected: len(calls()) >= c, 60, f"the model calls of {text!r}")
+        wait_for(lambda c=expected: len(calls()) >= c, 180, f"the model calls of {text!r}")
         wait_for(lambda a=steps[-1]: _last_answer(gateway) == a, 120, f"the answer to {text!r}")
     received = without_retries(calls())
     assert len(received) == expected, _extra(received, expected)
