@@ -132,8 +132,8 @@ def test_a_restarted_process_sends_the_same_reduced_bytes(tmp_path: Path) -> Non
 def test_the_deferred_table_cuts_the_whole_view_allowance_and_the_trigger() -> None:
     table = Config.model_validate({"mode": "normal"}).mode_table()
     tight = deferred_table(table)
-    assert tight.fileViewChars == table.deferredViewChars == 800
-    assert tight.triggerChars == 800 and tight.capChars == 800
+    assert tight.fileViewChars == table.deferredViewChars == 300
+    assert tight.triggerChars == 300 and tight.capChars == 300
     assert tight.headChars + tight.tailChars < tight.capChars
 
 
