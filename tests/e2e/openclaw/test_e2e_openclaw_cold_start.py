@@ -268,6 +268,17 @@ def test_openclaw_cold_start_reduces_a_finished_task_s_read_and_drops_bound_thin
     row = rows[COLD]
     assert row["evictedTokens"] > 0 and all(r["evictedTokens"] == 0 for r in rows if r is not row), rows
     assert "1 output kept whole reduced again at a cold start" in (row["breakReason"] or ""), row
+    # every uncached token the fake reported has its cause (issue #43): the first call, the idle gap
+    # past the fake's TTL and the batch at the cold call, nothing the provider dropped on its own
+    for n, (r, got) in enumerate(zip(rows, fake.reported, strict=True)):
+        causes = {c["cause"]: c for c in r["missCauses"]}
+        assert sum(c["tokens"] for c in causes.values()) == got["prompt"] - got["cached"], (n, causes, got)
+        assert "provider drop" not in causes, (n, causes)
+        assert (n == 0) == ("first call" in causes), (n, causes)
+    cold = {c["cause"]: c for c in rows[COLD]["missCauses"]}
+    assert {"expiry", "lightmem2 change"} <= set(cold), cold
+    assert cold["expiry"]["detail"].endswith(f"past the {TTL_S}-second TTL"), cold
+    assert "reduced again at a cold start" in cold["lightmem2 change"]["detail"], cold
     status = env.lightmem2_cli("status").stdout.decode()
     text = env.lightmem2_cli("report", "--all").stdout.decode()
     print(status + "\n" + text)
