@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -134,20 +135,40 @@ def message_tokens(msg: Message, encode: Callable[[str], Sequence[int]]) -> arra
 
 
 def without_note(msg: Message) -> Message:
-    """``msg`` without lightmem2's compaction note (:mod:`..eviction.compaction_note`), which a host
-    carries after its compaction as its own text (Claude Code's additional context, Codex's and
-    OpenClaw's summary): the host alone would not send it, so "without lightmem2" leaves it out. The
-    note runs from its first line to the end of its text (a closing tag after it stays)."""
-    if not any(isinstance(p, TextPart) and NOTE_HEAD in p.text for p in msg.parts):
+    """``msg`` without what lightmem2 put into the host's own text, which the host alone would not
+    send, so "without lightmem2" leaves it out: its compaction note (:mod:`..eviction.compaction_note`,
+    carried after a compaction as Claude Code's additional context, in Codex's and OpenClaw's summary;
+    from its first line to the end of its text, with the host's ``<system-reminder>`` wrapper around
+    it), Claude Code's line saying our hook ran (``PreCompact [... lightmem2 hook ...] completed
+    successfully``) and its listing of our slash command (``- lightmem2: ... (answered locally, no model
+    call)``, the description :mod:`lightmem_plugin.hosts.claude_code.install` writes): 43 and 21
+    tokens measured in the first request after a ``/compact``."""
+    ours = (NOTE_HEAD, _HOOK_RAN, _SKILL_END)
+    if not any(isinstance(p, TextPart) and any(o in p.text for o in ours) for p in msg.parts):
         return msg
     parts: list[Any] = []
     for p in msg.parts:
         if isinstance(p, TextPart) and NOTE_HEAD in p.text:
-            before, _, after = p.text.partition(NOTE_HEAD)
-            close = after.rfind("</")
-            p = replace(p, text=before.rstrip("\n") + (after[close:] if close >= 0 else ""))
+            at = p.text.index(NOTE_HEAD)
+            start, end = p.text.rfind(_OPEN, 0, at), p.text.find(_CLOSE, at)
+            if start >= 0 and end >= 0:  # the whole wrapper block
+                text = p.text[:start].rstrip("\n") + p.text[end + len(_CLOSE) :]
+            else:
+                text = p.text[:at].rstrip("\n")
+            p = replace(p, text=text)
+        if isinstance(p, TextPart) and _HOOK_RAN in p.text:
+            p = replace(p, text=_HOOK_LINE.sub("", p.text))
+        if isinstance(p, TextPart) and _SKILL_END in p.text:
+            p = replace(p, text=_SKILL_LINE.sub("", p.text))
         parts.append(p)
     return replace(msg, parts=parts)
+
+
+_OPEN, _CLOSE = "<system-reminder>", "</system-reminder>"
+_HOOK_RAN = "lightmem2 hook "
+_SKILL_END = "(answered locally, no model call)"
+_SKILL_LINE = re.compile(r"\n?- lightmem2: [^\n]*\(answered locally, no model call\)")
+_HOOK_LINE = re.compile(r"\n?[A-Za-z]+ \[[^\]\n]*lightmem2 hook [^\]\n]*\] completed successfully")
 
 
 def _first_break(prev: Sequence[str], cur: Sequence[str], evicted: bool = False) -> tuple[int, int] | None:
