@@ -13,7 +13,7 @@ from typing import Any
 
 from fake_wire import Reply
 from test_e2e_openclaw_gateway import Gateway, wait_for
-from test_e2e_openclaw_gateway_tools import _last_answer, _replies
+from test_e2e_openclaw_gateway_tools import _replies
 
 Turn = tuple[str, list[Any]]
 """A goal and its steps: ``(tool, arguments)`` for a tool call, a string for the answer."""
@@ -47,10 +47,32 @@ def chat_turns(
         )
         assert ack.get("status") in ("started", "ok", "completed"), ack
         wait_for(lambda c=expected: len(calls()) >= c, 180, f"the model calls of {text!r}")
-        wait_for(lambda a=steps[-1]: _last_answer(gateway) == a, 120, f"the answer to {text!r}")
+        wait_for(lambda a=steps[-1]: last_answer(gateway) == a, 120, f"the answer to {text!r}")
     received = without_retries(calls())
     assert len(received) == expected, _extra(received, expected)
     return [r.body for r in received]
+
+
+def history(gateway: Gateway) -> list[dict[str, Any]]:
+    """The main session's transcript as ``chat.history`` shows it."""
+    messages: list[dict[str, Any]] = gateway.call("chat.history", {"sessionKey": "agent:main:main"})[
+        "messages"
+    ]
+    return messages
+
+
+def is_compaction(message: dict[str, Any]) -> bool:
+    """OpenClaw's compaction entry in ``chat.history`` (a system message "Compaction" with
+    ``__openclaw.kind`` "compaction", ``tokensBefore`` and ``tokensAfter``; seen on 2026.9.6)."""
+    return (message.get("__openclaw") or {}).get("kind") == "compaction"
+
+
+def last_answer(gateway: Gateway) -> str | None:
+    """The text of the transcript's last message when it is the assistant's (a compaction entry after
+    it aside: OpenClaw compacts after a turn's last reply), else None."""
+    msgs = [m for m in history(gateway) if not is_compaction(m)]
+    final = msgs[-1] if msgs else {}
+    return _text(final.get("content")) if final.get("role") == "assistant" else None
 
 
 def without_retries(received: list[Any]) -> list[Any]:
