@@ -117,6 +117,7 @@ CAUSE_COLUMNS = (
     "expiry",
     "provider drop",
     "lightmem2 change",
+    "peer change",
     "host change",
     "host compaction",
     "new content",

@@ -94,3 +94,19 @@ def test_a_pause_past_the_ttl_is_an_expiry_with_its_idle_gap() -> None:
     expiry = [c for c in at2 if c["cause"] == misses.EXPIRY]
     assert expiry and expiry[0]["detail"].startswith("idle 7,210 s"), at2
     assert expiry[0]["tokens"] > 0.8 * sum(c["tokens"] for c in at2)
+
+
+def test_a_change_another_policy_makes_is_the_peer_s() -> None:
+    """A policy that is not lightmem2 (here one that drops the oldest tool output at the third call)
+    changed the past: its cause is a peer change, never lightmem2's."""
+
+    class DropsOldest(Vanilla):
+        def transform(self, index: int, prompt: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            if index < 2:
+                return prompt
+            first = next(i for i, m in enumerate(prompt) if m.get("role") == "tool")
+            return [*prompt[:first], {**prompt[first], "content": "[dropped]"}, *prompt[first + 1 :]]
+
+    res = replay_trace(load_trace(DATA / "tool_heavy.jsonl.gz"), DropsOldest())
+    assert_whole(res)
+    assert misses.PEER in call_causes(res, 2) and misses.OURS not in causes(res)

@@ -57,12 +57,14 @@ def shape(
     host_compacted: bool,
     expired: str | None,
     ours: str,
+    changer: str = "lightmem2",
 ) -> Shape:
     """One call's shape. ``new_of(k)`` the tokens of the last ``k`` messages the policy sent (the host's
     appended ones are its last), ``extra_new`` tokens new at every call outside them (a per-call tail);
     ``host_prev``/``host_now`` the host's own prompts (None: first call); ``expired`` the idle gap
     in words when the cache had expired, else None; ``ours`` what the policy did at this call, in
-    words (a batch's description; empty when it changed nothing it can name)."""
+    words (a batch's description; empty when it changed nothing it can name); ``changer`` who the
+    policy is (``lightmem2``, or ``peer`` for another tool)."""
     if host_prev is None or index == 0:
         return Shape(total, 0, 0, first=True)
     added = appended(host_prev, host_now)
@@ -73,5 +75,5 @@ def shape(
         at = first_changed(host_prev, host_now)
         changed_by, detail = "host", f"the host rewrote message {at}"
     else:
-        changed_by, detail = "lightmem2", ours
+        changed_by, detail = changer, ours
     return Shape(total, common, min(new, total), changed_by, detail, expired)

@@ -408,6 +408,7 @@ def replay_trace(
                     host_compacted,
                     _idle(gap, cache.ttl) if usage.cold else None,
                     _what_policy_did(policy),
+                    "lightmem2" if getattr(policy, "session", None) is not None else "peer",
                 )
                 misses.add(i, shape, usage)
             prev_original = original

@@ -30,10 +30,12 @@ FIRST = "first call"
 EXPIRY = "expiry"
 DROP = "provider drop"
 OURS = "lightmem2 change"
+PEER = "peer change"
+"""A change a replayed policy other than lightmem2 made (a peer or a baseline in ``make bench``)."""
 HOST = "host change"
 HOST_COMPACTION = "host compaction"
 NEW = "new content"
-CAUSES = (FIRST, EXPIRY, DROP, OURS, HOST, HOST_COMPACTION, NEW)
+CAUSES = (FIRST, EXPIRY, DROP, OURS, PEER, HOST, HOST_COMPACTION, NEW)
 """Every cause, in the order reports list them."""
 
 
@@ -72,7 +74,7 @@ GRANULE = 128
 """Tokens at the end of a cached prefix a provider may not read for its block size (OpenAI caches in
 128-token steps, the simulated cache in 64): counted with what is new, not as a drop."""
 
-_CHANGER = {"lightmem2": OURS, "host": HOST, "host compaction": HOST_COMPACTION}
+_CHANGER = {"lightmem2": OURS, "peer": PEER, "host": HOST, "host compaction": HOST_COMPACTION}
 
 
 def attribute(shape: Shape, uncached: int, total: int | None = None, usd: float | None = None) -> list[Cause]:

@@ -405,6 +405,6 @@ def test_the_uncached_input_by_cause_is_a_table_of_money_per_policy() -> None:
     }
     lines = _cause_rows(rows)
     assert lines[3].startswith("| policy | uncached | first call | expiry |")
-    assert "| vanilla | 300 | 100 | - | - | 50 | - | - | 150 |" in lines
-    assert "| aggressive | $3.00 | $1.00 | - | - | $0.50 | - | - | $1.50 |" in lines
+    assert "| vanilla | 300 | 100 | - | - | 50 | - | - | - | 150 |" in lines
+    assert "| aggressive | $3.00 | $1.00 | - | - | $0.50 | - | - | - | $1.50 |" in lines
     assert _cause_rows({"vanilla": {}}) == []
