@@ -132,11 +132,12 @@ def test_doc_continuous_table_matches_its_results_file() -> None:
     assert timed[("deepseek", True)] == timed[("deepseek", False)]
     paused, flat = timed[("anthropic", True)], timed[("anthropic", False)]
     assert all(flat[m]["cold_starts"] == 0 < paused[m]["cold_starts"] for m in FIRST_ROWS)
-    # a pause costs a mode that never changes the past what it costs vanilla; one that acts at the free
-    # break pays less for it (aggressive, paging out at the cold start, ends cheaper than without pauses)
+    # a pause costs a mode that never changes the past what it costs vanilla; the modes that act at
+    # the free break end cheaper with pauses than without (normal, reducing again what it kept whole,
+    # gains more there than aggressive, which pages finished tasks out without pauses too)
     extra = {m: paused[m]["usd"] - flat[m]["usd"] for m in FIRST_ROWS}
     assert extra["vanilla"] > 0 and extra["conservative"] > 0
-    assert extra["normal"] < extra["conservative"] and extra["aggressive"] < extra["normal"]
+    assert extra["normal"] < 0 and extra["aggressive"] < 0
 
 
 def _results() -> tuple[dict[str, Any], dict[str, Any]]:
