@@ -139,11 +139,11 @@ def without_note(msg: Message) -> Message:
     send, so "without lightmem2" leaves it out: its compaction note (:mod:`..eviction.compaction_note`,
     carried after a compaction as Claude Code's additional context, in Codex's and OpenClaw's summary;
     from its first line to the end of its text, with the host's ``<system-reminder>`` wrapper around
-    it), Claude Code's line saying our hook ran (``PreCompact [... lightmem2 hook ...] completed
-    successfully``) and its listing of our slash command (``- lightmem2: ... (answered locally, no model
-    call)``, the description :mod:`lightmem_plugin.hosts.claude_code.install` writes): 43 and 21
-    tokens measured in the first request after a ``/compact``."""
-    ours = (NOTE_HEAD, _HOOK_RAN, _SKILL_END)
+    it) and Claude Code's line saying our hook ran (``PreCompact [... lightmem2 hook ...] completed
+    successfully``, 43 tokens measured after a ``/compact``). Claude Code's listing of our slash
+    command (~25 tokens in its environment text on every call) stays counted as the host's, as the
+    e2e tests measure it."""
+    ours = (NOTE_HEAD, _HOOK_RAN)
     if not any(isinstance(p, TextPart) and any(o in p.text for o in ours) for p in msg.parts):
         return msg
     parts: list[Any] = []
@@ -158,16 +158,12 @@ def without_note(msg: Message) -> Message:
             p = replace(p, text=text)
         if isinstance(p, TextPart) and _HOOK_RAN in p.text:
             p = replace(p, text=_HOOK_LINE.sub("", p.text))
-        if isinstance(p, TextPart) and _SKILL_END in p.text:
-            p = replace(p, text=_SKILL_LINE.sub("", p.text))
         parts.append(p)
     return replace(msg, parts=parts)
 
 
 _OPEN, _CLOSE = "<system-reminder>", "</system-reminder>"
 _HOOK_RAN = "lightmem2 hook "
-_SKILL_END = "(answered locally, no model call)"
-_SKILL_LINE = re.compile(r"\n?- lightmem2: [^\n]*\(answered locally, no model call\)")
 _HOOK_LINE = re.compile(r"\n?[A-Za-z]+ \[[^\]\n]*lightmem2 hook [^\]\n]*\] completed successfully")
 
 

@@ -107,7 +107,8 @@ class ScriptedUpstream(FakeUpstream):
     """A fake provider whose reply is ``policy(api, body)`` for each model request.
 
     ``event_filter`` rewrites each streamed SSE event (e.g. to add fields the fake's wire lacks);
-    ``counter`` counts tokens as the provider would (see ``wire_audit.o200k_counter``).
+    ``counter`` counts tokens as the provider would (see ``wire_audit.o200k_counter``); ``ttl_s``
+    expires its simulated cache after that many idle seconds (None: never).
     """
 
     def __init__(
@@ -115,8 +116,9 @@ class ScriptedUpstream(FakeUpstream):
         policy: Policy,
         event_filter: Callable[[bytes], bytes] | None = None,
         counter: Callable[[str], int] | None = None,
+        ttl_s: float | None = None,
     ) -> None:
-        super().__init__(counter)
+        super().__init__(counter, ttl_s)
         self.policy = policy
         self.event_filter = event_filter
         self.model_bodies: list[tuple[str, dict[str, Any]]] = []

@@ -150,7 +150,7 @@ def test_claude_code_cold_start_reduces_a_finished_task_s_read_again(
 
     # without lightmem2: Claude Code straight to the provider
     plain_model = Session()
-    vanilla = ScriptedUpstream(plain_model, counter=o200k_counter())
+    vanilla = ScriptedUpstream(plain_model, counter=o200k_counter(), ttl_s=TTL_S)
     with ServerThread(vanilla.app) as up:
         env = cc.env_for(cc.fresh(host_home), tmp_path / "vanilla-lm")
         env["ANTHROPIC_BASE_URL"] = up.url
@@ -159,7 +159,7 @@ def test_claude_code_cold_start_reduces_a_finished_task_s_read_again(
 
     # with lightmem2 installed (normal mode), the cache TTL in force set to TTL_S
     model = Session()
-    fake = ScriptedUpstream(model, counter=o200k_counter())
+    fake = ScriptedUpstream(model, counter=o200k_counter(), ttl_s=TTL_S)
     with ServerThread(fake.app) as up:
         cc.fresh(host_home)
         write_lightmem_config(isolated_home, free_port(), up.url, eviction={"cacheTtlS": TTL_S})
@@ -243,21 +243,24 @@ def test_claude_code_cold_start_reduces_a_finished_task_s_read_again(
     assert abs((grew_plain - grew) - row["evictedTokens"]) <= 0.02 * row["evictedTokens"] + 5
 
     # every uncached token the fake provider reported has its cause in report --json (issue #43): the
-    # first call's, the new content of each call, and at request COLD the batch that changed the past
+    # first call's, the new content of each call, and at request COLD (the fake's cache expired after
+    # TTL_S idle seconds, as lightmem2's) the idle gap and the batch that changed the past
     for n, (r, u) in enumerate(zip(rows, usage, strict=True)):
         causes = {c["cause"]: c for c in r["missCauses"]}
         assert sum(c["tokens"] for c in causes.values()) == u["prompt"] - u["cached"], (n, causes, u)
         if n == 0:
             assert set(causes) == {"first call"}, causes
         elif n == COLD:
-            assert set(causes) == {"new content", "lightmem2 change"}, causes
+            assert set(causes) == {"new content", "lightmem2 change", "expiry"}, causes
             assert "reduced again at a cold start" in causes["lightmem2 change"]["detail"], causes
+            assert causes["expiry"]["detail"].endswith(f"past the {TTL_S}-second TTL"), causes
         else:
             assert set(causes) <= {"new content"}, (n, causes)
     assert {c["cause"] for c in data["missCauses"]["causes"]} == {
         "first call",
         "new content",
         "lightmem2 change",
+        "expiry",
     }
     assert data["missCauses"]["uncachedTokens"] == sum(u["prompt"] - u["cached"] for u in usage)
 

@@ -243,10 +243,10 @@ def test_claude_code_compaction_note_and_what_it_dropped_recoverable(
         assert rows[n]["realInputTokens"] == usage[n]["prompt"], (n, rows[n], usage[n])
         extra = rows[n]["realBaselineTokens"] - without_usage[n]["prompt"]
         print(f"call {n + 1}: ledger's without lightmem2 exceeds the provider's by {extra}")
-        # the note, Claude Code's line that our hook ran and its listing of our slash command are
-        # ours, not the host's: left out of "without lightmem2" (before: +238, then +43, then +21
-        # tokens here); what is left is the separators around them
-        assert abs(extra) <= 8, (n, extra)
+        # the note and Claude Code's line that our hook ran are ours, not the host's: left out of
+        # "without lightmem2" (before: +238 tokens here). What is left is Claude Code's listing of our
+        # slash command (~21-25 tokens, counted as the host's text, as the saved-output test measures)
+        assert abs(extra) <= 30, (n, extra)
     # every uncached token the fake reported has its cause (issue #43); the request after the
     # compaction is the host's compaction, and the provider never dropped anything on its own
     for n, (r, u) in enumerate(zip(rows, usage, strict=True)):
