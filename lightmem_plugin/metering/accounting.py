@@ -229,7 +229,7 @@ class Accountant:
         # the previous call's chunks and keys, ours and the host's: where the provider caches the
         # answer with its prompt, the next call hits it
         self._sent_before: tuple[list[Any], list[str]] = ([], [])
-        self._tools_before = ""  # a digest of the host's tool definitions at the previous call
+        self._tools_before: list[Any] = []  # the host's tool definitions at the previous call
         self._host_before: tuple[list[Any], list[str]] = ([], [])
         self._encode = counter.encode
         self._footprint: tuple[str, int] = ("", 0)
@@ -305,11 +305,11 @@ class Accountant:
         chunks, texts = self._ours.pieces(sent.messages)
         host_messages = self._noteless.map(original.messages)  # without lightmem2's compaction note
         base_chunks, base_texts = self._base.pieces(host_messages)
-        tools = xxhash.xxh3_64_hexdigest(
-            json.dumps(list(original.tools), sort_keys=True, default=str).encode()
-        )
-        shape = self._shape(chunks, texts, base_texts, tools != self._tools_before, facts.host_event)
-        self._tools_before = tools
+        # compared as parsed (in C, stopping at the first difference), never rendered: Claude Code's
+        # list is ~80 KB, and rendering it on every call is what footprint() avoids
+        tools_changed = original.tools != self._tools_before
+        shape = self._shape(chunks, texts, base_texts, tools_changed, facts.host_event)
+        self._tools_before = original.tools
         if self._cache_ours.caches_output:
             _cache_answer(self._cache_ours, self._sent_before, sent.messages, chunks, texts)
             _cache_answer(self._cache_base, self._host_before, original.messages, base_chunks, base_texts)
