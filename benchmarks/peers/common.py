@@ -16,11 +16,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from lightmem_plugin.errors import LightMemError
+from lightmem_plugin.measure.replay import SessionPolicy, replay_paths, summarize
+from lightmem_plugin.measure.traces.base import Trace
 
 
 class PeerError(LightMemError):
@@ -125,3 +127,32 @@ def subset(paths: Sequence[Path], prefix: str = "peer-subset-") -> Iterator[Path
         for p in paths:
             (Path(tmp) / p.name).symlink_to(p.resolve())
         yield Path(tmp)
+
+
+def peer_row(
+    driver: Any,
+    policy: Callable[[Trace], SessionPolicy],
+    paths: Sequence[str | Path],
+    package: str,
+    variant: str,
+    progress: bool = False,
+    **notes: object,
+) -> dict[str, Any]:
+    """One benchmark row of a peer: ``summarize`` over the sessions replayed through ``policy`` (each
+    wrapped in the task-statement probe), the probe's figures, and under ``peer`` what the driver
+    reports (version, settings, changes, its own time per call) plus the peer's own ``notes``."""
+    from peers.task_probe import TaskProbe
+
+    probe = TaskProbe(policy)
+    row = summarize(replay_paths(paths, probe, progress=progress))
+    row.update(probe.figures())
+    row["peer"] = {
+        "package": f"{package} {driver.version}",
+        "variant": variant,
+        "settings": driver.settings,
+        "changes": driver.changes,
+        "proxy_ms_p50": pct(driver.proxy_ms, 50),
+        "proxy_ms_p99": pct(driver.proxy_ms, 99),
+        **notes,
+    }
+    return row

@@ -40,7 +40,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from lightmem_plugin.measure.replay import replay_paths, summarize, trace_files  # noqa: E402
 from lightmem_plugin.measure.traces.base import Trace, TraceCall  # noqa: E402
-from peers.common import DriverProcess, PeerError, pct, subset  # noqa: E402
+from peers.common import DriverProcess, PeerError, peer_row, subset  # noqa: E402
 from peers.common import ensure_venv as _ensure_venv  # noqa: E402
 from peers.task_probe import TaskProbe  # noqa: E402
 
@@ -402,18 +402,9 @@ def replay_headroom(
     """One benchmark row: ``summarize`` over the sessions, task-statement presence, and the peer's notes."""
     t0 = time.perf_counter()
     with HeadroomDriver(variant, venv) as driver:
-        probe = TaskProbe(lambda trace: HeadroomPolicy(driver, trace))
-        row = summarize(replay_paths(paths, probe, progress=progress))
-        row.update(probe.figures())
-        row["peer"] = {
-            "package": f"headroom-ai {driver.version}",
-            "variant": variant,
-            "settings": driver.settings,
-            "changes": driver.changes,
-            "proxy_ms_p50": pct(driver.proxy_ms, 50),
-            "proxy_ms_p99": pct(driver.proxy_ms, 99),
-            "head_changes": driver.head_changes,
-        }
+        policy = lambda trace: HeadroomPolicy(driver, trace)  # noqa: E731
+        row = peer_row(driver, policy, paths, "headroom-ai", variant, progress)
+        row["peer"]["head_changes"] = driver.head_changes  # counted while the rows were replayed
     row["wall_s"] = round(time.perf_counter() - t0, 1)
     return row
 
