@@ -89,6 +89,19 @@ class StubTools(Vanilla):
         return self.archive.get(key)
 
 
+def compacting_config() -> Config:
+    """Aggressive mode compacting before the fixture's small threshold, at every call."""
+    settings = {
+        "compactBeforeHost": True,
+        "batchTurns": 1,
+        "compactAtTokens": THRESHOLD,
+        "compactMarginTokens": 600,
+        "compactKeepTokens": 500,
+    }
+    cfg = Config(mode="aggressive")
+    return cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update=settings)})
+
+
 @pytest.fixture
 def small_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(compaction.HOST_LIMITS, "claude-code", compaction.HostLimit(THRESHOLD, "test"))
@@ -197,15 +210,7 @@ def test_aggressive_compacts_first_losslessly_and_the_host_never_does(
     """lightmem2 pages out all but the newest history at a batch before the modelled host's threshold:
     the host never compacts, and nothing is lost: part0, the newest run of its command and ending in
     an error line, stays whole (the agent acts on such lines), the other parts leave behind stubs."""
-    settings = {
-        "compactBeforeHost": True,
-        "batchTurns": 1,
-        "compactAtTokens": THRESHOLD,
-        "compactMarginTokens": 600,
-        "compactKeepTokens": 500,
-    }
-    cfg = Config(mode="aggressive")
-    cfg = cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update=settings)})
+    cfg = compacting_config()
     trace = compacted_trace()
     policy = LightMemPolicy(trace, "aggressive", tmp_path, cfg)
     res = replay_trace(trace, policy)

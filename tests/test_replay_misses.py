@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_replay_compaction import THRESHOLD, compacted_trace, small_window  # noqa: F401
+from test_replay_compaction import compacted_trace, compacting_config, small_window  # noqa: F401
 
-from lightmem_plugin.config import Config
 from lightmem_plugin.measure.replay import LightMemPolicy, SessionResult, Vanilla, replay_trace
 from lightmem_plugin.measure.traces import load_trace
 from lightmem_plugin.metering import misses
@@ -57,16 +56,7 @@ def test_the_host_s_compaction_and_lightmem2_s_own_are_named(small_window: None,
     before = vanilla.compacted_before[0]
     assert set(call_causes(vanilla, f"summary before {before}")) == {misses.HOST_COMPACTION}
     assert misses.HOST_COMPACTION in call_causes(vanilla, before)
-    settings = {
-        "compactBeforeHost": True,
-        "batchTurns": 1,
-        "compactAtTokens": THRESHOLD,
-        "compactMarginTokens": 600,
-        "compactKeepTokens": 500,
-    }
-    cfg = Config(mode="aggressive")
-    cfg = cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update=settings)})
-    policy = LightMemPolicy(trace, "aggressive", tmp_path, cfg)
+    policy = LightMemPolicy(trace, "aggressive", tmp_path, compacting_config())
     ours = replay_trace(trace, policy)
     assert ours.host_compactions == 0
     assert_whole(ours)

@@ -460,3 +460,10 @@ class ProxyKill:
             while any(_alive(p) for p in leaked) and time.monotonic() < deadline:
                 time.sleep(0.1)
         return leaked + ([-1] if port_up else [])
+
+
+def lightmem2_cli(env: dict[str, str], cwd: Path, *args: str, timeout: float = 90) -> str:
+    """``lightmem2 ARGS`` with the test's data dir (``env``); its stdout (it must succeed)."""
+    done = run_bounded([sys.executable, "-m", "lightmem_plugin.cli", *args], env, cwd, timeout)
+    assert done.returncode == 0, f"lightmem2 {' '.join(args)} failed: {done.stderr}"
+    return done.stdout

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
-from e2e_support import ScriptedUpstream, base_env, log_tail, run_bounded
+from e2e_support import ScriptedUpstream, base_env, lightmem2_cli, log_tail, run_bounded
 
 PACKAGE, VERSION = "@anthropic-ai/claude-code", "2.1.332"
 CLAUDE_TIMEOUT_S = 180
@@ -100,9 +99,7 @@ def plain(value: Any) -> Any:
 
 def cli(env: dict[str, str], cwd: Path, *args: str) -> str:
     """``lightmem2 ARGS`` with the test's data dir; its stdout (it must succeed)."""
-    done = run_bounded([sys.executable, "-m", "lightmem_plugin.cli", *args], env, cwd, 60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return lightmem2_cli(env, cwd, *args, timeout=60)
 
 
 def recover(key: str, lines: tuple[int, int] | None = None) -> str | None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ import pytest
 from e2e_support import (
     ScriptedUpstream,
     base_env,
+    lightmem2_cli,
     log_tail,
     npm_cli,
     run_bounded,
@@ -166,12 +166,6 @@ def _session(exe: Path, env: dict[str, str], work: Path) -> str:
     return str(texts[-1]) if texts else ""
 
 
-def _cli(env: dict[str, str], cwd: Path, *args: str) -> str:
-    done = run_bounded([sys.executable, "-m", "lightmem_plugin.cli", *args], env, cwd, 90)
-    assert done.returncode == 0, f"lightmem2 {' '.join(args)} failed: {done.stderr}"
-    return done.stdout
-
-
 RUN_VARIES = re.compile(r"^(Chunk ID:|Wall time:) .*$", re.M)
 """Lines of Codex's tool-output header that differ from run to run (a random chunk id, the time)."""
 
@@ -272,22 +266,24 @@ def test_codex_compaction_note_and_what_it_dropped_recoverable(
 
     # what the compaction dropped: found by `lightmem2 search`, recovered byte-exact
     read = next(o["output"] for o in _outputs(_items(bodies[ask])) if TOKEN in str(o["output"]))
-    found = json.loads(_cli(check_env, work, "search", TOKEN.split(": ")[1], "--session", sid, "--json"))
+    found = json.loads(
+        lightmem2_cli(check_env, work, "search", TOKEN.split(": ")[1], "--session", sid, "--json")
+    )
     print("lightmem2 search:", json.dumps(found)[:1000])
     keys = [h["key"] for h in found["hits"] if h["excerpt"] == TOKEN]
     assert keys, found
-    recovered = {k: _cli(check_env, work, "recover", k) for k in keys}
+    recovered = {k: lightmem2_cli(check_env, work, "recover", k) for k in keys}
     whole = [k for k, text in recovered.items() if text == read]
     assert whole, f"no hit recovers the read byte-exact: {[t[:120] for t in recovered.values()]}"
     assert _notes() in read
-    archived = _cli(check_env, work, "recover", conversation.group(1))
+    archived = lightmem2_cli(check_env, work, "recover", conversation.group(1))
     assert GOAL in archived and whole[0] in archived, archived[:2000]
 
     # status and the ledger name the host's compaction
-    status = _cli(check_env, work, "status", "--session", sid)
+    status = lightmem2_cli(check_env, work, "status", "--session", sid)
     print(status)
     assert f"the host compacted: 1 time (its summarising call {first})" in status, status
-    (data,) = json.loads(_cli(check_env, work, "report", "--session", sid, "--json"))["sessions"]
+    (data,) = json.loads(lightmem2_cli(check_env, work, "report", "--session", sid, "--json"))["sessions"]
     reasons = [c["breakReason"] for c in data["calls"]]
     assert len(reasons) == len(bodies), reasons
     assert reasons[ask] == SUMMARISING and reasons[first] == AFTER, reasons
