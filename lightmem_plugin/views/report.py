@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..eviction import cold_cache
-from ..metering.misses import cause_dicts
+from ..metering.misses import Totals, cause_dicts
 from ..metering.prices import hint
 from ..prefix import cache_ttl
 from ..store.ledger import CallRecord, summarize
@@ -43,13 +43,18 @@ def _killers(calls: list[CallRecord]) -> list[CallRecord]:
 def session_data(session_id: str, calls: list[CallRecord]) -> dict[str, Any]:
     """One session's report as JSON data."""
     totals = summarize(session_id, calls)
-    causes, _, unknown = miss_report.session_causes(calls)
+    each = [miss_report.call_causes(c) for c in calls]  # None: a row recorded before shapes were kept
+    causes = Totals.of(x for x in each if x)
+    known = {c.call_index: x or [] for c, x in zip(calls, each, strict=True)}
     return {
         "summary": totals_dict(totals),
-        "calls": [_with_causes(call_dict(c), c) for c in calls],
-        "missCauses": {**causes.as_dict(), "callsWithoutShape": unknown},
+        "calls": [
+            {**call_dict(c), "missCauses": None if x is None else cause_dicts(x)}
+            for c, x in zip(calls, each, strict=True)
+        ],
+        "missCauses": {**causes.as_dict(), "callsWithoutShape": sum(x is None for x in each)},
         "interventions": [
-            v.as_dict() for v in verdicts.batch_verdicts(calls) + verdicts.pass_verdicts(calls)
+            v.as_dict() for v in verdicts.batch_verdicts(calls, causes=known) + verdicts.pass_verdicts(calls)
         ],
         "topReductions": [{"pass": n, "tokens": v} for n, v in _top_reductions(totals.saved_by_pass)],
         "evictions": [{"call": c.call_index, "tokens": c.evicted_tokens} for c in calls if c.evicted_tokens],
@@ -64,12 +69,6 @@ def session_data(session_id: str, calls: list[CallRecord]) -> dict[str, Any]:
             for c in _killers(calls)
         ],
     }
-
-
-def _with_causes(row: dict[str, Any], c: CallRecord) -> dict[str, Any]:
-    """A call's JSON row with the causes of its uncached input (None: recorded before they were kept)."""
-    causes = miss_report.call_causes(c)
-    return {**row, "missCauses": None if causes is None else cause_dicts(causes)}
 
 
 def _billed(c: CallRecord) -> str:

@@ -22,7 +22,7 @@ output paid full price for it). Money needs a price for the model (the built-in 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..metering.misses import DROP, EXPIRY, OURS, Cause
@@ -95,10 +95,15 @@ def _read_rate(price: Price | None) -> float | None:
     return None if price is None else price.cache_read / PER_TOKENS
 
 
-def batch_verdicts(calls: Sequence[CallRecord], price_of: PriceOf = price_for) -> list[Verdict]:
+def batch_verdicts(
+    calls: Sequence[CallRecord],
+    price_of: PriceOf = price_for,
+    causes: Mapping[int, list[Cause]] | None = None,
+) -> list[Verdict]:
     """One verdict per call at which lightmem2 changed the past (a batch, a reduction at a cold start,
-    a compaction), in call order."""
-    causes = {c.call_index: miss_report.call_causes(c) or [] for c in calls}
+    a compaction), in call order; ``causes``: each call's miss causes when the caller has them."""
+    if causes is None:
+        causes = {c.call_index: miss_report.call_causes(c) or [] for c in calls}
     out = []
     for n, rec in enumerate(calls):
         if not rec.evicted_tokens:
