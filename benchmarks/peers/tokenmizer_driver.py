@@ -33,20 +33,7 @@ from typing import Any
 # run with -I, so its own folder is not on the path; it goes last, after site-packages, because first
 # benchmarks/peers/tokenmizer.py would shadow the real package
 sys.path.append(str(Path(__file__).resolve().parent))
-from peer_vocab import provide_vocab
-
-BASH_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "bash",
-        "description": "Run one bash command in the repository and return its exit code and output.",
-        "parameters": {
-            "type": "object",
-            "properties": {"command": {"type": "string", "description": "The command line to run."}},
-            "required": ["command"],
-        },
-    },
-}
+from peer_vocab import BASH_TOOL, provide_vocab
 
 
 class Upstream:
