@@ -101,6 +101,22 @@ def build(swe: Path, out: Path, group: int, pauses: Pauses | None = None) -> lis
     return paths
 
 
+ALONE = "each task alone: "
+"""The rows of the bound (:func:`alone`), named by this prefix and the mode each task ran in."""
+
+
+def alone(swe: Path, out: Path, chains: int, group: int, pauses: Pauses) -> list[Path]:
+    """The tasks of the first ``chains`` chains, each a session of its own, timed by ``pauses``.
+
+    Why (issue #42's target of aggressive <= 0.15 x vanilla on these chains, 30-minute pauses,
+    Anthropic's cache): a pause past the TTL makes every task start cold, so the cheapest a policy
+    can make a chain, short of cutting into the tasks themselves, is what its tasks cost when nothing of
+    an earlier one is carried at all, not even the session record. Replayed in a mode, that is the
+    bound its chains can reach by paging out finished work; below it only the running task's own
+    reduction can go (the single-task frontier: ``benchmarks/frontier.py``)."""
+    return build(swe, out, 1, pauses)[: chains * group]
+
+
 def oracle(root: Path) -> PolicyFactory:
     """Aggressive mode told the true remaining calls (in the task, in the session) at every check:
     the yardstick for the horizon the evictor estimates from the session itself."""
@@ -124,14 +140,14 @@ def oracle(root: Path) -> PolicyFactory:
 def timed(
     cache: str, minutes: float, model: str | None, runs: dict[str, list[SessionResult]]
 ) -> dict[str, Any]:
-    """One run of every mode on ``cache`` (``runs``: mode -> its replayed chains), with the clock the
-    chains carry: :data:`TIMED_KEYS`, and money (``usd``: the replay's own, or priced as ``model`` when
+    """One run of every mode on ``cache`` (``runs``: mode -> its replayed chains, and any bound's rows
+    after them), with the clock the chains carry: :data:`TIMED_KEYS`, and money (``usd``: the replay's own, or priced as ``model`` when
     one is named) with its ratio to vanilla's."""
     rows: dict[str, dict[str, Any]] = {}
-    for mode in MODES:
-        s = summarize(runs[mode])
+    for mode, replayed in runs.items():
+        s = summarize(replayed)
         rows[mode] = {k: s[k] for k in TIMED_KEYS}
-        rows[mode]["usd"] = usd_as(runs[mode], model) if model else s["usd"]
+        rows[mode]["usd"] = usd_as(replayed, model) if model else s["usd"]
     base_k, base_usd = float(rows["vanilla"]["K"]) or 1.0, rows["vanilla"]["usd"]
     for row in rows.values():
         row["K_vs_vanilla"] = round(float(row["K"]) / base_k, 4)
@@ -188,11 +204,17 @@ def main() -> int:
         ):
             model = args.anthropic_model if cache == "anthropic" else None
             results = {m: replay_paths(paths, m, provider=cache) for m in MODES}
+            if cache == "anthropic" and minutes:  # the setting of #42's target: its bound beside it
+                tasks = alone(
+                    swe, Path(tmp) / "alone", len(on), args.group, Pauses(args.call_seconds, minutes)
+                )
+                for mode in ("vanilla", "aggressive"):
+                    results[ALONE + mode] = replay_paths(tasks, mode, provider=cache)
             runs_timed.append(timed(cache, minutes, model, results))
             v = runs_timed[-1]["rows"]
             print(
                 f"  continuous {cache}, {minutes:g}-minute pauses: money / vanilla "
-                + ", ".join(f"{m} {v[m]['usd_vs_vanilla']}" for m in MODES[1:]),
+                + ", ".join(f"{m} {v[m]['usd_vs_vanilla']}" for m in list(v)[1:]),
                 file=sys.stderr,
             )
         record = record_recall.measure_tasks(off)

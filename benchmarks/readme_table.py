@@ -232,6 +232,15 @@ def render_timed(result: dict[str, Any]) -> list[str]:
         "again (vanilla: one per pause; fewer where a policy changed the prefix at that very call anyway, as "
         "aggressive does when it collapses the finished task).",
     ]
+    if any(name.startswith("each task alone") for run in runs for name in run["rows"]):
+        out += [
+            "",
+            "each task alone: the bound of paging out finished work. The chains' tasks replayed as sessions "
+            "of their own in that mode, nothing of an earlier task carried, not even the session record "
+            "(`benchmarks/continuous.py`, `alone`); money over the chains' vanilla. After a pause every "
+            "task starts cold, so no policy that keeps each task's own content goes below it; only "
+            "reducing the running task further could (`benchmarks/frontier.py`).",
+        ]
     return out
 
 

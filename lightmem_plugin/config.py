@@ -288,19 +288,24 @@ class EvictionConfig(_Model):
         None,
         ge=1000,
         description="Context tokens (as the provider counts them) past which the host compacts. null: "
-        "the host's own rule (Claude Code 167,000: a 200k window less its output reserve and summary "
-        "buffer; OpenClaw 180,000: the window less its 20,000 reserve; an unknown host: the Claude "
-        "Code figure).",
+        "what the host tells for the request (OpenClaw's token budget for the messages: its model's "
+        "window less its reserve and the prompt), else the host's own rule for a 200k window (Claude "
+        "Code 167,000: the window less its output reserve and summary buffer; OpenClaw 180,000: the "
+        "window less its 20,000 reserve; an unknown host: the Claude Code figure).",
     )
     compactMarginTokens: int = Field(
-        57_000,
+        67_000,
         ge=0,
         description="Compact at the first batch whose context is within this many tokens of "
-        "compactAtTokens (Claude Code: from 110,000 on). The host looks before each call, so the margin "
+        "compactAtTokens (Claude Code: from 100,000 on). The host looks before each call, so the margin "
         "must hold what a few calls add (24,000-32,000 provider tokens at most over 3 calls on the long "
-        "Claude Code traces); beyond that, compacting earlier reads a smaller context on more calls. "
-        "Measured on those three traces: 30,000 $31.64, 47,000 $29.26, 57,000 $29.11; no use lost at "
-        "any of them.",
+        "Claude Code traces); beyond that, compacting earlier reads a smaller context on more calls, and "
+        "the reads are most of a long session's bill. Measured on those three traces with "
+        "compactKeepTokens 6,000 (`lightmem2 replay` in aggressive mode with the key set; money, then "
+        "with a recover round trip for each use only a stub kept): 57,000 $29.14 / $29.43, 67,000 $27.55 "
+        "/ $27.88, 77,000 $28.18 / $28.73, 87,000 $27.73 / $28.66; no use lost and no host compaction "
+        "at any of them. Left at its default, at most 41% of the threshold (a small window's host would "
+        "otherwise be within it from the start).",
     )
     compactThinking: bool = Field(
         True,
@@ -310,13 +315,16 @@ class EvictionConfig(_Model):
         "so without this the context came back to the threshold within ~24 calls.",
     )
     compactKeepTokens: int = Field(
-        12_000,
+        6_000,
         ge=0,
-        description="Tokens of the newest history (as lightmem2 counts them) a compaction keeps whole: "
-        "the running task's last calls; what the user wrote and the assistant's own words stay anyway, "
-        "and everything older is a stub away. Measured on the three long Claude Code traces: 12,000 "
-        "cost $34.22, 16,000 $34.85, 24,000 $36.76 (a larger window stays above the threshold and "
-        "compacts again sooner), with no use lost at any of them.",
+        description="Tokens of the newest history (as lightmem2 counts them) a compaction keeps whole, "
+        "and at least the newest tool output (unless it alone is a quarter of the threshold): the "
+        "running task's last calls; what the user wrote and the assistant's own words stay anyway, and "
+        "everything older is a stub away. Measured on the three long Claude Code traces with "
+        "compactMarginTokens 67,000 (money, then with recover round trips; later uses kept whole): "
+        "4,000 $27.11 / $27.47 (88.1%), 6,000 $27.55 / $27.88 (89.2%), 8,000 $27.96 / $28.27 (91.1%), "
+        "12,000 $29.09 / $29.37 (91.7%); no use lost at any of them. Left at its default, at most 25% "
+        "of the threshold (on a small window it would otherwise be the whole history).",
     )
 
 

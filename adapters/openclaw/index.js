@@ -105,6 +105,10 @@ function createEngine(sidecar, logger) {
         if (api) body.api = api;
         const model = modelOf(params, messages);
         if (model) body.model = model; // whether its thinking is bound to the history before it
+        // the messages' budget before OpenClaw compacts (its model's window less reserve and prompt):
+        // aggressive mode compacts under it, whatever the model's window
+        const budget = Number(params.tokenBudget);
+        if (Number.isFinite(budget) && budget >= 1) body.tokenBudget = Math.floor(budget);
         if (sent.chat.length) seen.set(body.sessionId, sent.chat);
         const answer = await sidecar.post("/sidecar/assemble", body);
         if (sent.chat.length) out = fromChat(messages, sent, answer.messages, answer.collapsed, answer.thinking);

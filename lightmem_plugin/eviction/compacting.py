@@ -15,9 +15,11 @@ assistant wrote stays. No summarising call, nothing lost.
 
 How big the context is, the host's way: the provider counts it (its tokenizer, the system prompt and
 tools, thinking the host sends), and lightmem2 counts the messages it sends with its own tokenizer. The
-ratio of the two at the last call whose usage came (:class:`Gauge`) turns lightmem2's count into the
-host's; without any usage, lightmem2's own count (which undercounts: the margin must hold the rest).
-The ratio a batch decides with is kept in the session state, so a restarted process decides the same.
+estimate starts from the provider's count at the last call whose usage came (:class:`Gauge`) and adds
+what the messages gained since, in lightmem2's count times the provider's tokens per token (at most
+:data:`INCREMENT_RATIO`); without any usage, lightmem2's own count (which undercounts: the margin must
+hold the rest). What a batch decides with is kept in the session state, so a restarted process
+decides the same.
 """
 
 from __future__ import annotations
@@ -39,16 +41,73 @@ HOST_THRESHOLDS: dict[str, int] = {"claude-code": 167_000, "openclaw": 180_000}
 DEFAULT_THRESHOLD = HOST_THRESHOLDS["claude-code"]
 """An unknown host's: Claude Code's, the lowest of the known ones (acting early loses nothing)."""
 
+MAX_MARGIN_SHARE = 0.41
+"""The default margin is at most this share of the threshold: a host on a small window (OpenClaw on a
+64k model compacts past ~48,000) would otherwise be within it from its first call, and compact at
+every batch. Claude Code's 167,000 allows 68,470, above the default 67,000: unchanged."""
+
+MAX_KEEP_SHARE = 0.25
+"""The newest history a compaction keeps whole is at most this share of the threshold: on a small
+window the default 12,000 tokens would be all the history there is, and nothing would page out."""
+
+MIN_SAVING_SHARE = 0.25
+"""A compaction runs only when what it pages out is at least this share of the context (lightmem2's
+count). Past it the context is mostly what no compaction pages out (what the user and the assistant
+wrote, the newest work, the head): compacting again would re-write the context for little, and do it
+at every batch (replayed on the long Claude Code traces with compaction from 80,000 tokens: nine
+compactions in one session, the last five from ~80,000 to ~75,000 each, $8.05 of cache writes against
+$2.40). Skipped, the context grows until a compaction pays again, still before the host's threshold."""
+
+INCREMENT_RATIO = 1.25
+"""Provider tokens per token lightmem2 counts, for what the messages gained since the last measured
+call, at most: the tokenizers differ by 10-25% on text and code. The whole ratio is no measure of it:
+it carries the system prompt and tools, which do not grow with the messages (on OpenClaw's ~12,700-
+token head, scaling the whole context by it put a 26,000-token context at 38,500)."""
+
 MAX_RATIO = 4.0
 """The provider's count per token lightmem2 counts is taken as at most this (a usage that says more
 belongs to another request: a retry, a host's own side call)."""
 
 
-def threshold(config: EvictionConfig, host: str | None) -> int:
-    """Context tokens past which the host compacts: ``eviction.compactAtTokens``, else the host's rule."""
+def threshold(config: EvictionConfig, host: str | None, told: int | None = None) -> int:
+    """Context tokens past which the host compacts: ``eviction.compactAtTokens``, else what the host
+    told for this request (``told``: OpenClaw's token budget for the messages, from the model's own
+    window), else the host's rule for a 200k window (:data:`HOST_THRESHOLDS`).
+
+    Why the host's word before the table: OpenClaw compacts past the model's window less its reserve,
+    and a model's window is anything from 32k to 1M; the table's 180,000 holds for 200k models only,
+    so on a 128k model the host compacted (lossily) long before lightmem2 would have. OpenClaw's
+    budget is for the messages alone (its window less the reserve and the prompt), so it is compared
+    with the messages alone (:func:`messages_only`)."""
     if config.compactAtTokens is not None:
         return config.compactAtTokens
+    if told is not None and told > 0:
+        return told
     return HOST_THRESHOLDS.get(host or "", DEFAULT_THRESHOLD)
+
+
+def messages_only(config: EvictionConfig, told: int | None) -> bool:
+    """True when the threshold in force is a budget the host told for the messages alone (OpenClaw's
+    ``tokenBudget``), so the estimate leaves out the system prompt and tools (:func:`estimate`)."""
+    return config.compactAtTokens is None and told is not None and told > 0
+
+
+def _scaled(config: EvictionConfig, key: str, limit: int, share: float) -> int:
+    """``config``'s ``key``: as set when the user set it, else its default, at most ``share`` of ``limit``."""
+    value: int = getattr(config, key)
+    return value if key in config.model_fields_set else min(value, round(limit * share))
+
+
+def margin(config: EvictionConfig, limit: int) -> int:
+    """How far under ``limit`` compaction starts: ``eviction.compactMarginTokens`` (its default at
+    most :data:`MAX_MARGIN_SHARE` of the limit)."""
+    return _scaled(config, "compactMarginTokens", limit, MAX_MARGIN_SHARE)
+
+
+def keep(config: EvictionConfig, limit: int) -> int:
+    """Tokens of the newest history a compaction under ``limit`` keeps whole:
+    ``eviction.compactKeepTokens`` (its default at most :data:`MAX_KEEP_SHARE` of the limit)."""
+    return _scaled(config, "compactKeepTokens", limit, MAX_KEEP_SHARE)
 
 
 class Gauge:
@@ -59,27 +118,49 @@ class Gauge:
         """lightmem2's count of the messages the last call sent (0: not known)."""
         self.ratio: float | None = None
         """The provider's input tokens over :attr:`sent` at the last call whose usage came."""
+        self.measured: tuple[int, int] | None = None
+        """(the provider's input tokens, :attr:`sent`) at the last call whose usage came."""
 
     def usage(self, provider_input: int) -> None:
         """The provider counted ``provider_input`` input tokens for the last call."""
         if self.sent > 0 and provider_input > 0:
             self.ratio = min(MAX_RATIO, max(1.0, provider_input / self.sent))
+            self.measured = (provider_input, self.sent)
 
 
-def estimate(sizes: list[int], ratio: float) -> int:
-    """The context in the host's count: lightmem2's count of the messages times ``ratio``."""
-    return round(sum(sizes) * ratio)
+def estimate(
+    total: int, ratio: float, measured: tuple[int, int] | None = None, messages: bool = False
+) -> int:
+    """The context in the host's count, for messages lightmem2 counts ``total`` tokens: the provider's
+    count at the last measured call (``measured``: its input, lightmem2's count then) plus what the
+    messages gained since, times ``ratio`` (at most :data:`INCREMENT_RATIO`); never measured, ``total``
+    times ``ratio``. ``messages``: the messages alone, ``total`` times ``ratio`` at most
+    :data:`INCREMENT_RATIO` (the provider's count of the head is no part of them)."""
+    if messages:
+        return round(total * min(ratio, INCREMENT_RATIO))
+    if measured is None:
+        return round(total * ratio)
+    provider, then = measured
+    return max(0, round(provider + (total - then) * min(ratio, INCREMENT_RATIO)))
 
 
-def kept_from(sizes: list[int], head: int, keep_tokens: int) -> int:
-    """Where the newest messages of at most ``keep_tokens`` tokens start (never before ``head``)."""
+def kept_from(
+    sizes: list[int], head: int, keep_tokens: int, newest: int | None = None, most: int | None = None
+) -> int:
+    """Where the newest messages of at most ``keep_tokens`` tokens start (never before ``head``), and
+    not after ``newest`` (the message of the newest tool output: the model has not read it yet, or
+    just has, and acts on it; paged out as it arrives, it would never have been seen whole) while the
+    messages from there are at most ``most`` tokens (a larger one would keep the context too near the
+    threshold for any compaction to hold it off)."""
     start, total = len(sizes), 0
     for k in range(len(sizes) - 1, head - 1, -1):
         total += sizes[k]
         if total > keep_tokens:
             break
         start = k
-    return start
+    if newest is None or newest >= start or newest < head:
+        return start
+    return newest if most is None or sum(sizes[newest:]) <= most else start
 
 
 def candidates(

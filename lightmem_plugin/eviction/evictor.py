@@ -108,6 +108,9 @@ class Evictor:
         self.host: str | None = None
         """The host the session serves (``claude-code``, ``openclaw``; None: unknown), for its
         compaction threshold (:func:`.compacting.threshold`)."""
+        self.host_budget: int | None = None
+        """The tokens the host told it allows before it compacts, for the request at hand (OpenClaw's
+        ``tokenBudget``, from the model's window; None: not told), over the host's table."""
         self.gauge = compacting.Gauge()
 
     @property
@@ -208,8 +211,8 @@ class Evictor:
         if not (due or self.break_cost.cold):  # a cold call is a batch: its break is free
             return False
         self.state.last_batch_call = call_index
-        if self.gauge.ratio is not None:  # the batch decides with the latest ratio, kept in the state
-            self.state.ratio = self.gauge.ratio
+        if self.gauge.ratio is not None:  # the batch decides with the latest measure, kept in the state
+            self.state.ratio, self.state.measured = self.gauge.ratio, self.gauge.measured
         turns = entries(original)
         view, ids, owners = turns.turns, turns.ids, turns.owners
         self.estimator.sync(view)
@@ -253,19 +256,22 @@ class Evictor:
     ) -> bool:
         """Page out all but the newest history when the context is within the margin of the host's
         compaction threshold (:mod:`.compacting`); True when it did."""
-        ratio = self.state.ratio or 1.0
-        before = compacting.estimate(sizes, ratio)
-        limit = compacting.threshold(self.config, self.host)
-        if before <= limit - self.config.compactMarginTokens:
+        ratio, measured = self.state.ratio or 1.0, self.state.measured
+        alone = compacting.messages_only(self.config, self.host_budget)  # OpenClaw's budget: no head
+        before = compacting.estimate(sum(sizes), ratio, measured, alone)
+        limit = compacting.threshold(self.config, self.host, self.host_budget)
+        if before <= limit - compacting.margin(self.config, limit):
             return False
         head = pricing.head_end(sent)
-        end = compacting.kept_from(sizes, head, self.config.compactKeepTokens)
+        newest = max((owners[t] for t, cid in enumerate(ids) if cid is not None), default=None)
+        most = round(limit * compacting.MAX_KEEP_SHARE)  # the newest output whole, unless that large
+        end = compacting.kept_from(sizes, head, compacting.keep(self.config, limit), newest, most)
         paged = (self.state.stubs, self.state.args, self.state.collapses)
         keep = acted_on(self.estimator, ids)  # error lines the agent acts on stay, even here
         items = compacting.candidates(
             ids, owners, original, sent, head, end, paged, self.counter, shell, keep
         )
-        if not items:
+        if not items or sum(it.saving for it in items) < compacting.MIN_SAVING_SHARE * sum(sizes):
             return False
         # the record stands in for ~100k tokens of history: it gets the full level's budget (600 tokens)
         pager = self._pager()
@@ -279,12 +285,13 @@ class Evictor:
             Compaction(
                 call_index,
                 before,
-                round((sum(sizes) - saved) * ratio),
+                compacting.estimate(sum(sizes) - saved, ratio, measured, alone),
                 end,
                 sum(sizes[end:]),
                 len(items) - args,
                 args,
                 self.state.batches[-1].key,
+                limit,
             )
         )
         return True

@@ -35,7 +35,8 @@ def _count(n: int, noun: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Compaction:
     """One compaction lightmem2 made before the host's (:mod:`.compacting`): at call ``call``, the context (in the host's count) before and
-    after, where the history it kept whole starts (message index), its tokens, and what left."""
+    after (the messages alone under a budget the host told for them), where the history it kept whole
+    starts (message index), its tokens, and what left."""
 
     call: int
     before: int
@@ -45,6 +46,9 @@ class Compaction:
     outputs: int
     arguments: int
     key: str
+    limit: int = 0
+    """The host's threshold it compacted under (:func:`.compacting.threshold`; 0: a state written
+    before it was kept)."""
 
     def to_list(self) -> list[object]:
         """JSON-ready form for the persisted session state."""
@@ -57,20 +61,25 @@ class Compaction:
             self.outputs,
             self.arguments,
             self.key,
+            self.limit,
         ]
 
     @classmethod
     def from_list(cls, data: list[object]) -> Compaction:
         """The inverse of :meth:`to_list`; raises ``ValueError``/``TypeError`` on a malformed entry."""
-        call, before, after, kept_from, kept_tokens, outputs, arguments, key = data
+        call, before, after, kept_from, kept_tokens, outputs, arguments, key, *rest = data
+        if len(rest) > 1:
+            raise ValueError(f"a compaction of {len(data)} fields, expected 8 or 9")
         n = [int(str(v)) for v in (call, before, after, kept_from, kept_tokens, outputs, arguments)]
-        return cls(n[0], n[1], n[2], n[3], n[4], n[5], n[6], str(key))
+        limit = int(str(rest[0])) if rest else 0
+        return cls(n[0], n[1], n[2], n[3], n[4], n[5], n[6], str(key), limit)
 
     def describe(self) -> str:
         """In words, for the ledger row and ``report``: the figures, what stayed, where the rest went."""
         return (
-            f"compaction before the host's limit: context ~{self.before:,} -> ~{self.after:,} tokens; "
-            f"kept the newest {self.kept_tokens:,} tokens (from message {self.kept_from}), what the "
+            f"compaction before the host's limit: context ~{self.before:,} -> ~{self.after:,} tokens"
+            + (f" (the host's limit {self.limit:,})" if self.limit else "")
+            + f"; kept the newest {self.kept_tokens:,} tokens (from message {self.kept_from}), what the "
             f"user wrote and the session record; {_count(self.outputs, 'output')} and "
             f"{_count(self.arguments, 'argument')} "
             f"archived as {self.key}"
@@ -91,6 +100,9 @@ class EvictionState:
     compactions: list[Compaction] = field(default_factory=list)  # made before the host's limit
     ratio: float | None = None
     """The provider's tokens per token counted here, as the last batch read it (:mod:`.compacting`)."""
+    measured: tuple[int, int] | None = None
+    """(the provider's input tokens, lightmem2's count of the messages) of the last call whose usage
+    came, as the last batch read it: the context estimate starts from it (:func:`.compacting.estimate`)."""
     thinking_before: int = 0
     """Answers before this message index go without their thinking (:mod:`.thinking`; a compaction
     sets it to where the history it kept whole starts)."""
@@ -150,6 +162,7 @@ class EvictionState:
             "sent_whole": self.sent_whole,
             "compactions": [c.to_list() for c in self.compactions],
             "ratio": self.ratio,
+            "measured": None if self.measured is None else list(self.measured),
             "thinking_before": self.thinking_before,
             "past_changes": [list(c) for c in self.past_changes],
         }
@@ -167,6 +180,7 @@ class EvictionState:
             [str(c) for c in ev.get("sent_whole", [])],
             [Compaction.from_list(c) for c in ev.get("compactions", [])],
             None if ev.get("ratio") is None else float(ev["ratio"]),
+            None if ev.get("measured") is None else (int(ev["measured"][0]), int(ev["measured"][1])),
             int(ev.get("thinking_before", 0)),
             [(int(c[0]), int(c[1])) for c in ev.get("past_changes", [])],
         )

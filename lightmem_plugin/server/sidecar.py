@@ -22,8 +22,8 @@ A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
 
 ``POST /sidecar/assemble``
     ``{"sessionId", "messages", "tools"?, "format"?: "openai" | "anthropic", "system"?, "wholeTurn"?,
-    "api"?: "anthropic" | "chat" | "responses", "model"?}`` -> ``{"messages", "collapsed"?,
-    "thinking"?, "system"?}``. The
+    "api"?: "anthropic" | "chat" | "responses", "model"?, "tokenBudget"?}`` -> ``{"messages",
+    "collapsed"?, "thinking"?, "system"?}``. The
     message list the model should see (reduced tool outputs, stable head, tail block). ``format`` names
     the message form: OpenAI chat (default) or Anthropic (``system`` then is the top-level system
     prompt, echoed back transformed). ``api`` names the wire API of the host's provider, whose cache
@@ -128,9 +128,21 @@ def _field(body: JSON, name: str, kind: type, required: bool = True) -> Any:
     return value
 
 
+def _budget(body: JSON) -> int | None:
+    """``tokenBudget``: the tokens OpenClaw allows the messages before it compacts (its model's window
+    less its reserve and the prompt), or None when not sent."""
+    value = body.get("tokenBudget")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
+        raise BadRequest(f"tokenBudget: got {json.dumps(value)[:60]}, expected a positive number of tokens")
+    return int(value)
+
+
 def _assemble(session: Session, body: JSON) -> JSON:
     session.respelled_ids = True  # OpenClaw: see Session.respelled_ids
     session.host = "openclaw"  # its compaction threshold (eviction.compacting)
+    session.evictor.host_budget = _budget(body)
     messages = _field(body, "messages", list)
     tools = _field(body, "tools", list, required=False)
     # the wire API of the host's provider: its cache prices an eviction's break

@@ -131,13 +131,53 @@ def test_the_threshold_is_the_hosts_unless_set() -> None:
     assert compacting.threshold(cfg, "openclaw") == 180_000
     assert compacting.threshold(cfg, None) == compacting.threshold(cfg, "codex") == 167_000
     assert compacting.threshold(cfg.model_copy(update={"compactAtTokens": 90_000}), "openclaw") == 90_000
+    # what the host tells for the request (OpenClaw's budget, from its model's window) before its table
+    assert compacting.threshold(cfg, "openclaw", 95_000) == 95_000
+    assert (
+        compacting.threshold(cfg.model_copy(update={"compactAtTokens": 90_000}), "openclaw", 95_000) == 90_000
+    )
+
+
+def test_the_default_margin_and_window_shrink_with_a_small_threshold_and_a_set_one_stays() -> None:
+    cfg = Config().eviction
+    # Claude Code's threshold leaves both defaults as they are
+    assert compacting.margin(cfg, 167_000) == 67_000 and compacting.keep(cfg, 167_000) == 6_000
+    # a 64k model's budget: the margin at 41%, the kept window at 25% of it
+    assert compacting.margin(cfg, 40_000) == 16_400 and compacting.keep(cfg, 20_000) == 5_000
+    # a value the user set is theirs, whatever the threshold
+    mine = cfg.model_copy(update={"compactMarginTokens": 30_000, "compactKeepTokens": 20_000})
+    assert compacting.margin(mine, 40_000) == 30_000 and compacting.keep(mine, 40_000) == 20_000
+
+
+def test_the_estimate_adds_what_the_messages_gained_to_the_provider_s_last_count() -> None:
+    """OpenClaw's head (~12,700 provider tokens of system prompt and tools) does not grow with the
+    messages: a context measured at 19,200 tokens for 6,600 of messages, grown to 13,200, is ~27,450,
+    not the 38,400 the whole ratio (2.9) made of it; the gain is priced at most 1.25 per token."""
+    assert compacting.estimate(13_200, 19_200 / 6_600, (19_200, 6_600)) == 19_200 + round(6_600 * 1.25)
+    assert compacting.estimate(13_200, 1.1, (19_200, 6_600)) == 19_200 + round(6_600 * 1.1)
+    assert compacting.estimate(2_000, 1.1, (19_200, 6_600)) < 19_200  # the messages shrank: so does it
+    assert compacting.estimate(13_200, 1.2) == 15_840  # never measured: the ratio on the whole count
+    # a budget for the messages alone (OpenClaw's) is met by the messages alone, the head left out
+    assert compacting.estimate(13_200, 19_200 / 6_600, (19_200, 6_600), messages=True) == 16_500
+    cfg = Config().eviction
+    assert compacting.messages_only(cfg, 34_000) and not compacting.messages_only(cfg, None)
+    assert not compacting.messages_only(cfg.model_copy(update={"compactAtTokens": 90_000}), 34_000)
+    gauge = compacting.Gauge()
+    gauge.sent = 6_600
+    gauge.usage(19_200)
+    assert gauge.measured == (19_200, 6_600) and gauge.ratio is not None
 
 
 def test_a_compaction_survives_the_session_state() -> None:
-    state = EvictionState(ratio=1.5)
-    state.compactions.append(Compaction(9, 150_000, 40_000, 12, 1_500, 7, 2, "ab" * 6))
+    state = EvictionState(ratio=1.5, measured=(30_000, 20_000))
+    state.compactions.append(Compaction(9, 150_000, 40_000, 12, 1_500, 7, 2, "ab" * 6, 167_000))
     again = EvictionState.from_dict(json.loads(json.dumps(state.to_dict())))
     assert again.compactions == state.compactions and again.ratio == 1.5
+    assert again.measured == (30_000, 20_000)
+    assert "(the host's limit 167,000)" in again.compactions[0].describe()
+    # a state written before the limit was kept still loads, and says nothing of it
+    older = Compaction.from_list([9, 150_000, 40_000, 12, 1_500, 7, 2, "ab" * 6])
+    assert older.limit == 0 and "host's limit 0" not in older.describe()
 
 
 def _thinking(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -247,3 +287,15 @@ def test_a_compaction_of_the_previous_request_s_last_message_is_a_break_in_the_l
     assert rows[1].break_reason is None
     assert rows[2].prefix_break_at is not None and rows[2].prefix_break_at[0] >= 2, rows[2]
     assert (rows[2].break_reason or "").startswith("eviction batch: compaction before the host's limit")
+
+
+def test_the_newest_output_stays_whole_through_a_compaction_unless_it_alone_nears_the_threshold() -> None:
+    """The kept window is the newest ``keep`` tokens, stretched back to the newest tool output (the model
+    acts on it; paged out as it arrives it would never be seen whole), unless that output and what
+    follows it pass ``most`` (a quarter of the threshold: keeping them, no compaction could hold the
+    host off)."""
+    sizes = [100] * 10
+    assert compacting.kept_from(sizes, 1, 250) == 8  # the newest two messages fit 250 tokens
+    assert compacting.kept_from(sizes, 1, 250, newest=7, most=400) == 7  # the output before them too
+    assert compacting.kept_from(sizes, 1, 250, newest=7, most=250) == 8  # 300 tokens from it: too large
+    assert compacting.kept_from(sizes, 1, 250, newest=9, most=400) == 8  # inside the window already

@@ -102,3 +102,50 @@ def test_a_bad_body_is_a_400_naming_the_field(
 def test_the_routes_want_the_secret(sidecar: Any) -> None:
     del sidecar.headers[HEADER]
     assert sidecar.post("/sidecar/compacted", json={"sessionId": "s", "summary": "x"}).status_code == 401
+
+
+def _reads(n: int) -> list[dict[str, Any]]:
+    """A goal, then ``n`` reads of ~600 tokens each, every line distinct (the chat form the plugin sends)."""
+    out: list[dict[str, Any]] = [{"role": "user", "content": "Read every shard and find the bad quota."}]
+    for k in range(n):
+        args = f'{{"path":"shard{k}.txt"}}'
+        call = {"id": f"call_{k}", "type": "function", "function": {"name": "read", "arguments": args}}
+        text = "\n".join(
+            f"shard {k} row {j}: owner=team-{(k * 7 + j) % 13} quota={k * 100 + j}" for j in range(45)
+        )
+        out.append({"role": "assistant", "content": f"Reading shard {k}.", "tool_calls": [call]})
+        out.append({"role": "tool", "tool_call_id": f"call_{k}", "content": text})
+    return out
+
+
+@pytest.mark.parametrize("budget", [None, 9_000])
+def test_openclaw_s_token_budget_is_the_threshold_aggressive_mode_compacts_under(budget: int | None) -> None:
+    """OpenClaw compacts past its model's window less a reserve, and tells the messages' budget at
+    every assemble: told 9,000 (a small model's), aggressive mode compacts once the history nears it;
+    not told, it keeps the 200k-window figure and leaves this history alone."""
+    cfg = Config(mode="aggressive")
+    cfg = cfg.model_copy(update={"eviction": cfg.eviction.model_copy(update={"batchTurns": 1})})
+    plugin = LightMem(cfg)
+    app = create_app(plugin, commands=run_remote_line)
+    stubbed: list[int] = []
+    with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as client:
+        client.headers[HEADER] = load_or_create()
+        for n in range(1, 16):
+            body: dict[str, Any] = {"sessionId": "oc-budget", "messages": _reads(n), "wholeTurn": True}
+            if budget is not None:
+                body["tokenBudget"] = budget
+            sent = client.post("/sidecar/assemble", json=body).json()["messages"]
+            stubbed.append(sum("archived as" in str(m["content"]) for m in sent if m["role"] == "tool"))
+    compactions = plugin.session("oc-budget").evictor.state.compactions
+    if budget is None:
+        assert stubbed == [0] * 15 and compactions == []
+    else:
+        assert len(compactions) >= 1, stubbed
+        first = compactions[0]
+        # it came once the estimate passed the budget less its margin (at most 41% of it), and not before
+        assert (
+            first.limit == budget
+            and budget * 0.59 < first.before <= budget
+            and first.after < first.before / 2
+        )
+        assert stubbed[first.call - 2] == 0 and stubbed[first.call - 1] > 0

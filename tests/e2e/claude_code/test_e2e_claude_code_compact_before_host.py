@@ -8,14 +8,13 @@ reads :data:`FILES` files of ~2,000 chars each with Bash, one per call, runs :da
 checks and answers.
 
 Why :data:`AT` is 17,500 and not ~10,000: Claude Code's system prompt and tools alone are ~10,000
-provider tokens, so the first request is already near any small threshold, and lightmem2 estimates the
-context as its count of the messages times the provider's tokens per message token at the last call
-(:class:`~lightmem_plugin.eviction.compacting.Gauge`): with a head that large and messages this small
-the ratio is ~2.3, each ~900-token read adds ~2,000 to the estimate, and a low threshold compacted
-again at every request after the first compaction (seen at 12,000). At 17,500 less the 1,000 margin
-the compaction comes at the request after the sixth read (~17,200 estimated, ~16,400 as the provider
-counts it; one read earlier, ~16,300, would do as well: the checks after it add a few tokens each),
-and brings the estimate to ~9,800, far below the threshold. Checked at the fake provider, request by
+provider tokens, so the first request is already near any small threshold. lightmem2 estimates the
+context from the provider's count at the last call plus what the messages gained since, at most 1.25
+provider tokens per token it counts (:func:`~lightmem_plugin.eviction.compacting.estimate`; it used
+to scale the whole count by the provider's ratio, ~2.3 with a head this large, and compacted again at
+every request at 12,000). At 17,500 less the 1,000 margin the compaction comes at request 7, after
+the sixth read (15,530 as the provider counted request 6, ~16,700 estimated), and brings the provider's
+count to ~12,600, far below the threshold. Checked at the fake provider, request by
 request:
 
 - at one request ``N`` (the compaction's) the older reads are stubs ``[lightmem2: ... archived as KEY

@@ -6,35 +6,35 @@ OpenClaw's provider speaks Anthropic Messages to the fake provider with a small 
 ``HOST_AT - 4000`` (:data:`FLUSH_AT`), runs a "Pre-compaction memory flush" turn through the agent;
 both are decided before a turn from the last turn's usage. Its summary comes in calls of their own,
 recognised at the fake by OpenClaw's prompts (:func:`host_call`) and answered apart from the chat's
-script. lightmem2 is in aggressive mode, the host's threshold set in OpenClaw's plugin config
-(``eviction.compactAtTokens`` = :data:`AT`, ``compactMarginTokens`` = :data:`MARGIN`,
-``compactKeepTokens`` = :data:`KEEP`, ``batchTurns`` 1, ``finishedTasks`` off: every turn here is a
-new goal, and a finished task collapsing would be another test's subject).
+script. lightmem2 is in aggressive mode with its compaction defaults (``batchTurns`` 1, ``finishedTasks``
+off: every turn here is a new goal, and a finished task collapsing would be another test's subject):
+no threshold is configured, so the one it compacts under is the budget OpenClaw tells ``assemble()``
+for the messages (its window less the reserve and the prompt, ~34,000 here), not the 180,000 of a
+200k window; its margin and kept window are the defaults scaled to that budget (41% and 25% of it, the kept window at least the newest read).
 
 The chat: :data:`READS` turns that each read one file of ~:data:`FILE_CHARS` chars (~6,550 o200k
 tokens) and answer, then :data:`SMALL` turns of one small command each. OpenClaw calls ``assemble()``
 once per turn, so lightmem2 compacts at a turn's first call, with the history before the turn.
 Observed: without lightmem2 the memory flush came before turn 6 (after 45,830 tokens) and the summary
-inside it, after its last reply (50,647); with lightmem2 the compaction came at request 9 (turn 5's
-first): 39,085 tokens at request 8, 20,003 at request 9 (39,229 without), reads 0-2 stubs, read 3
-whole. Why :data:`AT` less :data:`MARGIN` is 41,000: lightmem2 estimates the context as its count of
-the messages times the provider's count over it at the last turn's first call, OpenClaw's ~12,700-
-token head included, so with few messages the estimate runs ahead (~38,900 at turn 4, 32,500 real);
-41,000 is past it and below turn 5's ~43,400, whose last usage stays under the flush.
+inside it, after its last reply (50,647); with lightmem2, told a budget of 34,086, compactions at
+requests 7 and 11 (turns 4 and 6; messages ~24,400 -> ~8,500 each time), the provider's input never
+past 33,007.
 
 Checked request by request at the fake provider, against the same chat without lightmem2:
 
 - without lightmem2 OpenClaw flushes its memory and summarises (its calls reach the fake, its
   transcript gets a ``compaction`` entry);
-- with lightmem2 at one request ``N`` (a turn's first) the older reads are stubs whose keys
-  ``lightmem2 recover`` returns byte-exact with the stub's ``--lines``, the first stub carrying the
-  session record; the newest read is whole, the user's prompts as before, every other message as the
-  request before sent it; every later request extends request ``N``; no memory flush, no summarising
-  request, no ``compaction`` entry in OpenClaw's transcript;
-- ``report --json``: one row per request at the provider's count, the row of ``N`` alone pages
-  anything out, its break reason "compaction before the host's limit" and its miss causes naming
-  "lightmem2 change"; each row's miss causes sum to what the provider reported uncached; ``status``
-  says "compactions before the host's limit: 1".
+- with lightmem2 each compaction's ledger row names the threshold it was under, this window's budget
+  (between ``HOST_AT - 20000`` and ``HOST_AT``), not a 200k window's 180,000;
+- at the first (request ``N``, a turn's first) the older reads are stubs, the first carrying the
+  session record, the newest read whole; by the last request every stubbed read's key and lines give
+  it back byte-exact through ``lightmem2 recover``; at each compaction the user's prompts and every
+  other message are as the request before sent them; between compactions each request extends the
+  last compaction's; no memory flush, no summarising request, no ``compaction`` entry in OpenClaw's
+  transcript;
+- ``report --json``: one row per request at the provider's count, only the compactions' rows page
+  anything out, each with miss causes naming "lightmem2 change"; each row's miss causes sum to what
+  the provider reported uncached; ``status`` counts the compactions.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ WINDOW = 64_000
 HOST_AT = WINDOW - min(20_000, WINDOW // 4)  # 48,000: OpenClaw compacts past it
 FLUSH_AT = HOST_AT - 4_000  # its memory flush
 MODEL = {"id": "fake-model", "reasoning": False, "contextWindow": WINDOW}
-AT, MARGIN, KEEP = 43_000, 2_000, 8_000
 READS = 6
 SMALL = 2
 FILE_CHARS = 16_000
@@ -64,6 +63,8 @@ RECORD = "[lightmem2 session record]"
 HINT = re.compile(r'archived as ([0-9a-f]{12,32}) .*?lightmem2_recover\(key, lines="(\d+):(\d+)"\)')
 """A compaction stub on OpenClaw names the recover tool's form (the host has it), with the lines of
 the output in the batch's archive."""
+LIMIT = re.compile(r"the host's limit ([0-9,]+)\)")
+"""The threshold a compaction's ledger row names (:meth:`lightmem_plugin.eviction.state.Compaction.describe`)."""
 FLUSH = "Pre-compaction memory flush"
 SUMMARISE = (
     "The messages above are a conversation to summarize",
@@ -187,9 +188,6 @@ def test_openclaw_aggressive_compacts_before_the_host(make_env: Any) -> None:
     plain, plain_compactions = on_gateway(plain_env, run)
     env = make_env("lightmem2", counter=counter, api=API, fake=HostAwareUpstream, **MODEL)
     eviction = {
-        "compactAtTokens": AT,
-        "compactMarginTokens": MARGIN,
-        "compactKeepTokens": KEEP,
         "batchTurns": 1,
         "finishedTasks": False,
     }
@@ -226,11 +224,29 @@ def test_openclaw_aggressive_compacts_before_the_host(make_env: Any) -> None:
     for n, body in enumerate(plain[: 2 * READS]):
         assert all(t == seen[k] for k, t in _reads(body).items()), f"vanilla request {n + 1}"
 
-    # the compaction: the first request in which a read is a stub, a turn's first
+    # the ledger names each compaction, and the threshold it was under: OpenClaw's budget for this window
+    report = env.lightmem2_cli("report", "--all", "--json")
+    assert report.returncode == 0, report.stderr
+    (session,) = json.loads(report.stdout)["sessions"]
+    rows = session["calls"]
+    assert len(rows) == len(bodies)
+    compacted = [
+        n for n, r in enumerate(rows) if "compaction before the host's limit" in (r["breakReason"] or "")
+    ]
+    print("compactions:", [(n + 1, rows[n]["breakReason"]) for n in compacted])
+    assert compacted, "no compaction: the threshold OpenClaw tells was not the one in force"
+    for n in compacted:
+        limit = int(LIMIT.search(rows[n]["breakReason"]).group(1).replace(",", ""))
+        assert HOST_AT - 20_000 < limit < HOST_AT, limit  # this window's budget, not a 200k window's 180,000
+
+    # the first compaction: the first request in which a read is a stub, a turn's first
     stubbed = [n for n, b in enumerate(bodies) if any(STUB_KEY.search(t) for t in _reads(b).values())]
     assert stubbed, "no read was ever paged out: the compaction did not happen"
     at = stubbed[0]
-    assert stubbed == list(range(at, len(bodies))) and at % 2 == 0, stubbed
+    assert at == compacted[0] and stubbed == list(range(at, len(bodies))) and at % 2 == 0, (
+        stubbed,
+        compacted,
+    )
     for n in range(at):
         assert _reads(bodies[n]) == _reads(plain[n]), (
             f"request {n + 1}: a read not whole before the compaction"
@@ -241,61 +257,67 @@ def test_openclaw_aggressive_compacts_before_the_host(make_env: Any) -> None:
     print(f"request {at + 1} ({usage[at]['prompt']:,} tokens, {plain_usage[at]['prompt']:,} without):")
     print(f"reads {gone} paged out, {whole} whole")
     print(f"file {gone[0]} as the model saw it: {reads[gone[0]][:700]!r}")
-    assert len(gone) >= 2 and gone == list(range(len(gone))), gone  # the oldest went
-    assert whole == list(range(len(gone), at // 2)), whole  # the newest stayed whole
+    assert gone and gone == list(range(len(gone))), gone  # the oldest went
+    assert whole == list(range(len(gone), at // 2)) and whole, whole  # the newest stayed whole
     assert RECORD in reads[gone[0]] and all(RECORD not in reads[k] for k in gone[1:])
-    for k in gone:  # a batch archives its outputs as one document: each stub names its lines in it
-        (key,) = set(STUB_KEY.findall(reads[k]))
-        hint = HINT.search(reads[k])
-        assert hint is not None and hint.group(1) == key, reads[k]
+    # every read paged out by any compaction comes back byte-exact from its stub's key and lines
+    last = _reads(bodies[-1])
+    assert sorted(k for k, t in last.items() if STUB_KEY.search(t)) == sorted(
+        k for k in last if last[k] != seen.get(k)
+    ) and set(gone) <= set(last)
+    for k, text in sorted(last.items()):
+        if not STUB_KEY.search(text):
+            continue
+        (key,) = set(STUB_KEY.findall(text))
+        hint = HINT.search(text)
+        assert hint is not None and hint.group(1) == key, text
         got = env.lightmem2_cli("recover", key, "--lines", f"{hint.group(2)}:{hint.group(3)}")
         assert got.returncode == 0 and got.stdout.decode().rstrip("\n") == seen[k].rstrip("\n"), k
-    # every other message as the request before sent it: the user's prompts, what the assistant wrote
-    before, now = strip_marks(bodies[at - 1]), strip_marks(bodies[at])
-    assert now["system"] == before["system"] and now["tools"] == before["tools"]
-    for n in range(READS):
-        prompt = f"Read {_name(n)} and note its owners."
-        assert sum(prompt in _text(m.get("content")) for m in now["messages"] if m["role"] == "user") == (
-            n <= at // 2
-        )
-    changed = 0
-    for i, msg in enumerate(before["messages"][:-1]):  # the last: OpenClaw's transient runtime context
-        was, got_blocks = _blocks(msg), _blocks(now["messages"][i])
-        assert len(got_blocks) == len(was), f"message {i} changed at the compaction"
-        for b_was, b_got in zip(was, got_blocks, strict=True):
-            if (
-                b_got != b_was
-                and b_got.get("type") == "tool_result"
-                and STUB_KEY.search(_text(b_got["content"]))
-            ):
-                changed += 1
-                continue
-            assert b_got == b_was, f"message {i} changed at the compaction"
-    assert changed == len(gone), changed
-    # after it the prefix is stable: each later request extends request N
+    # at each compaction every other message is as the request before sent it: the user's prompts, what
+    # the assistant wrote; only reads became stubs
+    for c in compacted:
+        before, now = strip_marks(bodies[c - 1]), strip_marks(bodies[c])
+        assert now["system"] == before["system"] and now["tools"] == before["tools"]
+        for n in range(READS):
+            prompt = f"Read {_name(n)} and note its owners."
+            users = [m for m in now["messages"] if m["role"] == "user"]
+            assert sum(prompt in _text(m.get("content")) for m in users) == (n <= c // 2)
+        changed = 0
+        for i, msg in enumerate(before["messages"][:-1]):  # the last: OpenClaw's transient runtime context
+            was, got_blocks = _blocks(msg), _blocks(now["messages"][i])
+            assert len(got_blocks) == len(was), f"message {i} changed at the compaction of request {c + 1}"
+            for b_was, b_got in zip(was, got_blocks, strict=True):
+                if (
+                    b_got != b_was
+                    and b_got.get("type") == "tool_result"
+                    and STUB_KEY.search(_text(b_got["content"]))
+                ):
+                    changed += 1
+                    continue
+                assert b_got == b_was, f"message {i} changed at the compaction of request {c + 1}"
+        assert changed >= 1, c
+    # between compactions the prefix is stable: each request extends the last compaction's
     for n in range(at + 1, len(bodies)):
-        kept = wire_audit.history("anthropic", bodies[at])[:-1]
+        if n in compacted:
+            continue
+        base = max(c for c in compacted if c < n)
+        kept = wire_audit.history("anthropic", bodies[base])[:-1]
         assert wire_audit.history("anthropic", bodies[n])[: len(kept)] == kept, f"request {n + 1}"
 
     # (wire_audit.audit is not run here: it reads a stub's lines from the CLI form "lightmem2 recover
     # KEY --lines A:B", and an OpenClaw stub names the tool form; each stub is recovered above instead)
 
-    # the ledger: one row per request at the provider's count; the compaction's row names it
-    report = env.lightmem2_cli("report", "--all", "--json")
-    assert report.returncode == 0, report.stderr
-    (session,) = json.loads(report.stdout)["sessions"]
-    rows = session["calls"]
-    assert len(rows) == len(bodies)
+    # the ledger: one row per request at the provider's count; each compaction's row names it
     for n, (row, got_usage) in enumerate(zip(rows, usage, strict=True)):
         assert row["realInputTokens"] == got_usage["prompt"], (n, row["realInputTokens"], got_usage)
         causes = row["missCauses"] or []
         assert sum(c["tokens"] for c in causes) == got_usage["prompt"] - got_usage["cached"], (n, causes)
-    row = rows[at]
-    print(f"ledger row {at + 1}: {row['breakReason']}; miss causes {row['missCauses']}")
-    assert "compaction before the host's limit" in (row["breakReason"] or ""), row
-    assert any(c["cause"] == "lightmem2 change" for c in row["missCauses"]), row["missCauses"]
-    assert row["evictedTokens"] > 0 and all(r["evictedTokens"] == 0 for r in rows if r is not row), rows
+    for n in compacted:
+        row = rows[n]
+        print(f"ledger row {n + 1}: miss causes {row['missCauses']}")
+        assert any(c["cause"] == "lightmem2 change" for c in row["missCauses"]), row["missCauses"]
+    assert all((r["evictedTokens"] > 0) == (n in compacted) for n, r in enumerate(rows)), rows
     status = env.lightmem2_cli("status").stdout.decode()
     print(status)
-    assert "compactions before the host's limit: 1" in status, status
+    assert f"compactions before the host's limit: {len(compacted)}" in status, status
     print(f"openclaw compaction-before-the-host run: {time.monotonic() - started:.1f} s")
