@@ -54,8 +54,10 @@ MARK = re.compile(
     r"(?:an earlier output|the output of tool call (\S+)|the outputs of tool calls ([^\]]+)))\]"
 )
 KEY = re.compile(r"\b([0-9a-f]{12,32})\b")
-LINES = re.compile(r"--lines (\d+):(\d+)")
-"""A stub's recover hint naming its lines in a batch's archive (one document for the batch's outputs)."""
+LINES = re.compile(r'(?:--lines |lines=")(\d+):(\d+)')
+"""A stub's recover hint naming its lines in a batch's archive (one document for the batch's outputs):
+the CLI's ``lightmem2 recover KEY --lines A:B``, or the recover tool's ``lightmem2_recover(key,
+lines="A:B")`` where the host has the tool (OpenClaw)."""
 RECORD = "\n[lightmem2 session record]\n"
 """What follows it in a batch's first stub is the session record: lightmem2's own text, not output."""
 EXIT_CODE = re.compile(

@@ -304,8 +304,19 @@ def test_openclaw_aggressive_compacts_before_the_host(make_env: Any) -> None:
         kept = wire_audit.history("anthropic", bodies[base])[:-1]
         assert wire_audit.history("anthropic", bodies[n])[: len(kept)] == kept, f"request {n + 1}"
 
-    # (wire_audit.audit is not run here: it reads a stub's lines from the CLI form "lightmem2 recover
-    # KEY --lines A:B", and an OpenClaw stub names the tool form; each stub is recovered above instead)
+    # every request until OpenClaw compacted the run without lightmem2 (after it, that run's outputs are
+    # gone into its summary, so there is nothing to compare with): outputs verbatim or recoverable from
+    # their stubs (the tool form's lines), success unchanged, each request extending the one before but
+    # at a compaction
+    def recover(key: str) -> str | None:
+        done = env.lightmem2_cli("recover", key)
+        return done.stdout.decode("utf-8") if done.returncode == 0 else None
+
+    upto = next(n for n, k in enumerate(plain_fake.kinds) if k is not None)  # its first own call
+    upto -= sum(1 for k in plain_fake.kinds[:upto] if k is not None)  # among the chat's requests
+    checked = wire_audit.audit("anthropic", bodies[:upto], plain[:upto], recover, compacted, transient_tail=1)
+    checked.raise_if_faulty()
+    assert checked.recovered >= 2, checked  # the first compaction's stubs were read and recovered
 
     # the ledger: one row per request at the provider's count; each compaction's row names it
     for n, (row, got_usage) in enumerate(zip(rows, usage, strict=True)):
