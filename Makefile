@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/compaction_record.py
 	$(BIN)/python benchmarks/cache_ttl.py
 	$(BIN)/python benchmarks/frontier.py
+	$(BIN)/python benchmarks/compaction_frontier.py
 	$(BIN)/python benchmarks/bench_server.py
 	$(BIN)/python benchmarks/bench_gateway.py
 	$(BIN)/python benchmarks/readme_table.py

@@ -109,6 +109,8 @@ function createEngine(sidecar, logger) {
         // aggressive mode compacts under it, whatever the model's window
         const budget = Number(params.tokenBudget);
         if (Number.isFinite(budget) && budget >= 1) body.tokenBudget = Math.floor(budget);
+        // the turn's prompt follows this history: a new goal there closes the running task now
+        if (typeof params.prompt === "string" && params.prompt.trim()) body.prompt = params.prompt;
         if (sent.chat.length) seen.set(body.sessionId, sent.chat);
         const answer = await sidecar.post("/sidecar/assemble", body);
         if (sent.chat.length) out = fromChat(messages, sent, answer.messages, answer.collapsed, answer.thinking);

@@ -51,7 +51,7 @@ from .break_cost import PREFIX, BreakCost
 from .choosing import Chooser, acted_on, finished_goals
 from .deferred import Reducer
 from .entries import entries
-from .goals import goal_tasks
+from .goals import GoalTask, goal_tasks
 from .heuristic import HeuristicEstimator
 from .lifecycle import TaskRegistry
 from .llm_estimator import LLMEstimator
@@ -112,6 +112,17 @@ class Evictor:
         """The tokens the host told it allows before it compacts, for the request at hand (OpenClaw's
         ``tokenBudget``, from the model's window; None: not told), over the host's table."""
         self.gauge = compacting.Gauge()
+        self.upcoming: Message | None = None
+        """The user's message the host will send after this call's history, when it says so before
+        the call (OpenClaw's ``prompt``: ``assemble()`` is handed the history without the turn's own
+        prompt). A new goal there closes the running task at this very call: at a cold start after a
+        pause, the call whose break is free (:meth:`_goals`)."""
+
+    def _goals(self, original: Request) -> list[GoalTask]:
+        """The goals of ``original``, and of :attr:`upcoming` after it (its goal has no work yet)."""
+        if self.upcoming is None:
+            return goal_tasks(original.messages)
+        return goal_tasks([*original.messages, self.upcoming])
 
     @property
     def collapsed(self) -> list[tuple[int, int]]:
@@ -171,7 +182,7 @@ class Evictor:
         turns = entries(original)
         view, ids, owners = turns.turns, turns.ids, turns.owners
         self.estimator.sync(view)  # what went stale (its liveness); the task registry is not needed
-        goals = goal_tasks(original.messages)
+        goals = self._goals(original)
         chosen = deferred.due(
             view, ids, owners, goals, self.estimator, self.state, self.config.keepRecentTurns
         )
@@ -204,7 +215,7 @@ class Evictor:
             self.state.past_changes.append((first, len(reduced.messages)))
 
     def _maybe_evict(self, call_index: int, original: Request, reduced: Request, shell: bool) -> bool:
-        goals = goal_tasks(original.messages) if self.config.finishedTasks else []
+        goals = self._goals(original) if self.config.finishedTasks else []
         while len(self.state.goal_calls) < len(goals):
             self.state.goal_calls.append(call_index)
         due = call_index - self.state.last_batch_call >= self.config.batchTurns

@@ -22,7 +22,7 @@ A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
 
 ``POST /sidecar/assemble``
     ``{"sessionId", "messages", "tools"?, "format"?: "openai" | "anthropic", "system"?, "wholeTurn"?,
-    "api"?: "anthropic" | "chat" | "responses", "model"?, "tokenBudget"?}`` -> ``{"messages",
+    "api"?: "anthropic" | "chat" | "responses", "model"?, "tokenBudget"?, "prompt"?}`` -> ``{"messages",
     "collapsed"?, "thinking"?, "system"?}``. The
     message list the model should see (reduced tool outputs, stable head, tail block). ``format`` names
     the message form: OpenAI chat (default) or Anthropic (``system`` then is the top-level system
@@ -40,6 +40,11 @@ A refusal is ``{"error"}`` only: what was wrong and the fix, nothing else.
     produced before a change lightmem2 made to the past (a batch, a deferred reduction, a compaction)
     and after the first message it changed, which the provider would reject, and the answers a
     compaction left behind on any model. The chat form carries no thinking, so the host drops them.
+    ``tokenBudget`` (OpenClaw's budget for the messages, from its model's window) is the threshold
+    aggressive mode compacts under (:func:`lightmem_plugin.eviction.compacting.threshold`). ``prompt``
+    (the turn's prompt, which OpenClaw sends after this history) is read for whether it sets a new
+    goal, which closes the running task at this call (a cold start's free break); the answer never
+    carries it.
 ``POST /sidecar/ingest`` and ``POST /sidecar/toolResult``
     ``{"sessionId", "toolCallId", "output", "toolName"?, "arguments"?}`` -> ``{"output"}``. A tool output
     as the model will see it, reduced once (memoised, I3). ``output`` is a string or a list of
@@ -96,6 +101,7 @@ from .._version import __version__
 from ..errors import AccessDenied, ArtifactNotFound, LightMemError
 from ..eviction.thinking import stale_ranges
 from ..faults import guard, on_surface
+from ..model import Message, TextPart
 from ..pipeline import Session
 from ..reduction.kinds import ToolCall
 from ..store import session_lock
@@ -143,6 +149,8 @@ def _assemble(session: Session, body: JSON) -> JSON:
     session.respelled_ids = True  # OpenClaw: see Session.respelled_ids
     session.host = "openclaw"  # its compaction threshold (eviction.compacting)
     session.evictor.host_budget = _budget(body)
+    prompt = _field(body, "prompt", str, required=False)  # the turn's prompt, which follows this history
+    session.evictor.upcoming = Message("user", [TextPart(prompt)]) if prompt and prompt.strip() else None
     messages = _field(body, "messages", list)
     tools = _field(body, "tools", list, required=False)
     # the wire API of the host's provider: its cache prices an eviction's break

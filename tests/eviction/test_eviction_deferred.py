@@ -15,6 +15,7 @@ from lightmem_plugin.commands import report, status
 from lightmem_plugin.config import Config
 from lightmem_plugin.eviction.deferred import deferred_table
 from lightmem_plugin.eviction.thinking import stale_ranges
+from lightmem_plugin.model import Message, TextPart
 from lightmem_plugin.pipeline import LightMem
 from lightmem_plugin.reduction.base import stub_keys
 from lightmem_plugin.store.ledger import Ledger
@@ -215,3 +216,26 @@ def test_a_cold_start_s_reduction_names_the_answers_whose_thinking_it_invalidate
     state.thinking_before = view + 1  # a compaction kept whole from just after the view
     assert stale_ranges(state, binds=True) == [(0, held)]
     assert stale_ranges(state, binds=False) == [(0, view + 1)]
+
+
+def test_the_prompt_the_host_tells_closes_the_running_task_at_the_cold_start(tmp_path: Path) -> None:
+    """OpenClaw hands ``assemble()`` the history without the turn's own prompt: at the cold start after
+    a pause, the running task looks unfinished and its view stays whole. Told the prompt that follows
+    (a new goal), the task is finished at that very call and its view is reduced again there, at the
+    free break; told a continuation ("go on"), it stays whole. The prompt itself is never sent."""
+    s = Session("Fix the parser in parser.py")
+    view = s.call("cat parser.py", VIEW) + 1
+    for k in range(7):
+        s.call(f"sed -n '{k + 1}p' parser.py", f"def parser_{k}(x):")
+    s.say("The parser is fixed.")
+
+    def cold(prompt: str | None, name: str) -> list[dict[str, Any]]:
+        session = _plugin(tmp_path / name, "normal").session("s")
+        session.before_model_call(s.messages, api="anthropic", now=0.0)
+        session.evictor.upcoming = None if prompt is None else Message("user", [TextPart(prompt)])
+        return session.before_model_call(s.messages, api="anthropic", now=1860.0)
+
+    untold, cont, told = cold(None, "u"), cold("go on", "c"), cold("Now add a docstring to utils.py", "t")
+    assert VIEW in untold[view]["content"] and VIEW in cont[view]["content"]
+    assert VIEW not in told[view]["content"] and stub_keys(told[view]["content"])
+    assert len(told) == len(untold) == len(s.messages)  # what the host sends after it is its own

@@ -152,6 +152,7 @@ def test_command(sidecar: Any, text: str, expected: str) -> None:
         ("/sidecar/assemble", {"sessionId": "x", "messages": [], "tokenBudget": "95k"}, 400, "tokenBudget"),
         ("/sidecar/assemble", {"sessionId": "x", "messages": [], "tokenBudget": True}, 400, "tokenBudget"),
         ("/sidecar/assemble", {"sessionId": "x", "messages": [], "tokenBudget": 0}, 400, "tokenBudget"),
+        ("/sidecar/assemble", {"sessionId": "x", "messages": [], "prompt": ["hi"]}, 400, "prompt"),
         ("/sidecar/ingest", {"sessionId": "x", "toolCallId": "c", "output": 5}, 400, "output"),
         ("/sidecar/command", {}, 400, "text"),
         ("/sidecar/afterTurn", {"sessionId": "x", "turn": [], "calls": [{"at": "1"}]}, 400, "calls[0]"),

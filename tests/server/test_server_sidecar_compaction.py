@@ -149,3 +149,19 @@ def test_openclaw_s_token_budget_is_the_threshold_aggressive_mode_compacts_under
             and first.after < first.before / 2
         )
         assert stubbed[first.call - 2] == 0 and stubbed[first.call - 1] > 0
+
+
+def test_the_turn_s_prompt_is_read_for_its_goal_and_never_sent_back() -> None:
+    """``prompt`` (OpenClaw's, which follows the assembled history) becomes the evictor's upcoming
+    message for that call only: the next assemble without one forgets it."""
+    plugin = LightMem(Config(mode="normal"))
+    app = create_app(plugin, commands=run_remote_line)
+    with ServerThread(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as client:
+        client.headers[HEADER] = load_or_create()
+        body = {"sessionId": "oc-prompt", "messages": history(), "wholeTurn": True}
+        told = client.post("/sidecar/assemble", json={**body, "prompt": "Now document the loader"}).json()
+        upcoming = plugin.session("oc-prompt").evictor.upcoming
+        assert upcoming is not None and upcoming.role == "user" and upcoming.text() == "Now document the loader"
+        assert len(told["messages"]) == len(history())
+        client.post("/sidecar/assemble", json=body)
+        assert plugin.session("oc-prompt").evictor.upcoming is None

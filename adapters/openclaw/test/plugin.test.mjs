@@ -449,7 +449,8 @@ test("assemble hands OpenClaw the shorter list when the sidecar collapsed a task
     const api = fakeApi({ openclaw: { port, autoStart: false, command: cli.exe } });
     plugin.register(api);
     const { engine } = api.got;
-    const got = await engine.assemble({ sessionId: "s2", messages: tasks, tokenBudget: 95_000.5 });
+    const prompt = "[Mon 2026-11-30 07:00 UTC] now update the changelog";
+    const got = await engine.assemble({ sessionId: "s2", messages: tasks, tokenBudget: 95_000.5, prompt });
     assert.deepEqual(got.messages.map((m) => m.role), ["user", "assistant", "user", "assistant", "toolResult"]);
     assert.equal(got.messages[1].content[0].text, SUMMARY);
     assert.equal(got.estimatedTokens, estimateTokens(got.messages));
@@ -458,10 +459,12 @@ test("assemble hands OpenClaw the shorter list when the sidecar collapsed a task
     assert.deepEqual(body.messages, toChat(tasks).chat);
     assert.equal(body.api, "chat"); // its replies came from an openai-completions provider
     assert.equal(body.tokenBudget, 95_000); // the threshold aggressive mode compacts under
+    assert.equal(body.prompt, prompt); // read for a new goal, never sent back
     collapsed = [{ first: 1, last: 2 }]; // does not fit the answer: OpenClaw's own messages
     assert.equal((await engine.assemble({ sessionId: "s2", messages: tasks })).messages, tasks);
     const unbudgeted = JSON.parse(seen.filter(({ url }) => url === "/sidecar/assemble").at(-1).body);
     assert.equal(unbudgeted.tokenBudget, undefined); // not told: the sidecar keeps its table
+    assert.equal(unbudgeted.prompt, undefined);
   } finally {
     server.close();
   }
