@@ -196,7 +196,7 @@ def main() -> int:
             s = summarize(replayed[mode])
             rows[mode] = {k: s[k] for k in KEYS}
             print(f"  continuous {mode:<27} K {s['K']:>14,.0f}", file=sys.stderr)
-        runs_timed.append(timed("deepseek", 0.0, None, replayed))
+        runs_timed.append(timed("deepseek", 0.0, None, {m: replayed[m] for m in MODES}))
         for cache, minutes, paths in (
             ("deepseek", args.pause_minutes, on),
             ("anthropic", 0.0, off),

@@ -161,7 +161,9 @@ def test_the_turn_s_prompt_is_read_for_its_goal_and_never_sent_back() -> None:
         body = {"sessionId": "oc-prompt", "messages": history(), "wholeTurn": True}
         told = client.post("/sidecar/assemble", json={**body, "prompt": "Now document the loader"}).json()
         upcoming = plugin.session("oc-prompt").evictor.upcoming
-        assert upcoming is not None and upcoming.role == "user" and upcoming.text() == "Now document the loader"
+        assert (
+            upcoming is not None and upcoming.role == "user" and upcoming.text() == "Now document the loader"
+        )
         assert len(told["messages"]) == len(history())
         client.post("/sidecar/assemble", json=body)
         assert plugin.session("oc-prompt").evictor.upcoming is None
