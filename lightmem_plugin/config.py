@@ -300,11 +300,10 @@ class EvictionConfig(_Model):
         "compactAtTokens (Claude Code: from 100,000 on). The host looks before each call, so the margin "
         "must hold what a few calls add (24,000-32,000 provider tokens at most over 3 calls on the long "
         "Claude Code traces); beyond that, compacting earlier reads a smaller context on more calls, and "
-        "the reads are most of a long session's bill. Measured on those three traces with "
-        "compactKeepTokens 6,000 (`lightmem2 replay` in aggressive mode with the key set; money, then "
-        "with a recover round trip for each use only a stub kept): 57,000 $29.14 / $29.43, 67,000 $27.55 "
-        "/ $27.88, 77,000 $28.18 / $28.73, 87,000 $27.73 / $28.66; no use lost and no host compaction "
-        "at any of them. Left at its default, at most 41% of the threshold (a small window's host would "
+        "the reads are most of a long session's bill. Measured on the dev Claude Code traces with "
+        "compactKeepTokens 6,000 (benchmarks/compaction_frontier.py; money, vanilla $34.41): 57,000 "
+        "$29.43, 67,000 $27.55, 77,000 $28.18, 87,000 $28.35; no use lost and no host compaction at any "
+        "of them. Left at its default, at most 41% of the threshold (a small window's host would "
         "otherwise be within it from the start).",
     )
     compactThinking: bool = Field(
@@ -320,11 +319,11 @@ class EvictionConfig(_Model):
         description="Tokens of the newest history (as lightmem2 counts them) a compaction keeps whole, "
         "and at least the newest tool output (unless it alone is a quarter of the threshold): the "
         "running task's last calls; what the user wrote and the assistant's own words stay anyway, and "
-        "everything older is a stub away. Measured on the three long Claude Code traces with "
-        "compactMarginTokens 67,000 (money, then with recover round trips; later uses kept whole): "
-        "4,000 $27.11 / $27.47 (88.1%), 6,000 $27.55 / $27.88 (89.2%), 8,000 $27.96 / $28.27 (91.1%), "
-        "12,000 $29.09 / $29.37 (91.7%); no use lost at any of them. Left at its default, at most 25% "
-        "of the threshold (on a small window it would otherwise be the whole history).",
+        "everything older is a stub away. Measured on the dev Claude Code traces with "
+        "compactMarginTokens 67,000 (benchmarks/compaction_frontier.py; money, later uses kept whole): "
+        "4,000 $27.11 (88.1%), 6,000 $27.55 (89.2%), 12,000 $29.09 (91.7%); no use lost at any of them. "
+        "Left at its default, at most 25% of the threshold (on a small window it would otherwise be the "
+        "whole history).",
     )
 
 

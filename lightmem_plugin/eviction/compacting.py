@@ -48,7 +48,7 @@ every batch. Claude Code's 167,000 allows 68,470, above the default 67,000: unch
 
 MAX_KEEP_SHARE = 0.25
 """The newest history a compaction keeps whole is at most this share of the threshold: on a small
-window the default 12,000 tokens would be all the history there is, and nothing would page out."""
+window the default would be most of the history there is, and little would page out."""
 
 MIN_SAVING_SHARE = 0.25
 """A compaction runs only when what it pages out is at least this share of the context (lightmem2's

@@ -5,7 +5,8 @@ provider is ``"api": "anthropic-messages"``, so OpenClaw builds Anthropic reques
 ``system``, ``tool_use``/``tool_result`` blocks, its own ``cache_control`` marks) and reads Anthropic
 ``usage``. The chat is the eviction test's (:mod:`test_e2e_openclaw_gateway_evict`: task 1 with two
 large reads and four large writes, then eight small goals; task 1 leaves as one summary at the check
-of turn 4), run once without lightmem2 and once with it.
+of turn 2, where goal 2 is the prompt the plugin sends with the history), run once without lightmem2
+and once with it.
 
 What the plugin relies on, checked from outside the product:
 

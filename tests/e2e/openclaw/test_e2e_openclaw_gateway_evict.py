@@ -4,9 +4,11 @@ OpenClaw 2026.9.6 calls the context engine's ``assemble()`` once per turn, with 
 the turn; the turn's model calls are counted from ``commitTurn`` (one ledger row each), and eviction
 checks run at an assemble at least three calls after the last one. The chat: task 1 (two large
 reads, four large file writes, an answer: 7 model calls), then eight more goals of one small command
-each (2 calls). Turn t assembles at call 8 + 2 (t - 2); the checks run at turns 2, 4, 6, ... Goal 2
-is first in the history at turn 3, so task 1 closes at the check of turn 4 (``completed``, then
-``evictable``: a goal closes in the first batch after the next goal); there the cost rule (the
+each (2 calls). Turn t assembles at call 8 + 2 (t - 2); the checks run at turns 2, 4, 6, ... The
+plugin sends each turn's prompt with the history it assembles (OpenClaw hands ``assemble()`` the
+history without it), so goal 2 is in sight at turn 2's assemble and task 1 closes at that check
+(``completed``, then ``evictable``: a goal closes in the first batch after the next goal; before the
+plugin sent the prompt, goal 2 was first seen at turn 3 and task 1 left at turn 4); there the cost rule (the
 default one) pays, and from that turn on the model
 must see task 1 as one assistant message, built by the plugin in OpenClaw's own shape from the
 sidecar's ``collapsed`` ranges.
@@ -36,7 +38,7 @@ GOAL1 = "Read both logs, then write the design notes for every shard."
 MARKER = "[lightmem2: task 1 finished"
 NOTES = 4
 LATER = 8  # goals after the first: enough turns for two checks and a few turns after the batch
-BATCH_TURN = 4  # see the module docstring
+BATCH_TURN = 2  # see the module docstring
 
 
 def log_text(name: str) -> str:
