@@ -20,19 +20,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from frontier import Setting, replay_all  # noqa: E402
 from readme_table import BENCHMARKS, publish, update_readme_compaction_frontier  # noqa: E402
 
 from lightmem_plugin.config import Config  # noqa: E402
-from lightmem_plugin.measure.replay import policy_for, replay_paths, summarize  # noqa: E402
 
 MARGINS = (57_000, 67_000, 77_000, 87_000)
 KEEPS = (4_000, 6_000, 12_000)
@@ -40,31 +37,30 @@ TARGET = 0.75
 """#42: aggressive money / vanilla money at most this, with no host compaction and nothing lost."""
 OURS = "lightmem2 change"
 """The miss cause of the cache breaks lightmem2 made (:mod:`lightmem_plugin.metering.misses`)."""
+KEYS = (
+    "usd",
+    "K",
+    "K_charged",
+    "retention_kept_lines",
+    "retention_lost",
+    "host_compactions",
+    "sessions",
+    "calls",
+)
+"""What a row keeps of its replay's summary."""
 
 
-@dataclass(frozen=True)
-class Setting:
-    """One replayed configuration of aggressive mode: the two compaction knobs."""
-
-    margin: int
-    keep: int
-
-    @property
-    def name(self) -> str:
-        default = Config().eviction
-        shipped = (self.margin, self.keep) == (default.compactMarginTokens, default.compactKeepTokens)
-        return f"margin {self.margin:,}, keep {self.keep:,}" + (" (default)" if shipped else "")
-
-    def config(self) -> Config:
-        return Config.model_validate(
-            {
-                "mode": "aggressive",
-                "eviction": {"compactMarginTokens": self.margin, "compactKeepTokens": self.keep},
-            }
-        )
+def setting(margin: int, keep: int) -> Setting:
+    """Aggressive mode with the two compaction knobs set (named "(default)" where they are the shipped ones)."""
+    shipped = Config().eviction
+    default = (margin, keep) == (shipped.compactMarginTokens, shipped.compactKeepTokens)
+    name = f"margin {margin:,}, keep {keep:,}" + (" (default)" if default else "")
+    return Setting(
+        name, "aggressive", {"eviction": {"compactMarginTokens": margin, "compactKeepTokens": keep}}
+    )
 
 
-SETTINGS: tuple[Setting, ...] = tuple(Setting(m, k) for m in MARGINS for k in KEEPS)
+SETTINGS: tuple[Setting, ...] = tuple(setting(m, k) for m in MARGINS for k in KEEPS)
 
 
 def judge(row: dict[str, Any], vanilla_usd: float) -> list[str]:
@@ -80,35 +76,21 @@ def judge(row: dict[str, Any], vanilla_usd: float) -> list[str]:
     return misses
 
 
-def _replay(traces: str, mode: str, config: Config | None) -> dict[str, Any]:
-    """One replay of the set (a worker process: each keeps its own archive directory)."""
-    with tempfile.TemporaryDirectory(prefix="lightmem2-compaction-frontier-") as tmp:
-        s = summarize(replay_paths([Path(traces)], policy_for(mode, Path(tmp), config)))
-    ours = next((c for c in s["miss_causes"]["causes"] if c["cause"] == OURS), None)
-    return {
-        "usd": s["usd"],
-        "K": s["K"],
-        "K_charged": s["K_charged"],
-        "retention_kept_lines": s["retention_kept_lines"],
-        "retention_lost": s["retention_lost"],
-        "host_compactions": s["host_compactions"],
+def row_of(summary: dict[str, Any], s: Setting) -> dict[str, Any]:
+    """A setting's row: its figures, what lightmem2's own cache breaks cost, and its two knobs."""
+    ours = next((c for c in summary["miss_causes"]["causes"] if c["cause"] == OURS), None)
+    knobs = s.overrides["eviction"]
+    return {k: summary[k] for k in KEYS} | {
         "ours_usd": ours["usd"] if ours else 0.0,
-        "sessions": s["sessions"],
-        "calls": s["calls"],
+        "margin": knobs["compactMarginTokens"],
+        "keep": knobs["compactKeepTokens"],
     }
 
 
 def measure(traces: Path, settings: tuple[Setting, ...], workers: int) -> dict[str, Any]:
     """Vanilla and every setting replayed over ``traces``; rows with their judgements."""
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        base = pool.submit(_replay, str(traces), "vanilla", None)
-        jobs = {s.name: pool.submit(_replay, str(traces), "aggressive", s.config()) for s in settings}
-        vanilla = base.result()
-        rows = {}
-        for s in settings:
-            row = jobs[s.name].result() | {"margin": s.margin, "keep": s.keep}
-            print(f"  compaction frontier {s.name:<34} ${row['usd']:,.2f}", file=sys.stderr)
-            rows[s.name] = row
+    vanilla, summaries = replay_all(traces, settings, workers, "compaction frontier")
+    rows = {s.name: row_of(summaries[s.name], s) for s in settings}
     usd, k = vanilla["usd"], float(vanilla["K"]) or 1.0
     for row in rows.values():
         row["usd_vs_vanilla"] = round(row["usd"] / usd, 4)

@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,18 +127,29 @@ KEYS = (
 )
 
 
-def measure(traces: Path, settings: tuple[Setting, ...], workers: int) -> dict[str, Any]:
-    """Vanilla and every setting replayed over ``traces``; rows with their judgements."""
+def replay_all(
+    traces: Path, settings: Sequence[Setting], workers: int, label: str
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Vanilla's summary and each setting's (by name), the replays spread over ``workers`` processes;
+    each setting's K printed as it comes, after ``label``."""
     with ProcessPoolExecutor(max_workers=workers) as pool:
         base = pool.submit(_replay, str(traces), "vanilla", {})
         jobs = {s.name: pool.submit(_replay, str(traces), s.mode, s.overrides) for s in settings}
         vanilla = base.result()
-        rows: dict[str, dict[str, Any]] = {}
-        for s in settings:
-            summary = jobs[s.name].result()
-            row = {k: summary[k] for k in KEYS} | {"mode": s.mode, "overrides": s.overrides}
-            print(f"  frontier {s.name:<48} K {summary['K']:>14,.0f}", file=sys.stderr)
-            rows[s.name] = row
+        out = {}
+        for name, job in jobs.items():
+            out[name] = job.result()
+            print(f"  {label} {name:<48} K {out[name]['K']:>14,.0f}", file=sys.stderr)
+    return vanilla, out
+
+
+def measure(traces: Path, settings: tuple[Setting, ...], workers: int) -> dict[str, Any]:
+    """Vanilla and every setting replayed over ``traces``; rows with their judgements."""
+    vanilla, summaries = replay_all(traces, settings, workers, "frontier")
+    rows = {
+        s.name: {k: summaries[s.name][k] for k in KEYS} | {"mode": s.mode, "overrides": s.overrides}
+        for s in settings
+    }
     k = float(vanilla["K"]) or 1.0
     for row in rows.values():
         row["K_vs_vanilla"] = round(float(row["K"]) / k, 4)

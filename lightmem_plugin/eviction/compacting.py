@@ -81,7 +81,7 @@ def threshold(config: EvictionConfig, host: str | None, told: int | None = None)
     with the messages alone (:func:`messages_only`)."""
     if config.compactAtTokens is not None:
         return config.compactAtTokens
-    if told is not None and told > 0:
+    if told is not None and messages_only(config, told):
         return told
     return HOST_THRESHOLDS.get(host or "", DEFAULT_THRESHOLD)
 
@@ -92,56 +92,70 @@ def messages_only(config: EvictionConfig, told: int | None) -> bool:
     return config.compactAtTokens is None and told is not None and told > 0
 
 
-def _scaled(config: EvictionConfig, key: str, limit: int, share: float) -> int:
-    """``config``'s ``key``: as set when the user set it, else its default, at most ``share`` of ``limit``."""
-    value: int = getattr(config, key)
-    return value if key in config.model_fields_set else min(value, round(limit * share))
-
-
 def margin(config: EvictionConfig, limit: int) -> int:
-    """How far under ``limit`` compaction starts: ``eviction.compactMarginTokens`` (its default at
-    most :data:`MAX_MARGIN_SHARE` of the limit)."""
-    return _scaled(config, "compactMarginTokens", limit, MAX_MARGIN_SHARE)
+    """How far under ``limit`` compaction starts: ``eviction.compactMarginTokens`` as the user set it,
+    else its default, at most :data:`MAX_MARGIN_SHARE` of the limit."""
+    value = config.compactMarginTokens
+    return (
+        value
+        if "compactMarginTokens" in config.model_fields_set
+        else min(value, round(limit * MAX_MARGIN_SHARE))
+    )
+
+
+def keep_cap(limit: int) -> int:
+    """The most of the newest history a compaction under ``limit`` keeps whole by default, the newest
+    tool output included (:data:`MAX_KEEP_SHARE` of it)."""
+    return round(limit * MAX_KEEP_SHARE)
 
 
 def keep(config: EvictionConfig, limit: int) -> int:
     """Tokens of the newest history a compaction under ``limit`` keeps whole:
-    ``eviction.compactKeepTokens`` (its default at most :data:`MAX_KEEP_SHARE` of the limit)."""
-    return _scaled(config, "compactKeepTokens", limit, MAX_KEEP_SHARE)
+    ``eviction.compactKeepTokens`` (its default at most :func:`keep_cap`)."""
+    value = config.compactKeepTokens
+    return value if "compactKeepTokens" in config.model_fields_set else min(value, keep_cap(limit))
+
+
+def ratio_of(measured: tuple[int, int] | None) -> float:
+    """The provider's tokens per token lightmem2 counts, from ``measured`` (the provider's input,
+    lightmem2's count of the messages then), at least 1 and at most :data:`MAX_RATIO`; 1 unmeasured."""
+    if measured is None:
+        return 1.0
+    provider, sent = measured
+    return min(MAX_RATIO, max(1.0, provider / sent))
 
 
 class Gauge:
-    """The provider's tokens per token lightmem2 counts, from the last call whose usage came."""
+    """The provider's count and lightmem2's, at the last call whose usage came."""
 
     def __init__(self) -> None:
         self.sent = 0
         """lightmem2's count of the messages the last call sent (0: not known)."""
-        self.ratio: float | None = None
-        """The provider's input tokens over :attr:`sent` at the last call whose usage came."""
         self.measured: tuple[int, int] | None = None
         """(the provider's input tokens, :attr:`sent`) at the last call whose usage came."""
+
+    @property
+    def ratio(self) -> float | None:
+        """The provider's tokens per token lightmem2 counts (:func:`ratio_of`; None: never measured)."""
+        return None if self.measured is None else ratio_of(self.measured)
 
     def usage(self, provider_input: int) -> None:
         """The provider counted ``provider_input`` input tokens for the last call."""
         if self.sent > 0 and provider_input > 0:
-            self.ratio = min(MAX_RATIO, max(1.0, provider_input / self.sent))
             self.measured = (provider_input, self.sent)
 
 
-def estimate(
-    total: int, ratio: float, measured: tuple[int, int] | None = None, messages: bool = False
-) -> int:
+def estimate(total: int, measured: tuple[int, int] | None = None, messages: bool = False) -> int:
     """The context in the host's count, for messages lightmem2 counts ``total`` tokens: the provider's
     count at the last measured call (``measured``: its input, lightmem2's count then) plus what the
-    messages gained since, times ``ratio`` (at most :data:`INCREMENT_RATIO`); never measured, ``total``
-    times ``ratio``. ``messages``: the messages alone, ``total`` times ``ratio`` at most
-    :data:`INCREMENT_RATIO` (the provider's count of the head is no part of them)."""
-    if messages:
-        return round(total * min(ratio, INCREMENT_RATIO))
-    if measured is None:
+    messages gained since, times the provider's tokens per token (:func:`ratio_of`, at most
+    :data:`INCREMENT_RATIO`); never measured, ``total``. ``messages``: the messages alone, ``total``
+    times that ratio (the provider's count of the head is no part of them)."""
+    ratio = min(ratio_of(measured), INCREMENT_RATIO)
+    if messages or measured is None:
         return round(total * ratio)
     provider, then = measured
-    return max(0, round(provider + (total - then) * min(ratio, INCREMENT_RATIO)))
+    return max(0, round(provider + (total - then) * ratio))
 
 
 def kept_from(

@@ -222,8 +222,8 @@ class Evictor:
         if not (due or self.break_cost.cold):  # a cold call is a batch: its break is free
             return False
         self.state.last_batch_call = call_index
-        if self.gauge.ratio is not None:  # the batch decides with the latest measure, kept in the state
-            self.state.ratio, self.state.measured = self.gauge.ratio, self.gauge.measured
+        if self.gauge.measured is not None:  # the batch decides with the latest measure, kept in the state
+            self.state.measured = self.gauge.measured
         turns = entries(original)
         view, ids, owners = turns.turns, turns.ids, turns.owners
         self.estimator.sync(view)
@@ -267,22 +267,22 @@ class Evictor:
     ) -> bool:
         """Page out all but the newest history when the context is within the margin of the host's
         compaction threshold (:mod:`.compacting`); True when it did."""
-        ratio, measured = self.state.ratio or 1.0, self.state.measured
+        measured, total = self.state.measured, sum(sizes)
         alone = compacting.messages_only(self.config, self.host_budget)  # OpenClaw's budget: no head
-        before = compacting.estimate(sum(sizes), ratio, measured, alone)
+        before = compacting.estimate(total, measured, alone)
         limit = compacting.threshold(self.config, self.host, self.host_budget)
         if before <= limit - compacting.margin(self.config, limit):
             return False
         head = pricing.head_end(sent)
         newest = max((owners[t] for t, cid in enumerate(ids) if cid is not None), default=None)
-        most = round(limit * compacting.MAX_KEEP_SHARE)  # the newest output whole, unless that large
-        end = compacting.kept_from(sizes, head, compacting.keep(self.config, limit), newest, most)
+        keep_tokens, most = compacting.keep(self.config, limit), compacting.keep_cap(limit)
+        end = compacting.kept_from(sizes, head, keep_tokens, newest, most)
         paged = (self.state.stubs, self.state.args, self.state.collapses)
         keep = acted_on(self.estimator, ids)  # error lines the agent acts on stay, even here
         items = compacting.candidates(
             ids, owners, original, sent, head, end, paged, self.counter, shell, keep
         )
-        if not items or sum(it.saving for it in items) < compacting.MIN_SAVING_SHARE * sum(sizes):
+        if not items or sum(it.saving for it in items) < compacting.MIN_SAVING_SHARE * total:
             return False
         # the record stands in for ~100k tokens of history: it gets the full level's budget (600 tokens)
         pager = self._pager()
@@ -290,13 +290,13 @@ class Evictor:
         if self.config.compactThinking:  # the answers it left behind go without their thinking
             self.state.thinking_before = max(self.state.thinking_before, end)
         self.last_evicted_tokens = saved
-        self.gauge.sent = sum(sizes) - saved
+        self.gauge.sent = total - saved
         args = sum(it.ident.startswith("args:") for it in items)
         self.state.compactions.append(
             Compaction(
                 call_index,
                 before,
-                compacting.estimate(sum(sizes) - saved, ratio, measured, alone),
+                compacting.estimate(total - saved, measured, alone),
                 end,
                 sum(sizes[end:]),
                 len(items) - args,

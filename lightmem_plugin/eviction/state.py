@@ -98,11 +98,11 @@ class EvictionState:
     goal_calls: list[int] = field(default_factory=list)  # the call at which goal n + 1 was first seen
     sent_whole: list[str] = field(default_factory=list)  # calls first sent before their result came
     compactions: list[Compaction] = field(default_factory=list)  # made before the host's limit
-    ratio: float | None = None
-    """The provider's tokens per token counted here, as the last batch read it (:mod:`.compacting`)."""
     measured: tuple[int, int] | None = None
     """(the provider's input tokens, lightmem2's count of the messages) of the last call whose usage
-    came, as the last batch read it: the context estimate starts from it (:func:`.compacting.estimate`)."""
+    came, as the last batch read it: the context estimate starts from it (:func:`.compacting.estimate`).
+    A state written before it was kept has only the ratio of the two, no longer read: its next usage
+    measures again."""
     thinking_before: int = 0
     """Answers before this message index go without their thinking (:mod:`.thinking`; a compaction
     sets it to where the history it kept whole starts)."""
@@ -161,7 +161,6 @@ class EvictionState:
             "goal_calls": self.goal_calls,
             "sent_whole": self.sent_whole,
             "compactions": [c.to_list() for c in self.compactions],
-            "ratio": self.ratio,
             "measured": None if self.measured is None else list(self.measured),
             "thinking_before": self.thinking_before,
             "past_changes": [list(c) for c in self.past_changes],
@@ -179,7 +178,6 @@ class EvictionState:
             [int(c) for c in ev.get("goal_calls", [])],
             [str(c) for c in ev.get("sent_whole", [])],
             [Compaction.from_list(c) for c in ev.get("compactions", [])],
-            None if ev.get("ratio") is None else float(ev["ratio"]),
             None if ev.get("measured") is None else (int(ev["measured"][0]), int(ev["measured"][1])),
             int(ev.get("thinking_before", 0)),
             [(int(c[0]), int(c[1])) for c in ev.get("past_changes", [])],

@@ -32,8 +32,13 @@ def test_the_grid_holds_the_shipped_defaults_and_each_setting_changes_only_its_t
         f"margin {shipped.compactMarginTokens:,}, keep {shipped.compactKeepTokens:,} (default)"
     ]
     for s in cf.SETTINGS:
-        ev = s.config().eviction
-        assert (ev.compactMarginTokens, ev.compactKeepTokens) == (s.margin, s.keep)
+        assert s.mode == "aggressive"
+        ev = Config.model_validate(s.overrides).eviction
+        knobs = s.overrides["eviction"]
+        assert (ev.compactMarginTokens, ev.compactKeepTokens) == (
+            knobs["compactMarginTokens"],
+            knobs["compactKeepTokens"],
+        )
         assert (
             ev.model_copy(
                 update={

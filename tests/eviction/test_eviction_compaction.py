@@ -153,12 +153,12 @@ def test_the_estimate_adds_what_the_messages_gained_to_the_provider_s_last_count
     """OpenClaw's head (~12,700 provider tokens of system prompt and tools) does not grow with the
     messages: a context measured at 19,200 tokens for 6,600 of messages, grown to 13,200, is ~27,450,
     not the 38,400 the whole ratio (2.9) made of it; the gain is priced at most 1.25 per token."""
-    assert compacting.estimate(13_200, 19_200 / 6_600, (19_200, 6_600)) == 19_200 + round(6_600 * 1.25)
-    assert compacting.estimate(13_200, 1.1, (19_200, 6_600)) == 19_200 + round(6_600 * 1.1)
-    assert compacting.estimate(2_000, 1.1, (19_200, 6_600)) < 19_200  # the messages shrank: so does it
-    assert compacting.estimate(13_200, 1.2) == 15_840  # never measured: the ratio on the whole count
+    assert compacting.estimate(13_200, (19_200, 6_600)) == 19_200 + round(6_600 * 1.25)
+    assert compacting.estimate(13_200, (11_000, 10_000)) == 11_000 + round(3_200 * 1.1)  # a ratio of 1.1
+    assert compacting.estimate(2_000, (19_200, 6_600)) < 19_200  # the messages shrank: so does it
+    assert compacting.estimate(13_200) == 13_200  # never measured: lightmem2's own count
     # a budget for the messages alone (OpenClaw's) is met by the messages alone, the head left out
-    assert compacting.estimate(13_200, 19_200 / 6_600, (19_200, 6_600), messages=True) == 16_500
+    assert compacting.estimate(13_200, (19_200, 6_600), messages=True) == 16_500
     cfg = Config().eviction
     assert compacting.messages_only(cfg, 34_000) and not compacting.messages_only(cfg, None)
     assert not compacting.messages_only(cfg.model_copy(update={"compactAtTokens": 90_000}), 34_000)
@@ -169,11 +169,10 @@ def test_the_estimate_adds_what_the_messages_gained_to_the_provider_s_last_count
 
 
 def test_a_compaction_survives_the_session_state() -> None:
-    state = EvictionState(ratio=1.5, measured=(30_000, 20_000))
+    state = EvictionState(measured=(30_000, 20_000))
     state.compactions.append(Compaction(9, 150_000, 40_000, 12, 1_500, 7, 2, "ab" * 6, 167_000))
     again = EvictionState.from_dict(json.loads(json.dumps(state.to_dict())))
-    assert again.compactions == state.compactions and again.ratio == 1.5
-    assert again.measured == (30_000, 20_000)
+    assert again.compactions == state.compactions and again.measured == (30_000, 20_000)
     assert "(the host's limit 167,000)" in again.compactions[0].describe()
     # a state written before the limit was kept still loads, and says nothing of it
     older = Compaction.from_list([9, 150_000, 40_000, 12, 1_500, 7, 2, "ab" * 6])
